@@ -1,0 +1,4 @@
+"""memoryd: a local memory service for AI agents."""
+
+__version__ = "0.1.0"
+__all__ = ["__version__"]

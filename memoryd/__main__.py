@@ -1,0 +1,3 @@
+from memoryd.cli.memoryd import main
+
+raise SystemExit(main())

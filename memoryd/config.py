@@ -1,0 +1,176 @@
+"""Settings: defaults < config.toml < MEMORYD_<SECTION>__<KEY> env < CLI flags.
+
+Resolved once, in the entry point, into a frozen `Settings`. A bad file or value is a
+`ConfigError` naming the file, the key and the reason; the file is never rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from memoryd.errors import ConfigError
+
+AgentName = Literal[
+    "auto", "claude-code", "codex", "gemini-cli", "pi", "openclaw", "nanobot", "generic"
+]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SourceSettings(_Section):
+    agent: AgentName = "auto"
+    path: Path
+
+    @field_validator("path")
+    @classmethod
+    def _expand(cls, v: Path) -> Path:
+        return v.expanduser()
+
+
+class WatchSettings(_Section):
+    sources: tuple[SourceSettings, ...] = ()
+    default_sources: bool = True  # also watch every known agent location that exists
+    debounce_ms: int = Field(50, ge=1, le=60_000)
+    reconcile_seconds: float = Field(30.0, gt=0)
+    force_polling: bool = False
+    exclude: tuple[str, ...] = ()  # glob patterns of paths never read
+    max_line_bytes: int = Field(16 * 1024 * 1024, ge=1024)
+
+
+class ServerSettings(_Section):
+    socket: Path | None = None  # default: <runtime dir>/memoryd.sock
+    tcp_enabled: bool = True
+    tcp_host: str = "127.0.0.1"
+    tcp_port: int = Field(7411, ge=0, le=65535)
+    allow_non_loopback: bool = False
+
+    @field_validator("tcp_host")
+    @classmethod
+    def _loopback_only(cls, v: str) -> str:
+        return v.strip()
+
+
+class PrivacySettings(_Section):
+    redact_patterns: tuple[str, ...] = ()  # extra regexes whose matches are redacted
+    private_tags: tuple[str, ...] = ("private",)  # <private>...</private> is never stored
+
+
+class LLMSettings(_Section):
+    model: str | None = None  # any litellm route; none -> extractive summaries
+    summary_model: str | None = None
+    api_base: str | None = None
+    api_key_env: str | None = None  # the NAME of the env var holding the key
+    timeout_s: float = Field(60.0, gt=0)
+
+
+class LogSettings(_Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    file: bool = False
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _upper(cls, v: Any) -> Any:
+        return v.upper() if isinstance(v, str) else v
+
+
+class Settings(_Section):
+    watch: WatchSettings = WatchSettings()
+    server: ServerSettings = ServerSettings()
+    privacy: PrivacySettings = PrivacySettings()
+    llm: LLMSettings = LLMSettings()
+    log: LogSettings = LogSettings()
+
+
+ENV_PREFIX = "MEMORYD_"
+_TOP_LEVEL_ENV = {"MEMORYD_HOME", "MEMORYD_CONFIG", "MEMORYD_SOCKET", "MEMORYD_SHARED",
+                  "MEMORYD_SUMMARY_MODEL"}
+
+
+def load_settings(
+    path: Path | None = None,
+    environ: Mapping[str, str] = os.environ,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Settings:
+    """Build Settings. `path` is the config file (it need not exist unless given
+    explicitly by the user: pass `required=True` semantics via `explicit`)."""
+    data: dict[str, dict[str, Any]] = {}
+    origin = "defaults"
+    if path is not None and path.exists():
+        origin = str(path)
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path}: cannot read: {e}") from e
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{path}: invalid TOML: {e}") from e
+        for section, values in raw.items():
+            if not isinstance(values, dict):
+                raise ConfigError(f"{path}: {section}: expected a [{section}] table")
+            data[section] = dict(values)
+    env_keys = _merge_env(data, environ)
+    for section, values in (overrides or {}).items():
+        data.setdefault(section, {}).update(values)
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        where = origin
+        env_name = env_keys.get(key.split(".")[0] + "." + key.split(".")[1]) if "." in key else None
+        if env_name:
+            where = f"environment variable {env_name}"
+        raise ConfigError(f"{where}: {key}: {err['msg']}", field=key) from None
+
+
+def _merge_env(data: dict[str, dict[str, Any]], environ: Mapping[str, str]) -> dict[str, str]:
+    """Apply MEMORYD_<SECTION>__<KEY>; returns {"section.key": env name} for error messages."""
+    seen: dict[str, str] = {}
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX) or name in _TOP_LEVEL_ENV or "__" not in name:
+            continue
+        section, _, key = name[len(ENV_PREFIX):].lower().partition("__")
+        if not section or not key:
+            continue
+        data.setdefault(section, {})[key] = _env_value(value)
+        seen[f"{section}.{key}"] = name
+    return seen
+
+
+def _env_value(value: str) -> Any:
+    """Env values are JSON when they parse as JSON lists/objects/bools/numbers, else strings."""
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return value
+    return parsed if not isinstance(parsed, str) else value
+
+
+def parse_source(spec: str) -> SourceSettings:
+    """`AGENT=PATH` from the command line (a bare PATH means auto)."""
+    agent, sep, path = spec.partition("=")
+    if not sep:
+        agent, path = "auto", spec
+    try:
+        return SourceSettings(agent=agent, path=Path(path))  # type: ignore[arg-type]
+    except ValidationError as e:
+        raise ConfigError(f"--source {spec}: {e.errors()[0]['msg']}", field="source") from None
+
+
+def settings_summary(s: Settings) -> str:
+    """One log line of the effective settings; secrets would show only as set/unset."""
+    sources = ", ".join(f"{x.agent}={x.path}" for x in s.watch.sources) or "-"
+    return (
+        f"sources=[{sources}] default_sources={s.watch.default_sources} "
+        f"tcp={'%s:%d' % (s.server.tcp_host, s.server.tcp_port) if s.server.tcp_enabled else 'off'} "
+        f"llm_model={s.llm.summary_model or s.llm.model or 'none (extractive)'} "
+        f"log_level={s.log.level}"
+    )

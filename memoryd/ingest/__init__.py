@@ -1,0 +1,1 @@
+"""Ingest: transcript files -> adapters -> store (see ingestor.py)."""

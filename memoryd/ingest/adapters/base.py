@@ -1,0 +1,103 @@
+"""The adapter contract: one agent's transcript dialect in, normalized records out.
+
+Adapters are pure and tolerant. They never do I/O and never raise on an unknown
+shape: a line they do not understand yields no records (the ingestor counts lines
+that fail to decode as JSON; a well-formed line of an unknown type is simply ignored,
+because agents add record types without notice).
+
+Per-file parse state (`FileState`) is a small JSON-serializable dict the ingestor
+keeps in the file's cursor row, so a file read in several pieces (tailing) parses
+exactly as if it were read at once: e.g. Codex's session id and cwd come from the
+first line, Claude's turn continues across reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+Role = Literal["user", "assistant", "tool", "system"]
+# message: an utterance; tool_call: the agent asked for a tool; tool_result: its output;
+# compaction: an agent-written summary of earlier context; meta: anything else kept for search.
+Kind = Literal["message", "tool_call", "tool_result", "compaction", "meta"]
+# What to do when a record id is already stored for the same session:
+#   ignore  - a replay (resumed/forked session, re-read after a rewrite): keep the stored unit;
+#   append  - one logical message written as several lines (Claude's split assistant
+#             blocks): append the content once per distinct `part_id`;
+#   replace - an upsert log (Gemini re-appends a message with updated content): last wins.
+Merge = Literal["ignore", "append", "replace"]
+
+FileState = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One normalized unit as an adapter sees it."""
+
+    role: Role
+    content: str
+    record_id: str = ""  # the agent's own id; "" -> the ingestor derives a content hash
+    kind: Kind = "message"
+    ts: float | None = None  # Unix seconds, UTC
+    session_id: str | None = None  # None -> the file's default session (FileState["session_id"])
+    project: str | None = None  # cwd / workspace, when this line tells it
+    tool_name: str | None = None
+    tool_args: str | None = None  # JSON text of the arguments
+    related_id: str | None = None  # tool call id joining a tool_call and its tool_result
+    merge: Merge = "ignore"
+    part_id: str | None = None  # with merge="append": the id of this piece
+    title: str | None = None  # a session title, when the line carries one
+    meta: dict[str, Any] = field(default_factory=dict)  # e.g. {"sidechain": True, "model": ...}
+
+
+class Adapter(Protocol):
+    agent: str  # "claude-code", "codex", ...
+    # True for formats that are one JSON document per file (Gemini legacy .json):
+    # the ingestor re-reads the whole file on change and calls parse_document.
+    whole_file: bool
+
+    def claims(self, path: Path, root: Path, first_line: bytes) -> bool:
+        """Is this file a transcript of this agent? `first_line` is the file's first
+        line (without newline, possibly cut at 1 MiB); `root` is the source root."""
+        ...
+
+    def start(self, path: Path, root: Path) -> FileState:
+        """Initial parse state for a file; must set "session_id" (the default session
+        key for records that do not name one) and may set "project"."""
+        ...
+
+    def parse_line(self, obj: Any, state: FileState) -> list[Record]:
+        """Records of one decoded JSON line; may update `state` in place."""
+        ...
+
+    def parse_document(self, obj: Any, state: FileState) -> list[Record]:
+        """Records of a whole-file document (only when whole_file is True)."""
+        ...
+
+
+def content_id(*parts: object) -> str:
+    """A stable record id for agents whose lines carry none: a hash of what identifies
+    the message (role, timestamp, content)."""
+    h = hashlib.blake2b(digest_size=12)
+    for p in parts:
+        h.update(str(p).encode("utf-8", "surrogatepass"))
+        h.update(b"\x1f")
+    return "h:" + h.hexdigest()
+
+
+def relative_key(path: Path, root: Path, *, strip_suffixes: bool = True) -> str:
+    """The file's path under its source root, as a session key component: two files
+    with the same name in different folders never share a session."""
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        rel = Path(path.name)
+    s = rel.as_posix()
+    if strip_suffixes:
+        for suffix in (".jsonl", ".json"):
+            if s.endswith(suffix):
+                s = s[: -len(suffix)]
+                break
+    return s

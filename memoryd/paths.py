@@ -1,0 +1,104 @@
+"""Where memoryd keeps its files.
+
+platformdirs gives the per-OS locations; `MEMORYD_HOME` puts every one of them under
+one directory (tests and benchmarks use it). This module imports nothing heavy:
+memoryctl uses it on every call.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+APP = "memoryd"
+# sockaddr_un.sun_path is 108 bytes on Linux, 104 on macOS; keep a margin.
+MAX_SOCKET_PATH = 100
+
+
+class SocketPathTooLong(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Paths:
+    config_dir: Path
+    data_dir: Path
+    state_dir: Path
+    log_dir: Path
+    runtime_dir: Path
+
+    @property
+    def config_file(self) -> Path:
+        return self.config_dir / "config.toml"
+
+    @property
+    def db(self) -> Path:
+        return self.data_dir / "memoryd.db"
+
+    @property
+    def memory_dir(self) -> Path:
+        return self.data_dir / "memory"
+
+    @property
+    def socket(self) -> Path:
+        return self.runtime_dir / "memoryd.sock"
+
+    @property
+    def lock(self) -> Path:
+        return self.state_dir / "memoryd.lock"
+
+    @property
+    def token_file(self) -> Path:
+        return self.state_dir / "token"
+
+    @property
+    def log_file(self) -> Path:
+        return self.log_dir / "memoryd.log"
+
+    def owned_dirs(self) -> tuple[Path, ...]:
+        return (self.config_dir, self.data_dir, self.state_dir, self.log_dir, self.runtime_dir)
+
+    def ensure(self) -> None:
+        for d in self.owned_dirs():
+            d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.runtime_dir.chmod(0o700)
+
+
+def resolve_paths(home: str | os.PathLike[str] | None = None,
+                  environ: Mapping[str, str] = os.environ) -> Paths:
+    """`home` (the --home flag) wins over MEMORYD_HOME, which wins over platformdirs."""
+    home = home or environ.get("MEMORYD_HOME")
+    if home:
+        h = Path(home).expanduser().absolute()
+        return Paths(h / "config", h / "data", h / "state", h / "log", h / "run")
+    import platformdirs
+
+    state = Path(platformdirs.user_state_dir(APP))
+    runtime = _runtime_dir(environ) or state
+    return Paths(
+        config_dir=Path(platformdirs.user_config_dir(APP)),
+        data_dir=Path(platformdirs.user_data_dir(APP)),
+        state_dir=state,
+        log_dir=Path(platformdirs.user_log_dir(APP)),
+        runtime_dir=runtime,
+    )
+
+
+def _runtime_dir(environ: Mapping[str, str]) -> Path | None:
+    # platformdirs answers /run/user/<uid> even when it does not exist (containers, CI):
+    # use it only when its parent is really there.
+    import platformdirs
+
+    d = Path(platformdirs.user_runtime_dir(APP))
+    return d if d.parent.is_dir() and os.access(d.parent, os.W_OK) else None
+
+
+def check_socket_path(path: Path) -> Path:
+    if len(os.fsencode(str(path))) > MAX_SOCKET_PATH:
+        raise SocketPathTooLong(
+            f"socket path is {len(str(path))} bytes, over the {MAX_SOCKET_PATH}-byte limit of "
+            f"Unix sockets: {path} (set --socket or MEMORYD_SOCKET to a shorter path)"
+        )
+    return path

@@ -1,0 +1,73 @@
+"""The store: one SQLite file, a writer thread and a reader thread.
+
+`await store.write(fn)` / `await store.read(fn)` run `fn(conn)` in one transaction on
+the owning thread. The SQL itself lives in plain sync functions (`store/units.py`,
+`store/sessions.py`, `store/files.py`) that take `conn` first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from memoryd.errors import StoreError
+from memoryd.store.db import DBThread, connect
+from memoryd.store.migrations import migrate
+
+T = TypeVar("T")
+
+__all__ = ["Store"]
+
+
+class Store:
+    def __init__(self, path: Path, writer: DBThread, reader: DBThread) -> None:
+        self.path = path
+        self._writer = writer
+        self._reader = reader
+
+    @classmethod
+    async def open(cls, path: Path) -> Store:
+        return await asyncio.to_thread(cls.open_sync, path)
+
+    @classmethod
+    def open_sync(cls, path: Path) -> Store:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = connect(path)
+            try:
+                migrate(conn)
+            finally:
+                conn.close()
+            writer = DBThread(path, write=True, name="memoryd-db-writer")
+            writer.start()
+            reader = DBThread(path, write=False, name="memoryd-db-reader")
+            reader.start()
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot open the database {path}: {e}") from e
+        return cls(path, writer, reader)
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await self._writer.submit(fn)
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await self._reader.submit(fn)
+
+    def write_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """For code running in a worker thread (never on the event loop)."""
+        return self._writer.call(fn)
+
+    def read_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return self._reader.call(fn)
+
+    def queue_depth(self) -> int:
+        return self._writer.qsize()
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.close_sync)
+
+    def close_sync(self) -> None:
+        self._reader.stop()
+        self._writer.stop()

@@ -1,0 +1,85 @@
+"""Per-file cursor rows: how far a transcript has been read, and what it looked like."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Cursor:
+    path: str
+    root: str
+    agent: str | None
+    id: int | None = None
+    offset: int = 0
+    size: int = 0
+    inode: int | None = None
+    mtime_ns: int | None = None
+    head_hash: str | None = None
+    tail_hash: str | None = None
+    line_no: int = 0
+    bad_lines: int = 0
+    state: dict[str, Any] = field(default_factory=dict)
+    last_error: str | None = None
+
+
+_COLS = ("path, root, agent, offset, size, inode, mtime_ns, head_hash, tail_hash, line_no, "
+         "bad_lines, state, last_error")
+
+
+def get_cursor(conn: sqlite3.Connection, path: str) -> Cursor | None:
+    row = conn.execute(f"SELECT id, {_COLS} FROM files WHERE path = ?", (path,)).fetchone()
+    if row is None:
+        return None
+    d = dict(row)
+    d["state"] = json.loads(d["state"] or "{}")
+    return Cursor(**d)
+
+
+def save_cursor(conn: sqlite3.Connection, c: Cursor) -> int:
+    values = (c.path, c.root, c.agent, c.offset, c.size, c.inode, c.mtime_ns, c.head_hash,
+              c.tail_hash, c.line_no, c.bad_lines, json.dumps(c.state, ensure_ascii=False),
+              c.last_error)
+    if c.id is None:
+        cur = conn.execute(
+            f"INSERT INTO files ({_COLS}, updated_at) VALUES ({', '.join('?' * 13)}, ?) "
+            f"ON CONFLICT (path) DO UPDATE SET root = excluded.root RETURNING id",
+            (*values, time.time()),
+        )
+        c.id = cur.fetchone()[0]
+    conn.execute(
+        "UPDATE files SET path=?, root=?, agent=?, offset=?, size=?, inode=?, mtime_ns=?, "
+        "head_hash=?, tail_hash=?, line_no=?, bad_lines=?, state=?, last_error=?, gone=0, "
+        "updated_at=? "
+        "WHERE id=?",
+        (*values, time.time(), c.id),
+    )
+    return c.id
+
+
+def mark_gone(conn: sqlite3.Connection, path: str) -> None:
+    """The file vanished: keep the row (units point at it for provenance)."""
+    conn.execute("UPDATE files SET gone = 1, updated_at = ? WHERE path = ?", (time.time(), path))
+
+
+def live_cursors(conn: sqlite3.Connection) -> list[Cursor]:
+    rows = conn.execute(f"SELECT id, {_COLS} FROM files WHERE NOT gone").fetchall()
+    out = []
+    for row in rows:
+        d = dict(row)
+        d["state"] = json.loads(d["state"] or "{}")
+        out.append(Cursor(**d))
+    return out
+
+
+def file_stats(conn: sqlite3.Connection) -> dict[str, int]:
+    row = conn.execute(
+        "SELECT count(*) FILTER (WHERE agent IS NOT NULL AND NOT gone),"
+        " count(*) FILTER (WHERE agent IS NULL AND NOT gone),"
+        " coalesce(sum(bad_lines), 0) FROM files"
+    ).fetchone()
+    return {"files": row[0], "ignored_files": row[1], "bad_lines": row[2]}

@@ -1,0 +1,126 @@
+"""Numbered schema migrations. Append new ones; never rename or edit a released one."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+
+from memoryd.store.fts import TOKENIZER
+
+Migration = Callable[[sqlite3.Connection], None]
+
+
+def _script(conn: sqlite3.Connection, sql: str) -> None:
+    # executescript() would COMMIT the migration's transaction first; run statements
+    # one by one so a migration is all or nothing.
+    for stmt in sql.split(";"):
+        if stmt.strip():
+            conn.execute(stmt)
+
+
+def m001_initial(conn: sqlite3.Connection) -> None:
+    _script(
+        conn,
+        f"""
+        CREATE TABLE sessions (
+            id INTEGER PRIMARY KEY,
+            agent TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            project TEXT,
+            title TEXT,
+            first_ts REAL,
+            last_ts REAL,
+            units INTEGER NOT NULL DEFAULT 0,
+            user_units INTEGER NOT NULL DEFAULT 0,
+            next_seq INTEGER NOT NULL DEFAULT 1,
+            turns INTEGER NOT NULL DEFAULT 0,
+            summary TEXT,
+            summary_upto INTEGER NOT NULL DEFAULT 0,
+            summary_by TEXT,
+            summary_updated REAL,
+            state TEXT NOT NULL DEFAULT 'active',
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            UNIQUE (agent, session_id)
+        );
+        CREATE INDEX sessions_last_ts ON sessions (last_ts);
+        CREATE INDEX sessions_project ON sessions (project);
+
+        -- One row per file seen under a source root. agent IS NULL: not a transcript
+        -- (kept so it is not re-examined until it changes).
+        CREATE TABLE files (
+            id INTEGER PRIMARY KEY,
+            path TEXT NOT NULL UNIQUE,
+            root TEXT NOT NULL,
+            agent TEXT,
+            offset INTEGER NOT NULL DEFAULT 0,
+            size INTEGER NOT NULL DEFAULT 0,
+            inode INTEGER,
+            mtime_ns INTEGER,
+            head_hash TEXT,
+            tail_hash TEXT,
+            line_no INTEGER NOT NULL DEFAULT 0,
+            bad_lines INTEGER NOT NULL DEFAULT 0,
+            state TEXT NOT NULL DEFAULT '{{}}',
+            last_error TEXT,
+            gone INTEGER NOT NULL DEFAULT 0,
+            updated_at REAL
+        );
+
+        CREATE TABLE units (
+            id INTEGER PRIMARY KEY,
+            session_pk INTEGER NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            record_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            turn INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            content TEXT NOT NULL,
+            tool_name TEXT,
+            tool_args TEXT,
+            related_id TEXT,
+            ts REAL,
+            file_id INTEGER REFERENCES files (id) ON DELETE SET NULL,
+            offset INTEGER,
+            parts TEXT,
+            one_liner TEXT,
+            one_liner_by TEXT,
+            chars INTEGER NOT NULL,
+            tokens INTEGER NOT NULL,
+            UNIQUE (session_pk, record_id)
+        );
+        CREATE INDEX units_session_seq ON units (session_pk, seq);
+        CREATE INDEX units_ts ON units (ts);
+
+        -- rowid = units.id, body = the unit text with CJK runs as bigrams.
+        CREATE VIRTUAL TABLE units_fts USING fts5 (
+            body, one_liner, tokenize = '{TOKENIZER}'
+        );
+        """
+    )
+
+
+MIGRATIONS: list[Migration] = [m001_initial]
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
+    """Apply pending migrations, each in its own transaction; returns their names."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
+    )
+    done = {r[0] for r in conn.execute("SELECT name FROM _migrations")}
+    applied = []
+    for m in MIGRATIONS:
+        if m.__name__ in done:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            m(conn)
+            conn.execute("INSERT INTO _migrations VALUES (?, ?)", (m.__name__, time.time()))
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
+        applied.append(m.__name__)
+    return applied

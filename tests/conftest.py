@@ -1,0 +1,36 @@
+"""Shared fixtures. Nothing here touches the real home: MEMORYD_HOME and the XDG
+variables point into a tmp dir for every test."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("MEMORYD_SHARED", REPO.parent / "shared"))
+FIXTURES = SHARED / "fixtures" / "sessions"
+
+
+@pytest.fixture(autouse=True)
+def memoryd_home(tmp_path_factory, monkeypatch):
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("MEMORYD_HOME", str(home))
+    monkeypatch.delenv("MEMORYD_SOCKET", raising=False)
+    monkeypatch.delenv("MEMORYD_CONFIG", raising=False)
+    for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.setenv(var, str(home / var.lower()))
+    monkeypatch.setenv("HOME", str(home / "userhome"))
+    (home / "userhome").mkdir()
+    return home
+
+
+@pytest.fixture
+def fixtures_dir() -> Path:
+    if not FIXTURES.is_dir():
+        pytest.fail(f"shared fixtures not found at {FIXTURES} (set MEMORYD_SHARED)")
+    return FIXTURES

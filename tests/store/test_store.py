@@ -1,0 +1,102 @@
+import threading
+
+import pytest
+
+from memoryd.ingest.adapters.base import Record
+from memoryd.store import Store
+from memoryd.store.migrations import MIGRATIONS
+from memoryd.store.sessions import list_sessions, session_pk
+from memoryd.store.units import search_units, store_record
+
+
+@pytest.fixture
+async def store(tmp_path):
+    s = await Store.open(tmp_path / "memoryd.db")
+    yield s
+    await s.close()
+
+
+async def test_migrate_blank_creates_schema_in_wal(store):
+    def schema(c):
+        names = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        mode = c.execute("PRAGMA journal_mode").fetchone()[0]
+        done = [r[0] for r in c.execute("SELECT name FROM _migrations ORDER BY name")]
+        return names, mode, done
+
+    names, mode, done = await store.read(schema)
+    assert {"sessions", "units", "files", "units_fts", "_migrations"} <= names
+    assert mode == "wal"
+    assert done == [m.__name__ for m in MIGRATIONS]
+
+
+async def test_reopen_does_not_migrate_twice(tmp_path):
+    s = await Store.open(tmp_path / "m.db")
+    await s.close()
+    s = await Store.open(tmp_path / "m.db")
+    n = await s.read(lambda c: c.execute("SELECT count(*) FROM _migrations").fetchone()[0])
+    await s.close()
+    assert n == len(MIGRATIONS)
+
+
+async def test_sql_runs_off_the_event_loop_thread(store):
+    loop_thread = threading.get_ident()
+    ran_on = await store.read(lambda c: threading.get_ident())
+    assert ran_on != loop_thread
+
+
+async def test_write_error_rolls_back(store):
+    def bad(c):
+        session_pk(c, "generic", "s1")
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        await store.write(bad)
+    assert await store.read(lambda c: list_sessions(c)) == []
+
+
+def _put(c, recs):
+    pk = session_pk(c, "claude-code", "s1", project="/p")
+    return [store_record(c, pk, r, r.record_id, None, 0) for r in recs]
+
+
+async def test_merge_semantics(store):
+    recs = [
+        Record("user", "hello", record_id="u1"),
+        Record("assistant", "part one", record_id="m1", merge="append", part_id="a"),
+        Record("assistant", "part two", record_id="m1", merge="append", part_id="b"),
+        Record("assistant", "part one", record_id="m1", merge="append", part_id="a"),  # replay
+        Record("user", "hello again", record_id="u1"),  # replay with other text: ignored
+        Record("assistant", "v1", record_id="g1", merge="replace"),
+        Record("assistant", "v2 final", record_id="g1", merge="replace"),
+    ]
+    out = await store.write(lambda c: _put(c, recs))
+    assert [o is not None and o.new for o in out] == [True, True, False, False, False, True,
+                                                       False]
+    rows = await store.read(lambda c: [dict(r) for r in c.execute(
+        "SELECT record_id, content, seq, turn FROM units ORDER BY seq")])
+    assert rows == [
+        {"record_id": "u1", "content": "hello", "seq": 1, "turn": 1},
+        {"record_id": "m1", "content": "part one\n\npart two", "seq": 2, "turn": 1},
+        {"record_id": "g1", "content": "v2 final", "seq": 3, "turn": 1},
+    ]
+    total, hits = await store.read(lambda c: search_units(c, '"final"', limit=5))
+    assert total == 1 and hits[0]["record_id"] == "g1"
+    total, _ = await store.read(lambda c: search_units(c, '"v1"', limit=5))
+    assert total == 0  # the replaced text left the index
+    sess = await store.read(lambda c: list_sessions(c))
+    assert sess[0]["units"] == 3 and sess[0]["user_units"] == 1
+
+
+async def test_search_filters(store):
+    def put(c):
+        for agent, sid in (("codex", "a"), ("pi", "b")):
+            pk = session_pk(c, agent, sid, project=f"/proj/{sid}")
+            store_record(c, pk, Record("user", "deploy the service"), f"{sid}1", None, 0)
+
+    await store.write(put)
+    total, _ = await store.read(lambda c: search_units(c, '"deploy"', limit=5))
+    assert total == 2
+    total, rows = await store.read(lambda c: search_units(c, '"deploy"', limit=5, agent="pi"))
+    assert total == 1 and rows[0]["session_id"] == "b"
+    total, _ = await store.read(lambda c: search_units(c, '"deploy"', limit=5, project="/proj/a"))
+    assert total == 1

@@ -1,0 +1,81 @@
+from pathlib import Path
+
+import pytest
+
+from memoryd.cli.memoryd import main as memoryd_main
+from memoryd.config import ConfigError, load_settings, parse_source
+
+
+def test_config_defaults_without_file(tmp_path):
+    s = load_settings(tmp_path / "missing.toml", environ={})
+    assert s.server.tcp_host == "127.0.0.1"
+    assert s.watch.default_sources is True
+
+
+def test_config_precedence_file_env_flags(tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[server]\ntcp_port = 1111\n[watch]\ndebounce_ms = 70\n")
+    s = load_settings(cfg, environ={"MEMORYD_SERVER__TCP_PORT": "2222"})
+    assert (s.server.tcp_port, s.watch.debounce_ms) == (2222, 70)
+    s = load_settings(cfg, environ={"MEMORYD_SERVER__TCP_PORT": "2222"},
+                      overrides={"server": {"tcp_port": 3333}})
+    assert s.server.tcp_port == 3333
+
+
+def test_config_bad_key_names_file_and_key(tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[watch]\ndebounce_msx = 5\n")
+    with pytest.raises(ConfigError) as e:
+        load_settings(cfg, environ={})
+    assert str(cfg) in str(e.value) and "watch.debounce_msx" in str(e.value)
+
+
+def test_config_bad_value_from_env_names_variable():
+    with pytest.raises(ConfigError) as e:
+        load_settings(None, environ={"MEMORYD_WATCH__DEBOUNCE_MS": "soon"})
+    assert "MEMORYD_WATCH__DEBOUNCE_MS" in str(e.value)
+
+
+def test_config_invalid_toml(tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[watch\n")
+    with pytest.raises(ConfigError, match="invalid TOML"):
+        load_settings(cfg, environ={})
+
+
+def test_parse_source():
+    assert parse_source("codex=/x").agent == "codex"
+    assert parse_source("/x").agent == "auto"
+    with pytest.raises(ConfigError, match="--source"):
+        parse_source("nosuchagent=/x")
+
+
+def test_memoryd_bad_config_exits_2_and_keeps_file(tmp_path, capsys):
+    cfg = tmp_path / "config.toml"
+    text = "[server]\ntcp_port = 'many'\n"
+    cfg.write_text(text)
+    assert memoryd_main(["--config", str(cfg), "--home", str(tmp_path / "h")]) == 2
+    err = capsys.readouterr().err
+    assert str(cfg) in err and "server.tcp_port" in err
+    assert cfg.read_text() == text
+
+
+def test_memoryd_missing_explicit_config_exits_2(tmp_path, capsys):
+    assert memoryd_main(["--config", str(tmp_path / "nope.toml")]) == 2
+    assert "no such config file" in capsys.readouterr().err
+
+
+def test_paths_home_relocates_everything(tmp_path):
+    from memoryd.paths import resolve_paths
+
+    p = resolve_paths(environ={"MEMORYD_HOME": str(tmp_path)})
+    for d in p.owned_dirs():
+        assert Path(d).is_relative_to(tmp_path)
+    assert p.socket.is_relative_to(tmp_path)
+
+
+def test_socket_path_length_checked(tmp_path):
+    from memoryd.paths import SocketPathTooLong, check_socket_path
+
+    with pytest.raises(SocketPathTooLong, match="100-byte"):
+        check_socket_path(tmp_path / ("x" * 120) / "memoryd.sock")

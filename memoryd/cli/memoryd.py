@@ -1,0 +1,96 @@
+"""`memoryd`: run the daemon in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from memoryd import __version__
+
+EXIT_OK, EXIT_CRASH, EXIT_CONFIG, EXIT_STARTUP = 0, 1, 2, 3
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="memoryd", description=(
+        "Local memory service for AI agents: watches their transcripts, keeps them "
+        "searchable and answers context requests."))
+    p.add_argument("--config", type=Path, help="config file (default: <config dir>/config.toml)")
+    p.add_argument("--home", help="keep all state under this directory (like MEMORYD_HOME)")
+    p.add_argument("--source", action="append", default=[], metavar="AGENT=PATH",
+                   help="watch PATH as AGENT (a format name or 'auto'); may repeat")
+    p.add_argument("--no-default-sources", action="store_true",
+                   help="do not watch the agents' default locations")
+    p.add_argument("--socket", help="Unix socket path")
+    tcp = p.add_mutually_exclusive_group()
+    tcp.add_argument("--port", type=int, help="TCP port on 127.0.0.1 (0: any free port)")
+    tcp.add_argument("--no-tcp", action="store_true", help="serve only the Unix socket")
+    p.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                   type=str.upper)
+    p.add_argument("--version", action="version", version=f"memoryd {__version__}")
+    return p
+
+
+def overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    from memoryd.config import parse_source
+
+    out: dict[str, dict[str, Any]] = {}
+    if args.source:
+        out.setdefault("watch", {})["sources"] = [parse_source(s) for s in args.source]
+    if args.no_default_sources:
+        out.setdefault("watch", {})["default_sources"] = False
+    if args.socket:
+        out.setdefault("server", {})["socket"] = args.socket
+    if args.port is not None:
+        out.setdefault("server", {})["tcp_port"] = args.port
+    if args.no_tcp:
+        out.setdefault("server", {})["tcp_enabled"] = False
+    if args.log_level:
+        out.setdefault("log", {})["level"] = args.log_level
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from memoryd.config import load_settings
+    from memoryd.daemon import Daemon
+    from memoryd.errors import AlreadyRunningError, ConfigError, StoreError
+    from memoryd.log import configure_logging
+    from memoryd.paths import SocketPathTooLong, resolve_paths
+
+    paths = resolve_paths(args.home)
+    config = args.config or (Path(os.environ["MEMORYD_CONFIG"])
+                             if os.environ.get("MEMORYD_CONFIG") else paths.config_file)
+    try:
+        if args.config and not args.config.exists():
+            raise ConfigError(f"{args.config}: no such config file")
+        settings = load_settings(config, os.environ, overrides(args))
+    except ConfigError as e:
+        print(f"memoryd: bad configuration: {e}", file=sys.stderr)
+        return EXIT_CONFIG
+    configure_logging(settings.log.level, paths.log_file if settings.log.file else None)
+    log = logging.getLogger("memoryd")
+    log.info("config: %s", config if config.exists() else "defaults (no config file)")
+    try:
+        return asyncio.run(Daemon(settings, paths).run())
+    except ConfigError as e:
+        print(f"memoryd: bad configuration: {e}", file=sys.stderr)
+        return EXIT_CONFIG
+    except (AlreadyRunningError, StoreError, SocketPathTooLong) as e:
+        print(f"memoryd: cannot start: {e}", file=sys.stderr)
+        return EXIT_STARTUP
+    except OSError as e:
+        print(f"memoryd: cannot start: {e}", file=sys.stderr)
+        return EXIT_STARTUP
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

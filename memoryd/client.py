@@ -1,0 +1,94 @@
+"""A small client for the daemon's Unix socket, on the standard library alone:
+hooks call memoryctl on every prompt, so this must import in milliseconds."""
+
+from __future__ import annotations
+
+import errno
+import http.client
+import json
+import socket
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+
+class DaemonNotRunning(Exception):
+    """No socket: the daemon is not running."""
+
+    def __init__(self, path: Path, stale: bool = False) -> None:
+        self.path = path
+        self.stale = stale
+        if stale:
+            msg = (f"a socket exists at {path} but nothing is listening (stale: memoryd "
+                   "died?). Start memoryd again; it removes the stale socket.")
+        else:
+            msg = (f"memoryd is not running (no socket at {path}). Start it with `memoryd` "
+                   "or `systemctl --user start memoryd`.")
+        super().__init__(msg)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.field = status, code, message, field
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: Path, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        try:
+            s.connect(str(self._path))
+        except OSError as e:
+            s.close()
+            if e.errno in (errno.ENOENT, errno.ENOTDIR):
+                raise DaemonNotRunning(self._path) from None
+            if e.errno == errno.ECONNREFUSED:
+                raise DaemonNotRunning(self._path, stale=True) from None
+            raise
+        self.sock = s
+
+
+class MemorydClient:
+    def __init__(self, socket_path: Path, timeout: float = 30.0) -> None:
+        self.socket_path = socket_path
+        self.timeout = timeout
+
+    def request(self, method: str, path: str, body: Any = None,
+                query: dict[str, Any] | None = None) -> Any:
+        if query:
+            q = {k: v for k, v in query.items() if v is not None}
+            if q:
+                path += "?" + urlencode(q)
+        conn = _UnixConnection(self.socket_path, self.timeout)
+        try:
+            payload = None if body is None else json.dumps(body).encode()
+            headers = {"Content-Type": "application/json"} if payload is not None else {}
+            conn.request(method, path, body=payload, headers=headers)
+            resp = conn.getresponse()
+            raw = resp.read()
+        finally:
+            conn.close()
+        ctype = resp.getheader("Content-Type", "")
+        data = json.loads(raw) if raw and "json" in ctype else raw.decode("utf-8", "replace")
+        if resp.status >= 400:
+            err = data.get("error", {}) if isinstance(data, dict) else {}
+            raise ApiError(resp.status, err.get("code", "http_error"),
+                           err.get("message", str(data)), err.get("field"))
+        return data
+
+    def health(self) -> dict[str, Any]:
+        return self.request("GET", "/v1/health")
+
+    def status(self) -> dict[str, Any]:
+        return self.request("GET", "/v1/status")
+
+    def search(self, **body: Any) -> dict[str, Any]:
+        return self.request("POST", "/v1/search", {k: v for k, v in body.items() if v is not None})
+
+    def sessions(self, **query: Any) -> dict[str, Any]:
+        return self.request("GET", "/v1/sessions", query=query)

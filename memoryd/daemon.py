@@ -1,0 +1,228 @@
+"""The composition root: builds every component from one Settings and Paths, starts
+them in order and stops them in reverse."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import platform
+import signal
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from memoryd import __version__
+from memoryd.config import Settings, settings_summary
+from memoryd.errors import AlreadyRunningError
+from memoryd.ingest.ingestor import Ingestor
+from memoryd.ingest.queue import IngestQueue
+from memoryd.ingest.redact import Redactor
+from memoryd.paths import Paths
+from memoryd.server.app import Services, make_app
+from memoryd.server.sites import start_tcp, start_unix
+from memoryd.sources import Candidates, Source, configured_sources
+from memoryd.store import Store
+from memoryd.store.files import file_stats
+from memoryd.store.sessions import count_sessions
+from memoryd.store.units import count_units
+from memoryd.watcher import Watcher
+
+from memoryd import _sdnotify
+
+log = logging.getLogger(__name__)
+
+STOP_TIMEOUT = 4.0
+
+
+class Daemon:
+    def __init__(self, settings: Settings, paths: Paths,
+                 environ: Mapping[str, str] = os.environ) -> None:
+        self.settings = settings
+        self.paths = paths
+        self.environ = environ
+        self.socket_path = Path(settings.server.socket or environ.get("MEMORYD_SOCKET")
+                                or paths.socket)
+        self.tcp_port: int | None = None
+        self.state = "stopped"
+        self.started_at = 0.0
+        self.backfill_done = False
+        self._stack = contextlib.AsyncExitStack()
+        self._stop_requested = asyncio.Event()
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._sources: list[Source] = []
+        self.store: Store | None = None
+        self.ingestor: Ingestor | None = None
+        self.queue: IngestQueue | None = None
+        self.watcher: Watcher | None = None
+
+    def sources(self) -> list[Source]:
+        return self._sources
+
+    async def start(self) -> None:
+        self.state = "starting"
+        self.started_at = time.time()
+        s = self.settings
+        try:
+            self.paths.ensure()
+            self._lock()
+            self.store = await Store.open(self.paths.db)
+            self._stack.push_async_callback(self.store.close)
+            log.info("store open at %s", self.paths.db)
+
+            redactor = Redactor(s.privacy.redact_patterns, s.privacy.private_tags)
+            self.ingestor = Ingestor(self.store, redactor, max_line_bytes=s.watch.max_line_bytes)
+            await self.ingestor.load_seen()
+            self._sources = configured_sources(s, self.environ)
+            self.queue = IngestQueue(self.ingestor, self.sources)
+            candidate = Candidates(s.watch.exclude, self.paths.owned_dirs())
+            self.watcher = Watcher(self.sources, self.queue, self.ingestor, candidate,
+                                   debounce_ms=s.watch.debounce_ms,
+                                   force_polling=s.watch.force_polling)
+
+            await self._serve()
+            self._spawn(self.queue.run(), "ingest")
+            self._spawn(self._backfill(), "backfill")
+            self._spawn(self.watcher.run(self._stop_requested), "watcher")
+            self._spawn(self._reconcile_loop(), "reconcile")
+        except BaseException:
+            await self.stop()
+            raise
+        self.state = "running"
+        tcp = f" and 127.0.0.1:{self.tcp_port}" if self.tcp_port is not None else ""
+        log.info("memoryd %s ready on %s%s (python %s, %s); %s", __version__, self.socket_path,
+                 tcp, platform.python_version(), platform.platform(terse=True),
+                 settings_summary(s))
+        _sdnotify.notify("READY=1")
+
+    def _lock(self) -> None:
+        f = open(self.paths.lock, "a+")  # noqa: SIM115 - held for the daemon's lifetime
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.close()
+            raise AlreadyRunningError(
+                f"another memoryd holds {self.paths.lock} (same MEMORYD_HOME); "
+                "stop it first") from None
+        f.truncate(0)
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        self._stack.callback(f.close)
+
+    async def _serve(self) -> None:
+        assert self.store is not None
+        app = make_app(Services(store=self.store, status=self.status, version=__version__))
+        runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0,
+                               access_log=None)
+        await runner.setup()
+        self._stack.push_async_callback(runner.cleanup)
+        await start_unix(runner, self.socket_path)
+        self._stack.callback(self.socket_path.unlink, missing_ok=True)
+        srv = self.settings.server
+        if srv.tcp_enabled:
+            _, self.tcp_port = await start_tcp(runner, srv.tcp_host, srv.tcp_port,
+                                               allow_non_loopback=srv.allow_non_loopback)
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.create_task(coro, name=f"memoryd-{name}")
+        task.add_done_callback(self._task_done)
+        self._tasks.append(task)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s died", task.get_name(), exc_info=task.exception())
+
+    async def _backfill(self) -> None:
+        assert self.watcher is not None and self.queue is not None
+        t0 = time.monotonic()
+        queued = await self.watcher.reconcile()
+        await self.queue.drained()
+        self.backfill_done = True
+        log.info("backfill done: %d files read in %.1fs", queued, time.monotonic() - t0)
+
+    async def _reconcile_loop(self) -> None:
+        assert self.watcher is not None
+        while True:
+            await asyncio.sleep(self.settings.watch.reconcile_seconds)
+            if not self.backfill_done:
+                continue
+            try:
+                self._sources = configured_sources(self.settings, self.environ)
+                await self.watcher.reconcile()
+            except Exception:
+                log.exception("reconciliation failed")
+
+    async def status(self) -> dict[str, Any]:
+        assert self.store is not None and self.ingestor is not None and self.queue is not None
+
+        def counts(conn: Any) -> dict[str, int]:
+            return {**file_stats(conn), "sessions": count_sessions(conn),
+                    "units": count_units(conn)}
+
+        c = await self.store.read(counts)
+        unread = await asyncio.to_thread(self.ingestor.unread_bytes)
+        depth = self.queue.depth()
+        st = self.ingestor.stats
+        return {
+            "version": __version__,
+            "pid": os.getpid(),
+            "state": self.state,
+            "uptime_s": round(time.time() - self.started_at, 1),
+            "socket": str(self.socket_path),
+            "tcp_port": self.tcp_port,
+            "sources": [x.as_dict() for x in self._sources],
+            **c,
+            "unread_bytes": unread,
+            "queue_depth": depth,
+            "backfill_done": self.backfill_done,
+            "caught_up": self.backfill_done and depth == 0 and unread == 0,
+            "ingest_lag_ms": None if st.last_lag_ms is None else round(st.last_lag_ms, 1),
+            "ingest": {"units_this_run": st.units, "batches": st.batches,
+                       "bad_lines_this_run": st.bad_lines, "errors": st.errors,
+                       "last_error": st.last_error},
+            "watcher": {"batches": self.watcher.batches if self.watcher else 0,
+                        "errors": self.watcher.errors if self.watcher else 0},
+        }
+
+    def request_stop(self) -> None:
+        self._stop_requested.set()
+
+    async def stop(self) -> None:
+        if self.state in ("stopping", "stopped") and not self._tasks and self.store is None:
+            return
+        self.state = "stopping"
+        self._stop_requested.set()
+        for t in self._tasks:
+            t.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=STOP_TIMEOUT / 2)
+        self._tasks.clear()
+        try:
+            await asyncio.wait_for(self._stack.aclose(), STOP_TIMEOUT)
+        except TimeoutError:
+            log.warning("shutdown timed out")
+        self.store = None
+        self.state = "stopped"
+
+    async def run(self) -> int:
+        await self.start()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self.request_stop)
+        try:
+            await self._stop_requested.wait()
+            log.info("stopping")
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+            await self.stop()
+        log.info("stopped")
+        return 0
+
+

@@ -1,0 +1,293 @@
+"""Transcript files into the store, incrementally.
+
+`ingest_file` reads a file from its cursor in batches: reading and parsing run in a
+worker thread, and each batch's units are written in one transaction together with
+the cursor that covers them, so a crash at any point neither loses nor duplicates a
+line. Bad lines are skipped, counted per file and logged as path:line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memoryd.ingest import adapters
+from memoryd.ingest.adapters.base import Adapter, Record, content_id
+from memoryd.ingest.cursor import complete_lines, fingerprint, first_line, is_continuation
+from memoryd.ingest.redact import Redactor
+from memoryd.store import Store
+from memoryd.store.files import Cursor, get_cursor, live_cursors, mark_gone, save_cursor
+from memoryd.store.sessions import session_pk
+from memoryd.store.units import store_record
+
+log = logging.getLogger(__name__)
+
+BATCH_BYTES = 4 << 20
+BATCH_ITEMS = 2000
+MAX_DOCUMENT_BYTES = 256 << 20
+
+
+@dataclass
+class Batch:
+    cursor: Cursor
+    items: list[tuple[Record, str, int]] = field(default_factory=list)
+    bad: list[tuple[int, str]] = field(default_factory=list)
+    done: bool = True
+    reset: bool = False
+
+
+@dataclass
+class IngestStats:
+    units: int = 0  # new units stored by this process
+    batches: int = 0
+    bad_lines: int = 0
+    errors: int = 0
+    last_error: str | None = None
+    last_lag_ms: float | None = None  # file written -> searchable, for the latest live change
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What a file looked like when we last read it, kept in memory so the periodic
+    reconciliation is a stat per file and no database read."""
+
+    size: int
+    mtime_ns: int
+    inode: int
+    offset: int
+    transcript: bool
+
+    def changed(self, st: os.stat_result) -> bool:
+        return (st.st_size, st.st_mtime_ns, st.st_ino) != (self.size, self.mtime_ns, self.inode)
+
+
+class Ingestor:
+    def __init__(self, store: Store, redactor: Redactor, *, max_line_bytes: int) -> None:
+        self.store = store
+        self.redactor = redactor
+        self.max_line_bytes = max_line_bytes
+        self.stats = IngestStats()
+        self.seen: dict[str, Seen] = {}
+        self._warned: set[str] = set()
+
+    async def load_seen(self) -> None:
+        for c in await self.store.read(live_cursors):
+            self._remember(c)
+
+    def _remember(self, c: Cursor) -> None:
+        self.seen[c.path] = Seen(c.size, c.mtime_ns or 0, c.inode or 0, c.offset,
+                                 c.agent is not None)
+
+    def unread_bytes(self) -> int:
+        """Bytes of complete lines not yet read, over every known file (stats them:
+        call from a worker thread). A file unchanged since its last read has none:
+        what is left past its cursor is a partial last line."""
+        total = 0
+        for path, seen in list(self.seen.items()):
+            if not seen.transcript:
+                continue
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            if seen.changed(st):
+                total += max(0, st.st_size - (seen.offset if st.st_ino == seen.inode else 0))
+        return total
+
+    async def ingest_file(self, path: Path, root: Path, agent: str, *, live: bool = False) -> int:
+        """Read what is new in `path`; `agent` is a format name or "auto". Returns the
+        number of new units. Never raises for a bad or vanished file."""
+        key = str(path)
+        try:
+            cursor = await self.store.read(lambda c: get_cursor(c, key))
+            adapter, cursor = await asyncio.to_thread(self._prepare, path, root, agent, cursor)
+            if adapter is None:
+                if cursor is not None:
+                    await self.store.write(lambda c: save_cursor(c, cursor))
+                    self._remember(cursor)
+                return 0
+            new = 0
+            while True:
+                batch = await asyncio.to_thread(self._read_batch, path, root, adapter, cursor)
+                new += await self.store.write(lambda c, b=batch: self._commit(c, adapter, b))
+                self._report(path, batch)
+                cursor = batch.cursor
+                self._remember(cursor)
+                if batch.done:
+                    break
+            self.stats.units += new
+            if live and cursor.mtime_ns:
+                self.stats.last_lag_ms = max(0.0, time.time() * 1000 - cursor.mtime_ns / 1e6)
+            return new
+        except FileNotFoundError:
+            await self.file_gone(path)
+            return 0
+        except (OSError, sqlite3.Error, ValueError) as e:
+            self.stats.errors += 1
+            self.stats.last_error = f"{path}: {e}"
+            log.warning("cannot ingest %s: %s", path, e)
+            return 0
+
+    async def file_gone(self, path: Path) -> None:
+        if self.seen.pop(str(path), None) is not None:
+            await self.store.write(lambda c: mark_gone(c, str(path)))
+
+    # -- worker thread ------------------------------------------------------------------
+
+    def _prepare(self, path: Path, root: Path, agent: str,
+                 cursor: Cursor | None) -> tuple[Adapter | None, Cursor | None]:
+        """Decide the adapter; None when the file is not (yet) a transcript or unchanged."""
+        st = path.stat()
+        if cursor is not None and cursor.agent is None:
+            if (st.st_size, st.st_mtime_ns) == (cursor.size, cursor.mtime_ns):
+                return None, None  # known non-transcript, unchanged
+        if cursor is not None and cursor.agent is not None:
+            if (st.st_size, st.st_mtime_ns, st.st_ino) == (cursor.size, cursor.mtime_ns,
+                                                           cursor.inode):
+                return None, None
+            return adapters.for_agent(cursor.agent, path), cursor
+        with open(path, "rb") as f:
+            line, complete = first_line(f)
+        if not line.strip() and not complete:
+            return None, None  # empty or still being created: wait for more
+        adapter = self._detect(path, root, agent, line)
+        if adapter is None:
+            if str(path) not in self._warned:
+                self._warned.add(str(path))
+                log.info("%s: not a transcript of a known agent, ignored", path)
+            return None, Cursor(str(path), str(root), None, size=st.st_size,
+                                mtime_ns=st.st_mtime_ns, inode=st.st_ino,
+                                id=cursor.id if cursor else None)
+        fresh = Cursor(str(path), str(root), adapter.agent, id=cursor.id if cursor else None)
+        return adapter, fresh
+
+    @staticmethod
+    def _detect(path: Path, root: Path, agent: str, line: bytes) -> Adapter | None:
+        if agent == "auto":
+            return adapters.detect(path, root, line)
+        adapter = adapters.for_agent(agent, path)
+        return adapter if adapter.claims(path, root, line) else None
+
+    def _read_batch(self, path: Path, root: Path, adapter: Adapter, cursor: Cursor) -> Batch:
+        c = dataclasses.replace(cursor, state=dict(cursor.state))
+        batch = Batch(c)
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not is_continuation(f, st, c):
+                log.info("%s was rewritten, truncated or replaced: reading it again", path)
+                c.offset, c.line_no, c.state, batch.reset = 0, 0, {}, True
+            if c.offset == 0 and not c.state:
+                c.state = adapter.start(path, root)
+            if adapter.whole_file:
+                self._read_document(f, st, adapter, batch)
+            else:
+                self._read_lines(f, adapter, batch)
+            c.size, c.inode, c.mtime_ns = st.st_size, st.st_ino, st.st_mtime_ns
+            c.head_hash, c.tail_hash = fingerprint(f, c.offset)
+        return batch
+
+    def _read_lines(self, f: Any, adapter: Adapter, batch: Batch) -> None:
+        c = batch.cursor
+        consumed = 0
+        batch.done = True
+        for line in complete_lines(f, c.offset, self.max_line_bytes):
+            c.line_no += 1
+            c.offset = line.end
+            consumed += line.end - line.start
+            if line.data is None:
+                batch.bad.append((c.line_no, f"line of {line.end - line.start} bytes is over "
+                                             f"the {self.max_line_bytes}-byte limit"))
+            elif line.data.strip():
+                self._parse(line.data, line.start, adapter, batch)
+            if consumed >= BATCH_BYTES or len(batch.items) >= BATCH_ITEMS:
+                batch.done = False
+                break
+
+    def _read_document(self, f: Any, st: os.stat_result, adapter: Adapter, batch: Batch) -> None:
+        c = batch.cursor
+        if st.st_size > MAX_DOCUMENT_BYTES:
+            batch.bad.append((1, f"document of {st.st_size} bytes is over the limit"))
+            c.offset = st.st_size
+            return
+        f.seek(0)
+        data = f.read(st.st_size)
+        try:
+            obj = json.loads(data)
+        except ValueError as e:
+            # a whole-file writer may be half-way through: try again on the next change
+            c.last_error = f"invalid JSON document: {e}"
+            return
+        c.last_error = None
+        c.line_no = 1
+        for rec in adapter.parse_document(obj, c.state):
+            self._add(rec, 0, batch)
+        c.offset = len(data)
+
+    def _parse(self, data: bytes, offset: int, adapter: Adapter, batch: Batch) -> None:
+        try:
+            obj = json.loads(data)
+        except ValueError as e:
+            batch.bad.append((batch.cursor.line_no, f"invalid JSON: {e}"))
+            return
+        try:
+            records = adapter.parse_line(obj, batch.cursor.state)
+        except Exception as e:  # an adapter bug must not stop the file
+            log.debug("adapter %s failed", adapter.agent, exc_info=True)
+            batch.bad.append((batch.cursor.line_no, f"unexpected shape: {e!r}"))
+            return
+        for rec in records:
+            self._add(rec, offset, batch)
+
+    def _add(self, rec: Record, offset: int, batch: Batch) -> None:
+        clean = self.redactor.clean
+        content = clean(rec.content) or ""
+        if not content.strip():
+            return
+        rec = dataclasses.replace(rec, content=content, tool_args=clean(rec.tool_args),
+                                  title=clean(rec.title))
+        rid = rec.record_id or content_id(rec.role, rec.kind, rec.ts, content)
+        batch.items.append((rec, rid, offset))
+
+    # -- writer thread ------------------------------------------------------------------
+
+    def _commit(self, conn: sqlite3.Connection, adapter: Adapter, batch: Batch) -> int:
+        c = batch.cursor
+        c.bad_lines += len(batch.bad)
+        file_id = save_cursor(conn, c)
+        state = c.state
+        default_sid = str(state.get("session_id") or Path(c.path).stem)
+        title = self.redactor.clean(state.get("title"))
+        projects: dict[str, str | None] = {}
+        for rec, _, _ in batch.items:
+            sid = rec.session_id or default_sid
+            projects[sid] = rec.project or projects.get(sid) or state.get("project")
+        pks = {sid: session_pk(conn, adapter.agent, sid, project,
+                               title if sid == default_sid else None)
+               for sid, project in projects.items()}
+        if title and default_sid not in pks:
+            conn.execute("UPDATE sessions SET title = ? WHERE agent = ? AND session_id = ?",
+                         (title, adapter.agent, default_sid))
+        new = 0
+        for rec, rid, offset in batch.items:
+            stored = store_record(conn, pks[rec.session_id or default_sid], rec, rid, file_id,
+                                  offset)
+            if stored is not None and stored.new:
+                new += 1
+        return new
+
+    def _report(self, path: Path, batch: Batch) -> None:
+        self.stats.batches += 1
+        self.stats.bad_lines += len(batch.bad)
+        for i, (line_no, reason) in enumerate(batch.bad):
+            level = logging.WARNING if i == 0 else logging.DEBUG
+            log.log(level, "%s:%d: skipped bad line: %s", path, line_no, reason)
+        if len(batch.bad) > 1:
+            log.warning("%s: %d bad lines skipped in this batch", path, len(batch.bad))

@@ -1,0 +1,67 @@
+"""Which file is read next.
+
+Watch events, the startup backfill and the periodic reconciliation all `submit`
+paths here; one worker reads them one at a time (the store has one writer anyway).
+A path already pending is not queued twice, and live changes jump ahead of the
+backfill so a new line is searchable at once even while old history streams in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+
+from memoryd.ingest.ingestor import Ingestor
+from memoryd.sources import Source, owner
+
+log = logging.getLogger(__name__)
+
+
+class IngestQueue:
+    def __init__(self, ingestor: Ingestor, sources: Callable[[], list[Source]]) -> None:
+        self.ingestor = ingestor
+        self._sources = sources
+        self._urgent: OrderedDict[Path, None] = OrderedDict()
+        self._backlog: OrderedDict[Path, None] = OrderedDict()
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.current: Path | None = None
+
+    def submit(self, path: Path, *, urgent: bool = False) -> None:
+        if urgent:
+            self._backlog.pop(path, None)
+            self._urgent[path] = None
+        elif path not in self._urgent:
+            self._backlog[path] = None
+        self._idle.clear()
+        self._wake.set()
+
+    def depth(self) -> int:
+        return len(self._urgent) + len(self._backlog) + (self.current is not None)
+
+    async def drained(self) -> None:
+        await self._idle.wait()
+
+    async def run(self) -> None:
+        while True:
+            if not self._urgent and not self._backlog:
+                self._idle.set()
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            urgent = bool(self._urgent)
+            path, _ = (self._urgent if urgent else self._backlog).popitem(last=False)
+            src = owner(self._sources(), path)
+            if src is None:
+                continue
+            self.current = path
+            try:
+                await self.ingestor.ingest_file(path, src.root, src.agent, live=urgent)
+            except Exception:  # never let one file stop the worker
+                log.exception("ingest of %s failed", path)
+            finally:
+                self.current = None

@@ -1,0 +1,110 @@
+"""The aiohttp application: routes, typed app keys, error and Host-check middlewares.
+One application is served on both the Unix socket and loopback TCP."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from memoryd.errors import BadRequestError, MemorydError
+from memoryd.store import Store
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 1 << 20
+LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
+
+
+@dataclass(frozen=True)
+class Services:
+    store: Store
+    status: Callable[[], Awaitable[dict[str, Any]]]
+    version: str
+
+
+SERVICES = web.AppKey("services", Services)
+
+
+def error_body(code: str, message: str, field: str | None = None) -> dict[str, Any]:
+    err: dict[str, Any] = {"code": code, "message": message}
+    if field:
+        err["field"] = field
+    return {"error": err}
+
+
+def validation_error(e: ValidationError) -> BadRequestError:
+    err = e.errors()[0]
+    field = ".".join(str(p) for p in err["loc"]) or None
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    return BadRequestError(f"{field}: {msg}" if field else msg, field=field)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ValidationError as e:
+        err = validation_error(e)
+        return web.json_response(error_body(err.code, err.message, err.field), status=400)
+    except MemorydError as e:
+        if e.status >= 500:
+            log.exception("request %s %s failed", request.method, request.path)
+        return web.json_response(error_body(e.code, e.message, e.field), status=e.status)
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(
+            e.status, "http_error")
+        return web.json_response(error_body(code, e.reason), status=e.status)
+    except Exception:
+        log.exception("request %s %s failed", request.method, request.path)
+        return web.json_response(error_body("internal", "internal error (see the daemon log)"),
+                                 status=500)
+
+
+@web.middleware
+async def host_middleware(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+    """Reject a Host that is not a loopback name: a web page cannot reach the API
+    through DNS rebinding."""
+    host = (request.headers.get("Host") or "localhost").lower()
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    if name not in LOOPBACK_HOSTS:
+        return web.json_response(error_body("forbidden_host", f"Host {host!r} is not allowed"),
+                                 status=403)
+    return await handler(request)
+
+
+async def json_body(request: web.Request) -> dict[str, Any]:
+    if request.content_length is not None and request.content_length > MAX_BODY:
+        raise BadRequestError(f"body over {MAX_BODY} bytes", field="body")
+    raw = await request.read()
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise BadRequestError(f"malformed JSON: {e}", field="body") from None
+    if not isinstance(data, dict):
+        raise BadRequestError("the body must be a JSON object", field="body")
+    return data
+
+
+def make_app(services: Services) -> web.Application:
+    from memoryd.server import handlers
+
+    app = web.Application(middlewares=[host_middleware, error_middleware],
+                          client_max_size=MAX_BODY)
+    app[SERVICES] = services
+    app.router.add_get("/v1/health", handlers.health)
+    app.router.add_get("/v1/status", handlers.status)
+    app.router.add_get("/v1/sessions", handlers.list_sessions)
+    app.router.add_post("/v1/search", handlers.search)
+    return app

@@ -1,0 +1,83 @@
+"""Test helpers: polling with a deadline, short socket paths, a running daemon."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from memoryd.client import MemorydClient
+from memoryd.config import load_settings
+from memoryd.daemon import Daemon
+from memoryd.paths import resolve_paths
+
+
+async def wait_for(pred: Callable[[], Awaitable[Any] | Any], timeout: float = 10.0,
+                   interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(interval)
+
+
+@contextlib.contextmanager
+def short_dir():
+    """A directory under /tmp short enough for a Unix socket path."""
+    d = tempfile.mkdtemp(prefix="md", dir="/tmp")
+    try:
+        yield Path(d)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def settings_for(sources: list[tuple[str, Path]], sock: Path, **watch: Any) -> Any:
+    return load_settings(None, environ={}, overrides={
+        "watch": {"sources": [{"agent": a, "path": p} for a, p in sources],
+                  "default_sources": False, "reconcile_seconds": 0.3, **watch},
+        "server": {"socket": sock, "tcp_port": 0},
+    })
+
+
+@contextlib.asynccontextmanager
+async def running_daemon(home: Path, sources: list[tuple[str, Path]], sock: Path,
+                         **watch: Any) -> AsyncIterator[Daemon]:
+    d = Daemon(settings_for(sources, sock, **watch), resolve_paths(home), environ={})
+    await d.start()
+    try:
+        yield d
+    finally:
+        await d.stop()
+
+
+class AsyncClient:
+    """MemorydClient is synchronous (memoryctl's); tests call it off the loop."""
+
+    def __init__(self, sock: Path) -> None:
+        self.sync = MemorydClient(sock)
+
+    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
+        fn = getattr(self.sync, name)
+
+        async def call(*a: Any, **kw: Any) -> Any:
+            return await asyncio.to_thread(fn, *a, **kw)
+
+        return call
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]], mode: str = "a") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, mode, encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")

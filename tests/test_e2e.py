@@ -1,0 +1,117 @@
+"""memoryd as a real subprocess: signals, exit codes, kill -9 during backfill."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from memoryd.client import DaemonNotRunning, MemorydClient
+from tests.helpers import short_dir
+
+pytestmark = pytest.mark.e2e
+
+
+def start(home: Path, src: Path, sock: Path) -> subprocess.Popen:
+    """memoryd in a subprocess; its stderr goes to <home>.log."""
+    env = {**os.environ, "MEMORYD_HOME": str(home)}
+    with open(f"{home}.log", "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "memoryd", "--no-default-sources", "--source",
+             f"generic={src}", "--socket", str(sock), "--port", "0", "--log-level", "WARNING"],
+            env=env, stdout=subprocess.DEVNULL, stderr=log)
+
+
+def wait(pred, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            v = pred()
+        except (DaemonNotRunning, ConnectionError, OSError):
+            v = None
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def corpus(src: Path, files: int, lines: int) -> int:
+    for i in range(files):
+        d = src / f"p{i % 7}"
+        d.mkdir(parents=True, exist_ok=True)
+        with open(d / f"s{i}.jsonl", "w") as f:
+            for j in range(lines):
+                f.write(json.dumps({"role": "user" if j % 2 == 0 else "assistant",
+                                    "content": f"file {i} line {j} " + "lorem ipsum " * 20,
+                                    "id": f"{i}:{j}"}) + "\n")
+    return files * lines
+
+
+def test_sigterm_exits_0_and_removes_socket(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    with short_dir() as d:
+        sock = d / "m.sock"
+        p = start(tmp_path / "home", src, sock)
+        c = MemorydClient(sock)
+        wait(lambda: c.health()["status"] == "ok")
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=10) == 0
+        assert time.monotonic() - t0 < 5
+        assert not sock.exists()
+
+
+def test_kill_9_during_backfill_then_restart_counts_the_same(tmp_path):
+    src = tmp_path / "src"
+    expected = corpus(src, files=60, lines=500)
+    with short_dir() as d:
+        sock = d / "m.sock"
+        home = tmp_path / "home"
+        p = start(home, src, sock)
+        c = MemorydClient(sock)
+        wait(lambda: c.status()["units"] > 2000)
+        st = c.status()
+        assert not st["caught_up"], "backfill finished before the kill: grow the corpus"
+        p.kill()
+        p.wait(timeout=10)
+        assert sock.exists()  # kill -9 leaves the socket behind: the restart must cope
+        p = start(home, src, sock)
+        try:
+            st = wait(lambda: (s := c.status())["caught_up"] and s, timeout=120)
+        finally:
+            p.send_signal(signal.SIGTERM)
+            assert p.wait(timeout=10) == 0
+    with short_dir() as d2:
+        sock2 = d2 / "m.sock"
+        q = start(tmp_path / "home2", src, sock2)
+        c2 = MemorydClient(sock2)
+        try:
+            clean = wait(lambda: (s := c2.status())["caught_up"] and s, timeout=120)
+        finally:
+            q.send_signal(signal.SIGTERM)
+            q.wait(timeout=10)
+    assert st["units"] == clean["units"] == expected
+    assert st["sessions"] == clean["sessions"] == 60
+
+
+def test_already_running_exits_3(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    with short_dir() as d:
+        sock = d / "m.sock"
+        p = start(tmp_path / "home", src, sock)
+        try:
+            wait(lambda: MemorydClient(sock).health())
+            q = start(tmp_path / "home", src, sock)
+            assert q.wait(timeout=20) == 3
+            assert "another memoryd" in (tmp_path / "home.log").read_text()
+        finally:
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=10)

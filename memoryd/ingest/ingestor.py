@@ -15,6 +15,7 @@ import logging
 import os
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,15 @@ class Batch:
     bad: list[tuple[int, str]] = field(default_factory=list)
     done: bool = True
     reset: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class IngestEvent:
+    """Published after every committed batch that stored something new."""
+
+    path: str
+    agent: str
+    new_units: dict[int, int]  # session row id -> units added
 
 
 @dataclass
@@ -76,6 +86,7 @@ class Ingestor:
         self.max_line_bytes = max_line_bytes
         self.stats = IngestStats()
         self.seen: dict[str, Seen] = {}
+        self.subscribers: list[Callable[[IngestEvent], None]] = []
         self._warned: set[str] = set()
 
     async def load_seen(self) -> None:
@@ -117,8 +128,11 @@ class Ingestor:
             new = 0
             while True:
                 batch = await asyncio.to_thread(self._read_batch, path, root, adapter, cursor)
-                new += await self.store.write(lambda c, b=batch: self._commit(c, adapter, b))
+                added = await self.store.write(lambda c, b=batch: self._commit(c, adapter, b))
+                new += sum(added.values())
                 self._report(path, batch)
+                if added:
+                    self._publish(IngestEvent(str(path), adapter.agent, added))
                 cursor = batch.cursor
                 self._remember(cursor)
                 if batch.done:
@@ -258,7 +272,14 @@ class Ingestor:
 
     # -- writer thread ------------------------------------------------------------------
 
-    def _commit(self, conn: sqlite3.Connection, adapter: Adapter, batch: Batch) -> int:
+    def _publish(self, event: IngestEvent) -> None:
+        for fn in self.subscribers:
+            try:
+                fn(event)
+            except Exception:
+                log.exception("ingest subscriber failed")
+
+    def _commit(self, conn: sqlite3.Connection, adapter: Adapter, batch: Batch) -> dict[int, int]:
         c = batch.cursor
         c.bad_lines += len(batch.bad)
         file_id = save_cursor(conn, c)
@@ -275,13 +296,13 @@ class Ingestor:
         if title and default_sid not in pks:
             conn.execute("UPDATE sessions SET title = ? WHERE agent = ? AND session_id = ?",
                          (title, adapter.agent, default_sid))
-        new = 0
+        added: dict[int, int] = {}
         for rec, rid, offset in batch.items:
-            stored = store_record(conn, pks[rec.session_id or default_sid], rec, rid, file_id,
-                                  offset)
+            pk = pks[rec.session_id or default_sid]
+            stored = store_record(conn, pk, rec, rid, file_id, offset)
             if stored is not None and stored.new:
-                new += 1
-        return new
+                added[pk] = added.get(pk, 0) + 1
+        return added
 
     def _report(self, path: Path, batch: Batch) -> None:
         self.stats.batches += 1

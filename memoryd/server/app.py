@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 from pydantic import ValidationError
 
 from memoryd.errors import BadRequestError, MemorydError
+from memoryd.events import EventBus
 from memoryd.store import Store
 
 log = logging.getLogger(__name__)
@@ -21,11 +22,18 @@ MAX_BODY = 1 << 20
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
 
 
+JobFn = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+RouteAdder = Callable[[web.Application], None]
+
+
 @dataclass(frozen=True)
 class Services:
     store: Store
     status: Callable[[], Awaitable[dict[str, Any]]]
     version: str
+    events: EventBus = field(default_factory=EventBus)
+    # POST /v1/jobs/{name}/run: name -> coroutine taking the request's JSON parameters
+    jobs: Mapping[str, JobFn] = field(default_factory=dict)
 
 
 SERVICES = web.AppKey("services", Services)
@@ -97,7 +105,9 @@ async def json_body(request: web.Request) -> dict[str, Any]:
     return data
 
 
-def make_app(services: Services) -> web.Application:
+def make_app(services: Services, extra_routes: Sequence[RouteAdder] = ()) -> web.Application:
+    """The application; `extra_routes` lets each service module (memory, summaries, ...)
+    add its own routes, keeping this table and handlers.py small."""
     from memoryd.server import handlers
 
     app = web.Application(middlewares=[host_middleware, error_middleware],
@@ -107,4 +117,6 @@ def make_app(services: Services) -> web.Application:
     app.router.add_get("/v1/status", handlers.status)
     app.router.add_get("/v1/sessions", handlers.list_sessions)
     app.router.add_post("/v1/search", handlers.search)
+    for add in extra_routes:
+        add(app)
     return app

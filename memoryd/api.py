@@ -3,7 +3,8 @@ validate with them and the OpenAPI document is generated from them."""
 
 from __future__ import annotations
 
-from typing import Literal
+from datetime import datetime
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -47,4 +48,93 @@ class SearchResponse(BaseModel):
 class SessionsQuery(_Request):
     agent: str | None = Field(None, max_length=100)
     project: str | None = Field(None, max_length=4096)
+    since: datetime | None = None  # ISO-8601 or Unix seconds; naive = local time
+    until: datetime | None = None
     limit: int = Field(50, ge=1, le=1000)
+    cursor: str | None = Field(None, max_length=100, pattern=r"^-?[0-9.]+:[0-9]+$")
+
+
+class SessionRef(_Request):
+    agent: str | None = Field(None, max_length=100)
+
+
+class MessagesQuery(_Request):
+    agent: str | None = Field(None, max_length=100)
+    after_seq: int = Field(0, ge=0)
+    limit: int = Field(100, ge=1, le=1000)
+
+
+class Session(BaseModel):
+    agent: str
+    session_id: str
+    project: str | None
+    title: str | None
+    first_ts: float | None
+    last_ts: float | None
+    units: int
+    user_units: int
+    turns: int
+    state: str
+
+
+class SessionsPage(BaseModel):
+    sessions: list[Session]
+    next_cursor: str | None
+
+
+class SessionDetail(Session):
+    roles: dict[str, int]
+    files: list[str]
+    summary: str | None
+    summary_upto: int
+
+
+class Message(BaseModel):
+    unit_id: int
+    record_id: str
+    seq: int
+    turn: int
+    role: str
+    kind: str
+    content: str
+    tool_name: str | None
+    related_id: str | None
+    ts: float | None
+    one_liner: str | None
+    path: str | None
+    offset: int | None
+
+
+class MessagesPage(BaseModel):
+    messages: list[Message]
+    next_after_seq: int | None
+
+
+class Forgotten(BaseModel):
+    agent: str
+    session_id: str
+    units_deleted: int
+
+
+class IngestRequest(_Request):
+    path: str = Field(min_length=1, max_length=4096)
+    agent: Literal["auto", "claude-code", "codex", "gemini-cli", "pi", "openclaw", "nanobot",
+                   "generic"] = "auto"
+    wait: bool = False
+
+
+class IngestResponse(BaseModel):
+    path: str
+    files: int
+    new_units: int | None  # with wait: units stored by this request
+
+
+class JobResponse(BaseModel):
+    job: str
+    result: dict[str, Any]
+
+
+class Health(BaseModel):
+    status: str
+    version: str
+    api: int

@@ -9,6 +9,7 @@ import fcntl
 import logging
 import os
 import platform
+import secrets
 import signal
 
 import time
@@ -21,13 +22,16 @@ from aiohttp import web
 from memoryd import __version__
 from memoryd.config import Settings, settings_summary
 from memoryd.errors import AlreadyRunningError
-from memoryd.ingest.ingestor import Ingestor
+from memoryd.api import IngestRequest, IngestResponse
+from memoryd.errors import BadRequestError
+from memoryd.events import EventBus
+from memoryd.ingest.ingestor import IngestEvent, Ingestor
 from memoryd.ingest.queue import IngestQueue
 from memoryd.ingest.redact import Redactor
 from memoryd.paths import Paths
-from memoryd.server.app import Services, make_app
+from memoryd.server.app import JobFn, Services, make_app
 from memoryd.server.sites import start_tcp, start_unix
-from memoryd.sources import Candidates, Source, configured_sources
+from memoryd.sources import Candidates, Source, configured_sources, owner, walk
 from memoryd.store import Store
 from memoryd.store.files import file_stats
 from memoryd.store.sessions import count_sessions
@@ -39,6 +43,21 @@ from memoryd import _sdnotify
 log = logging.getLogger(__name__)
 
 STOP_TIMEOUT = 4.0
+
+
+def ensure_token(path: Path) -> str:
+    """The bearer token TCP clients must send; made on first start, kept in a 0600 file."""
+    try:
+        token = path.read_text().strip()
+        if token:
+            return token
+    except FileNotFoundError:
+        pass
+    token = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    return token
 
 
 class Daemon:
@@ -57,13 +76,16 @@ class Daemon:
         self._stop_requested = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._sources: list[Source] = []
+        self._adhoc: list[Source] = []  # folders given to POST /v1/ingest
+        self.events = EventBus()
+        self.candidate: Candidates | None = None
         self.store: Store | None = None
         self.ingestor: Ingestor | None = None
         self.queue: IngestQueue | None = None
         self.watcher: Watcher | None = None
 
     def sources(self) -> list[Source]:
-        return self._sources
+        return self._sources + self._adhoc
 
     async def start(self) -> None:
         self.state = "starting"
@@ -80,8 +102,9 @@ class Daemon:
             self.ingestor = Ingestor(self.store, redactor, max_line_bytes=s.watch.max_line_bytes)
             await self.ingestor.load_seen()
             self._sources = configured_sources(s, self.environ)
+            self.ingestor.subscribers.append(self._on_ingest)
             self.queue = IngestQueue(self.ingestor, self.sources)
-            candidate = Candidates(s.watch.exclude, self.paths.owned_dirs())
+            candidate = self.candidate = Candidates(s.watch.exclude, self.paths.owned_dirs())
             self.watcher = Watcher(self.sources, self.queue, self.ingestor, candidate,
                                    debounce_ms=s.watch.debounce_ms,
                                    force_polling=s.watch.force_polling)
@@ -117,7 +140,9 @@ class Daemon:
 
     async def _serve(self) -> None:
         assert self.store is not None
-        app = make_app(Services(store=self.store, status=self.status, version=__version__))
+        app = make_app(Services(store=self.store, status=self.status, version=__version__,
+                                events=self.events, jobs=self.jobs(), ingest=self.ingest,
+                                token=ensure_token(self.paths.token_file)))
         runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0,
                                access_log=None)
         await runner.setup()
@@ -137,6 +162,46 @@ class Daemon:
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         if not task.cancelled() and task.exception() is not None:
             log.error("%s died", task.get_name(), exc_info=task.exception())
+
+    def _on_ingest(self, event: IngestEvent) -> None:
+        self.events.publish("ingested", path=event.path, agent=event.agent,
+                            units=sum(event.new_units.values()))
+
+    def jobs(self) -> dict[str, JobFn]:
+        async def reconcile(params: dict[str, Any]) -> dict[str, Any]:
+            assert self.watcher is not None
+            return {"queued": await self.watcher.reconcile(urgent=True)}
+
+        return {"reconcile": reconcile}
+
+    async def ingest(self, req: IngestRequest) -> IngestResponse:
+        """Backfill a file or folder now (POST /v1/ingest)."""
+        assert self.queue is not None and self.ingestor is not None
+        assert self.candidate is not None
+        raw = Path(req.path)
+        if not raw.is_absolute() or "\x00" in req.path:
+            raise BadRequestError("path must be an absolute path", field="path")
+        path = await asyncio.to_thread(raw.resolve)
+        if not await asyncio.to_thread(path.exists):
+            raise BadRequestError(f"no such file or folder: {path}", field="path")
+        if any(path.is_relative_to(d) or d.is_relative_to(path) for d in self.paths.owned_dirs()):
+            raise BadRequestError("that path holds memoryd's own files", field="path")
+        is_dir = await asyncio.to_thread(path.is_dir)
+        if owner(self.sources(), path) is None:
+            self._adhoc.append(Source(req.agent, path if is_dir else path.parent))
+        if is_dir:
+            files = [p for p, _ in await asyncio.to_thread(
+                lambda: list(walk(path, self.candidate)))]  # type: ignore[arg-type]
+        else:
+            files = [path]
+        before = self.ingestor.stats.units
+        if req.wait:
+            await self.queue.process(files)
+            return IngestResponse(path=str(path), files=len(files),
+                                  new_units=self.ingestor.stats.units - before)
+        for f in files:
+            self.queue.submit(f, urgent=True)
+        return IngestResponse(path=str(path), files=len(files), new_units=None)
 
     async def _backfill(self) -> None:
         assert self.watcher is not None and self.queue is not None

@@ -133,13 +133,24 @@ async def test_tcp_rejects_foreign_host_header(memoryd_home, sock, src):
 
     async with running_daemon(memoryd_home, [("generic", src)], sock) as d:
         url = f"http://127.0.0.1:{d.tcp_port}/v1/health"
+        token = d.paths.token_file.read_text().strip()
+        assert oct(d.paths.token_file.stat().st_mode & 0o777) == "0o600"
+        auth = {"Authorization": f"Bearer {token}"}
         async with aiohttp.ClientSession() as http:
-            async with http.get(url) as r:
+            async with http.get(url, headers=auth) as r:
                 assert r.status == 200
                 assert "Access-Control-Allow-Origin" not in r.headers
-            async with http.get(url, headers={"Host": "evil.example:80"}) as r:
+            async with http.get(url) as r:
+                assert r.status == 401
+                assert (await r.json())["error"]["code"] == "unauthorized"
+            async with http.get(url, headers={"Authorization": "Bearer wrong"}) as r:
+                assert r.status == 401
+            async with http.get(url, headers={**auth, "Host": "evil.example:80"}) as r:
                 assert r.status == 403
                 assert (await r.json())["error"]["code"] == "forbidden_host"
+            async with http.options(url, headers={**auth, "Origin": "http://evil.example",
+                                                  "Access-Control-Request-Method": "GET"}) as r:
+                assert "Access-Control-Allow-Origin" not in r.headers
 
 
 async def test_search_bad_requests_are_400_with_field(memoryd_home, sock, src):

@@ -29,6 +29,7 @@ class IngestQueue:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
+        self._progress = asyncio.Condition()
         self.current: Path | None = None
 
     def submit(self, path: Path, *, urgent: bool = False) -> None:
@@ -45,6 +46,16 @@ class IngestQueue:
 
     async def drained(self) -> None:
         await self._idle.wait()
+
+    def pending(self, path: Path) -> bool:
+        return path in self._urgent or path in self._backlog or path == self.current
+
+    async def process(self, paths: list[Path]) -> None:
+        """Read these files next and return once they have been read."""
+        for p in paths:
+            self.submit(p, urgent=True)
+        async with self._progress:
+            await self._progress.wait_for(lambda: not any(self.pending(p) for p in paths))
 
     async def run(self) -> None:
         while True:
@@ -65,3 +76,5 @@ class IngestQueue:
                 log.exception("ingest of %s failed", path)
             finally:
                 self.current = None
+                async with self._progress:
+                    self._progress.notify_all()

@@ -3,6 +3,7 @@ One application is served on both the Unix socket and loopback TCP."""
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -12,8 +13,10 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
+from memoryd.api import IngestRequest, IngestResponse
 from memoryd.errors import BadRequestError, MemorydError
 from memoryd.events import EventBus
+from memoryd.metrics import Metrics
 from memoryd.store import Store
 
 log = logging.getLogger(__name__)
@@ -34,6 +37,12 @@ class Services:
     events: EventBus = field(default_factory=EventBus)
     # POST /v1/jobs/{name}/run: name -> coroutine taking the request's JSON parameters
     jobs: Mapping[str, JobFn] = field(default_factory=dict)
+    # POST /v1/ingest: backfill a file or folder on demand
+    ingest: Callable[[IngestRequest], Awaitable[IngestResponse]] | None = None
+    # required as `Authorization: Bearer <token>` on TCP (the Unix socket's 0600 mode is
+    # its access control); None disables the check (tests of the routes alone)
+    token: str | None = None
+    metrics: Metrics = field(default_factory=Metrics)
 
 
 SERVICES = web.AppKey("services", Services)
@@ -78,6 +87,29 @@ async def error_middleware(request: web.Request, handler: Callable[..., Any]) ->
                                  status=500)
 
 
+def via_tcp(request: web.Request) -> bool:
+    transport = request.transport
+    sockname = transport.get_extra_info("sockname") if transport is not None else None
+    return isinstance(sockname, tuple)
+
+
+def token_middleware(token: str | None) -> Callable[..., Any]:
+    expected = f"Bearer {token}".encode() if token else None
+
+    @web.middleware
+    async def check(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+        if expected is not None and via_tcp(request):
+            got = request.headers.get("Authorization", "").encode()
+            if not hmac.compare_digest(got, expected):
+                return web.json_response(
+                    error_body("unauthorized", "TCP requests need 'Authorization: Bearer <token>'"
+                               " (the token file is in the state dir; memoryctl reads it)"),
+                    status=401)
+        return await handler(request)
+
+    return check
+
+
 @web.middleware
 async def host_middleware(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
     """Reject a Host that is not a loopback name: a web page cannot reach the API
@@ -110,13 +142,23 @@ def make_app(services: Services, extra_routes: Sequence[RouteAdder] = ()) -> web
     add its own routes, keeping this table and handlers.py small."""
     from memoryd.server import handlers
 
-    app = web.Application(middlewares=[host_middleware, error_middleware],
-                          client_max_size=MAX_BODY)
+    from memoryd.server import sessions_api
+
+    app = web.Application(
+        middlewares=[services.metrics.middleware(), host_middleware,
+                     token_middleware(services.token), error_middleware],
+        client_max_size=MAX_BODY)
     app[SERVICES] = services
     app.router.add_get("/v1/health", handlers.health)
     app.router.add_get("/v1/status", handlers.status)
-    app.router.add_get("/v1/sessions", handlers.list_sessions)
     app.router.add_post("/v1/search", handlers.search)
+    app.router.add_post("/v1/ingest", handlers.ingest)
+    app.router.add_get("/v1/jobs", handlers.list_jobs)
+    app.router.add_post("/v1/jobs/{name}/run", handlers.run_job)
+    app.router.add_get("/v1/events", handlers.events)
+    app.router.add_get("/v1/openapi.json", handlers.openapi)
+    app.router.add_get("/metrics", handlers.metrics)
     for add in extra_routes:
         add(app)
+    sessions_api.add_routes(app)  # last: its {id:.+} patterns are greedy
     return app

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 from aiohttp import web
 
 from memoryd import search as search_service
-from memoryd.api import SearchRequest, SessionsQuery
+from memoryd.api import IngestRequest, SearchRequest
+from memoryd.errors import NotFoundError
+from memoryd.metrics import CONTENT_TYPE as METRICS_TYPE
 from memoryd.server.app import SERVICES, json_body
-from memoryd.store.sessions import list_sessions as list_sessions_sql
+from memoryd.server.openapi import document
+
+HEARTBEAT_S = 15.0
 
 
 async def health(request: web.Request) -> web.Response:
@@ -19,14 +26,66 @@ async def status(request: web.Request) -> web.Response:
     return web.json_response(await request.app[SERVICES].status())
 
 
-async def list_sessions(request: web.Request) -> web.Response:
-    q = SessionsQuery.model_validate(dict(request.query))
-    rows = await request.app[SERVICES].store.read(
-        lambda c: list_sessions_sql(c, agent=q.agent, project=q.project, limit=q.limit))
-    return web.json_response({"sessions": rows})
-
-
 async def search(request: web.Request) -> web.Response:
     req = SearchRequest.model_validate(await json_body(request))
     resp = await search_service.search(request.app[SERVICES].store, req)
     return web.json_response(resp.model_dump())
+
+
+async def ingest(request: web.Request) -> web.Response:
+    req = IngestRequest.model_validate(await json_body(request))
+    services = request.app[SERVICES]
+    if services.ingest is None:
+        raise NotFoundError("ingest is not available here")
+    resp = await services.ingest(req)
+    return web.json_response(resp.model_dump())
+
+
+async def list_jobs(request: web.Request) -> web.Response:
+    return web.json_response({"jobs": sorted(request.app[SERVICES].jobs)})
+
+
+async def run_job(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    jobs = request.app[SERVICES].jobs
+    fn = jobs.get(name)
+    if fn is None:
+        raise NotFoundError(f"no job {name!r}; jobs: {', '.join(sorted(jobs)) or 'none'}",
+                            field="name")
+    params = await json_body(request)
+    events = request.app[SERVICES].events
+    events.publish("job_started", job=name)
+    try:
+        result = await fn(params)
+    finally:
+        events.publish("job_finished", job=name)
+    return web.json_response({"job": name, "result": result})
+
+
+async def events(request: web.Request) -> web.StreamResponse:
+    """Server-sent events: one `event:`/`data:` pair per activity, a comment line as
+    heartbeat so proxies and clients notice a dead connection."""
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                       "Cache-Control": "no-cache"})
+    await resp.prepare(request)
+    async with request.app[SERVICES].events.subscribe() as queue:
+        await resp.write(b": connected\n\n")
+        while True:
+            try:
+                ev = await asyncio.wait_for(queue.get(), HEARTBEAT_S)
+            except TimeoutError:
+                await resp.write(b": heartbeat\n\n")
+                continue
+            data = json.dumps(ev, ensure_ascii=False)
+            await resp.write(f"event: {ev['event']}\ndata: {data}\n\n".encode())
+
+
+async def openapi(request: web.Request) -> web.Response:
+    return web.json_response(document(request.app[SERVICES].version))
+
+
+async def metrics(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    services.metrics.observe(await services.status())
+    return web.Response(body=services.metrics.render(),
+                        headers={"Content-Type": METRICS_TYPE})

@@ -59,3 +59,78 @@ def _filters(**kw: Any) -> tuple[str, list[Any]]:
             clauses.append(f"s.{col} = ?")
             args.append(val)
     return ("WHERE " + " AND ".join(clauses)) if clauses else "", args
+
+
+def find_sessions(conn: sqlite3.Connection, session_id: str,
+                  agent: str | None = None) -> list[sqlite3.Row]:
+    sql = f"SELECT s.id AS pk, {SESSION_COLUMNS}, s.summary, s.summary_upto FROM sessions s " \
+          "WHERE s.session_id = ?"
+    args: list[Any] = [session_id]
+    if agent is not None:
+        sql += " AND s.agent = ?"
+        args.append(agent)
+    return conn.execute(sql, args).fetchall()
+
+
+def page_sessions(conn: sqlite3.Connection, *, agent: str | None, project: str | None,
+                  since: float | None, until: float | None, limit: int,
+                  after: tuple[float, int] | None) -> list[dict[str, Any]]:
+    """Sessions by last activity, newest first; `after` is the (last_ts, pk) of the
+    previous page's last row (keyset paging: stable while new sessions arrive)."""
+    where, args = _filters(agent=agent, project=project)
+    clauses = [where[len("WHERE "):]] if where else []
+    if since is not None:
+        clauses.append("coalesce(s.last_ts, 0) >= ?")
+        args.append(since)
+    if until is not None:
+        clauses.append("coalesce(s.first_ts, 0) < ?")
+        args.append(until)
+    if after is not None:
+        clauses.append("(coalesce(s.last_ts, 0) < ? OR (coalesce(s.last_ts, 0) = ? AND s.id < ?))")
+        args += [after[0], after[0], after[1]]
+    sql_where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+    rows = conn.execute(
+        f"SELECT s.id AS pk, {SESSION_COLUMNS} FROM sessions s {sql_where} "
+        "ORDER BY coalesce(s.last_ts, 0) DESC, s.id DESC LIMIT ?", (*args, limit)).fetchall()
+    return [dict(r) for r in rows]
+
+
+def role_counts(conn: sqlite3.Connection, pk: int) -> dict[str, int]:
+    return {r[0]: r[1] for r in conn.execute(
+        "SELECT role, count(*) FROM units WHERE session_pk = ? GROUP BY role", (pk,))}
+
+
+def session_files(conn: sqlite3.Connection, pk: int) -> list[str]:
+    return [r[0] for r in conn.execute(
+        "SELECT DISTINCT f.path FROM units u JOIN files f ON f.id = u.file_id "
+        "WHERE u.session_pk = ? ORDER BY f.path", (pk,))]
+
+
+def messages_after(conn: sqlite3.Connection, pk: int, after_seq: int,
+                   limit: int) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT u.id AS unit_id, u.record_id, u.seq, u.turn, u.role, u.kind, u.content, "
+        "u.tool_name, u.related_id, u.ts, u.one_liner, f.path, u.offset FROM units u "
+        "LEFT JOIN files f ON f.id = u.file_id WHERE u.session_pk = ? AND u.seq > ? "
+        "ORDER BY u.seq LIMIT ?", (pk, after_seq, limit)).fetchall()
+    return [dict(r) for r in rows]
+
+
+def forget_session(conn: sqlite3.Connection, pk: int) -> int:
+    """Delete a session everywhere: its units, their index rows, its summary (on the
+    session row) and anything keyed to it. File cursors stay where they are, so the
+    forgotten lines are not read again unless the file grows."""
+    n = conn.execute("SELECT count(*) FROM units WHERE session_pk = ?", (pk,)).fetchone()[0]
+    conn.execute("DELETE FROM units_fts WHERE rowid IN "
+                 "(SELECT id FROM units WHERE session_pk = ?)", (pk,))
+    conn.execute("DELETE FROM units WHERE session_pk = ?", (pk,))
+    for table, col in _SESSION_KEYED:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                        (table,)).fetchone():
+            conn.execute(f"DELETE FROM {table} WHERE {col} = ?", (pk,))
+    conn.execute("DELETE FROM sessions WHERE id = ?", (pk,))
+    return int(n)
+
+
+# tables added by later migrations that hold rows per session (table, session pk column)
+_SESSION_KEYED: list[tuple[str, str]] = []

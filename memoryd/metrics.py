@@ -1,0 +1,66 @@
+"""Prometheus metrics, one registry per application (no process globals)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.latency = Histogram("memoryd_request_seconds", "HTTP request latency",
+                                 ["method", "route", "status"], registry=r,
+                                 buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5))
+        self.units = Gauge("memoryd_units", "Units stored", registry=r)
+        self.sessions = Gauge("memoryd_sessions", "Sessions stored", registry=r)
+        self.files = Gauge("memoryd_files", "Transcript files tracked", registry=r)
+        self.bad_lines = Gauge("memoryd_bad_lines", "Bad transcript lines skipped", registry=r)
+        self.unread = Gauge("memoryd_unread_bytes", "Bytes of transcripts not yet read", registry=r)
+        self.queue = Gauge("memoryd_ingest_queue_depth", "Files waiting to be read", registry=r)
+        self.lag = Gauge("memoryd_ingest_lag_seconds", "Latest file write to searchable",
+                         registry=r)
+        self.caught_up = Gauge("memoryd_caught_up", "1 when nothing is left to read", registry=r)
+
+    def observe(self, status: dict[str, Any]) -> None:
+        self.units.set(status["units"])
+        self.sessions.set(status["sessions"])
+        self.files.set(status["files"])
+        self.bad_lines.set(status["bad_lines"])
+        self.unread.set(status["unread_bytes"])
+        self.queue.set(status["queue_depth"])
+        self.caught_up.set(1 if status["caught_up"] else 0)
+        if status.get("ingest_lag_ms") is not None:
+            self.lag.set(status["ingest_lag_ms"] / 1000)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def middleware(self) -> Callable[..., Any]:
+        @web.middleware
+        async def timing(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+            t0 = time.perf_counter()
+            status = 500
+            try:
+                resp = await handler(request)
+                status = resp.status
+                return resp
+            except web.HTTPException as e:
+                status = e.status
+                raise
+            finally:
+                route = request.match_info.route.resource
+                name = route.canonical if route is not None else "unmatched"
+                self.latency.labels(request.method, name, str(status)).observe(
+                    time.perf_counter() - t0)
+
+        return timing
+
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST

@@ -1,0 +1,99 @@
+"""Sessions: list (filters, keyset paging), show, messages, forget."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from aiohttp import web
+
+from memoryd.api import (
+    Forgotten,
+    MessagesPage,
+    MessagesQuery,
+    SessionDetail,
+    SessionRef,
+    SessionsPage,
+    SessionsQuery,
+)
+from memoryd.errors import ConflictError, NotFoundError
+from memoryd.server.app import SERVICES
+from memoryd.store import sessions as sql
+
+
+def resolve(conn: sqlite3.Connection, session_id: str, agent: str | None) -> sqlite3.Row:
+    rows = sql.find_sessions(conn, session_id, agent)
+    if not rows:
+        raise NotFoundError(f"no session {session_id!r}" + (f" of {agent}" if agent else ""),
+                            field="id")
+    if len(rows) > 1:
+        agents = ", ".join(r["agent"] for r in rows)
+        raise ConflictError(f"session id {session_id!r} exists for several agents ({agents}); "
+                            "add ?agent=", field="agent")
+    return rows[0]
+
+
+async def list_sessions(request: web.Request) -> web.Response:
+    q = SessionsQuery.model_validate(dict(request.query))
+    after = None
+    if q.cursor:
+        ts, _, pk = q.cursor.partition(":")
+        after = (float(ts), int(pk))
+    rows = await request.app[SERVICES].store.read(lambda c: sql.page_sessions(
+        c, agent=q.agent, project=q.project, since=q.since and q.since.timestamp(),
+        until=q.until and q.until.timestamp(), limit=q.limit, after=after))
+    nxt = None
+    if len(rows) == q.limit:
+        last = rows[-1]
+        nxt = f"{last['last_ts'] or 0}:{last['pk']}"
+    return web.json_response(SessionsPage(sessions=rows, next_cursor=nxt).model_dump())
+
+
+async def show_session(request: web.Request) -> web.Response:
+    ref = SessionRef.model_validate(dict(request.query))
+    sid = request.match_info["id"]
+
+    def load(c: sqlite3.Connection) -> dict[str, Any]:
+        row = resolve(c, sid, ref.agent)
+        return {**dict(row), "roles": sql.role_counts(c, row["pk"]),
+                "files": sql.session_files(c, row["pk"])}
+
+    data = await request.app[SERVICES].store.read(load)
+    return web.json_response(SessionDetail.model_validate(data).model_dump())
+
+
+async def session_messages(request: web.Request) -> web.Response:
+    q = MessagesQuery.model_validate(dict(request.query))
+    sid = request.match_info["id"]
+
+    def load(c: sqlite3.Connection) -> list[dict[str, Any]]:
+        row = resolve(c, sid, q.agent)
+        return sql.messages_after(c, row["pk"], q.after_seq, q.limit)
+
+    rows = await request.app[SERVICES].store.read(load)
+    nxt = rows[-1]["seq"] if len(rows) == q.limit else None
+    return web.json_response(MessagesPage(messages=rows, next_after_seq=nxt).model_dump())
+
+
+async def forget_session(request: web.Request) -> web.Response:
+    ref = SessionRef.model_validate(dict(request.query))
+    sid = request.match_info["id"]
+    services = request.app[SERVICES]
+
+    def forget(c: sqlite3.Connection) -> dict[str, Any]:
+        row = resolve(c, sid, ref.agent)
+        n = sql.forget_session(c, row["pk"])
+        return {"agent": row["agent"], "session_id": sid, "units_deleted": n}
+
+    data = await services.store.write(forget)
+    services.events.publish("session_forgotten", agent=data["agent"], session_id=sid)
+    return web.json_response(Forgotten.model_validate(data).model_dump())
+
+
+def add_routes(app: web.Application) -> None:
+    """Registered after every other /v1/sessions/{id}/... route: session ids may contain
+    '/' (sub-agents, nanobot paths), so these patterns match greedily."""
+    app.router.add_get("/v1/sessions", list_sessions)
+    app.router.add_get(r"/v1/sessions/{id:.+}/messages", session_messages)
+    app.router.add_get(r"/v1/sessions/{id:.+}", show_session)
+    app.router.add_delete(r"/v1/sessions/{id:.+}", forget_session)

@@ -138,3 +138,12 @@ class Health(BaseModel):
     status: str
     version: str
     api: int
+
+
+class BackupRequest(_Request):
+    path: str = Field(min_length=1, max_length=4096)
+
+
+class BackupResponse(BaseModel):
+    path: str
+    bytes: int

@@ -9,7 +9,7 @@ import json
 import socket
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 
 class DaemonNotRunning(Exception):
@@ -54,9 +54,20 @@ class _UnixConnection(http.client.HTTPConnection):
 
 
 class MemorydClient:
-    def __init__(self, socket_path: Path, timeout: float = 30.0) -> None:
+    """Talks to the Unix socket, or to loopback TCP when `tcp=(host, port)` is given
+    (then the bearer token from the daemon's token file is sent)."""
+
+    def __init__(self, socket_path: Path, timeout: float = 30.0,
+                 tcp: tuple[str, int] | None = None, token: str | None = None) -> None:
         self.socket_path = socket_path
         self.timeout = timeout
+        self.tcp = tcp
+        self.token = token
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self.tcp is not None:
+            return http.client.HTTPConnection(*self.tcp, timeout=self.timeout)
+        return _UnixConnection(self.socket_path, self.timeout)
 
     def request(self, method: str, path: str, body: Any = None,
                 query: dict[str, Any] | None = None) -> Any:
@@ -64,10 +75,12 @@ class MemorydClient:
             q = {k: v for k, v in query.items() if v is not None}
             if q:
                 path += "?" + urlencode(q)
-        conn = _UnixConnection(self.socket_path, self.timeout)
+        conn = self._connection()
         try:
             payload = None if body is None else json.dumps(body).encode()
             headers = {"Content-Type": "application/json"} if payload is not None else {}
+            if self.token and self.tcp is not None:
+                headers["Authorization"] = f"Bearer {self.token}"
             conn.request(method, path, body=payload, headers=headers)
             resp = conn.getresponse()
             raw = resp.read()
@@ -92,3 +105,45 @@ class MemorydClient:
 
     def sessions(self, **query: Any) -> dict[str, Any]:
         return self.request("GET", "/v1/sessions", query=query)
+
+    def session(self, session_id: str, agent: str | None = None) -> dict[str, Any]:
+        return self.request("GET", f"/v1/sessions/{quote(session_id)}", query={"agent": agent})
+
+    def messages(self, session_id: str, **query: Any) -> dict[str, Any]:
+        return self.request("GET", f"/v1/sessions/{quote(session_id)}/messages", query=query)
+
+    def forget(self, session_id: str, agent: str | None = None) -> dict[str, Any]:
+        return self.request("DELETE", f"/v1/sessions/{quote(session_id)}",
+                            query={"agent": agent})
+
+    def run_job(self, name: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        return self.request("POST", f"/v1/jobs/{quote(name, safe='')}/run", params or {})
+
+    def ingest(self, path: str, *, agent: str = "auto", wait: bool = False) -> dict[str, Any]:
+        return self.request("POST", "/v1/ingest", {"path": path, "agent": agent, "wait": wait})
+
+    def backup(self, path: str) -> dict[str, Any]:
+        return self.request("POST", "/v1/backup", {"path": path})
+
+    def memory(self) -> dict[str, Any]:
+        return self.request("GET", "/v1/memory")
+
+    def memory_replace(self, content: str) -> dict[str, Any]:
+        return self.request("PUT", "/v1/memory", {"content": content})
+
+    def memory_add(self, content: str, source: str = "manual") -> dict[str, Any]:
+        return self.request("POST", "/v1/memory/entries", {"content": content, "source": source})
+
+    def memory_delete(self, lines: list[int]) -> dict[str, Any]:
+        return self.request("POST", "/v1/memory/entries/delete", {"lines": lines})
+
+    def memory_recent(self, count: int = 10) -> dict[str, Any]:
+        return self.request("GET", "/v1/memory/recent", query={"count": count})
+
+    def memory_stats(self) -> dict[str, Any]:
+        return self.request("GET", "/v1/memory/stats")
+
+    def memory_search(self, keywords: list[str], match_mode: str = "or",
+                      max_results: int = 15) -> dict[str, Any]:
+        return self.request("POST", "/v1/memory/search", {
+            "keywords": keywords, "match_mode": match_mode, "max_results": max_results})

@@ -8,6 +8,7 @@ memoryctl uses it on every call.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,8 +88,14 @@ def resolve_paths(home: str | os.PathLike[str] | None = None,
 
 
 def _runtime_dir(environ: Mapping[str, str]) -> Path | None:
-    # platformdirs answers /run/user/<uid> even when it does not exist (containers, CI):
-    # use it only when its parent is really there.
+    """The per-user runtime dir, or None to fall back to the state dir. On Linux it is
+    $XDG_RUNTIME_DIR/memoryd when that is set and writable (platformdirs would guess
+    /run/user/<uid>, which containers and CI often lack, and warn about it)."""
+    if sys.platform.startswith("linux"):
+        base = environ.get("XDG_RUNTIME_DIR")
+        if base and os.path.isdir(base) and os.access(base, os.W_OK):
+            return Path(base) / APP
+        return None
     import platformdirs
 
     d = Path(platformdirs.user_runtime_dir(APP))

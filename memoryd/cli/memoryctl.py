@@ -1,14 +1,18 @@
-"""`memoryctl`: administer a running memoryd. Starts fast: it imports only the
-standard library, `memoryd.client` and `memoryd.paths` (never litellm, the store or
-the watcher)."""
+"""`memoryctl`: administer a running memoryd.
+
+Starts fast: the commands that talk to the daemon import only the standard library,
+`memoryd.client` and `memoryd.paths` (never litellm, the store or the watcher); the
+local commands (`config`, `doctor`, `mcp`) import what they need when they run.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from memoryd import __version__
 from memoryd.cli import output
@@ -19,11 +23,16 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING, EXIT_MISMATCH = 0, 1, 2, 3, 4
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="memoryctl", description="Administer memoryd.")
-    p.add_argument("--socket", help="daemon socket (default: from MEMORYD_SOCKET or the home)")
+    p.add_argument("--socket", help="daemon socket (default: $MEMORYD_SOCKET, or the home's)")
     p.add_argument("--home", help="the MEMORYD_HOME of the daemon to talk to")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--version", action="version", version=f"memoryctl {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    # --json is accepted after the command too (`memoryctl search x --json`)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="machine-readable output")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND",
+                           parser_class=_with_parents(common))
     sub.required = True
 
     sub.add_parser("status", help="is the daemon up, what has it read")
@@ -34,12 +43,73 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--agent")
     s.add_argument("--project")
     s.add_argument("--session", dest="session_id")
-    ss = sub.add_parser("sessions", help="list sessions")
-    ss.add_argument("action", nargs="?", choices=["list"], default="list")
-    ss.add_argument("--agent")
-    ss.add_argument("--project")
-    ss.add_argument("--limit", type=int, default=50)
+
+    ss = sub.add_parser("sessions", help="list, show or forget sessions")
+    sss = ss.add_subparsers(dest="action", metavar="ACTION")
+    ls = sss.add_parser("list", help="sessions, newest first")
+    for a in (ss, ls):
+        a.add_argument("--agent")
+        a.add_argument("--project")
+        a.add_argument("--since", help="ISO date/time or Unix seconds")
+        a.add_argument("--limit", type=int, default=50)
+    show = sss.add_parser("show", help="one session and its messages")
+    show.add_argument("id")
+    show.add_argument("--agent")
+    show.add_argument("--messages", type=int, default=20, help="how many messages to print")
+    fg = sss.add_parser("forget", help="delete a session everywhere")
+    fg.add_argument("id")
+    fg.add_argument("--agent")
+    fg.add_argument("--yes", action="store_true", help="do not ask")
+
+    m = sub.add_parser("memory", help="the long-term memory file (MEMORY.md)")
+    ms = m.add_subparsers(dest="action", metavar="ACTION")
+    ms.required = True
+    ms.add_parser("show", help="print MEMORY.md with line numbers")
+    add = ms.add_parser("add", help="add an entry (items separated by '；' or newlines)")
+    add.add_argument("content", nargs="+")
+    add.add_argument("--source", default="manual")
+    rm = ms.add_parser("rm", help="delete entries by line number")
+    rm.add_argument("lines", nargs="+", type=int)
+    rc = ms.add_parser("recent", help="the newest entries")
+    rc.add_argument("-n", "--count", type=int, default=10)
+    ms.add_parser("stats", help="entries per source, date range")
+    se = ms.add_parser("search", help="entries containing keywords")
+    se.add_argument("keywords", nargs="+")
+    se.add_argument("--mode", choices=["or", "and"], default="or")
+    se.add_argument("-n", "--max-results", type=int, default=15)
+    ms.add_parser("edit", help="open MEMORY.md in $EDITOR; replace it if changed")
+
+    r = sub.add_parser("run", help="run a job now (see `memoryctl run --list`)")
+    r.add_argument("job", nargs="?")
+    r.add_argument("--list", action="store_true", help="list the jobs")
+    r.add_argument("--session", help="session id, for session jobs")
+    r.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
+    ing = sub.add_parser("ingest", help="read a file or folder now")
+    ing.add_argument("path")
+    ing.add_argument("--agent", default="auto")
+    ing.add_argument("--wait", action="store_true", help="return once it has been read")
+
+    cfg = sub.add_parser("config", help="show, locate, print or check the configuration")
+    cfg.add_argument("action", choices=["show", "path", "default", "check"])
+    cfg.add_argument("--config", type=Path, help="config file (default: the home's)")
+    lg = sub.add_parser("logs", help="the daemon's log")
+    lg.add_argument("-f", "--follow", action="store_true")
+    lg.add_argument("-n", "--lines", type=int, default=50)
+    sub.add_parser("version", help="client and daemon versions")
+    b = sub.add_parser("backup", help="a consistent copy of the database")
+    b.add_argument("file")
+    sub.add_parser("doctor", help="check config, dirs, permissions, socket, sources, LLM")
+    sub.add_parser("mcp", help="serve the memory tools over MCP (stdio)")
     return p
+
+
+def _with_parents(common: argparse.ArgumentParser) -> type[argparse.ArgumentParser]:
+    class Parser(argparse.ArgumentParser):
+        def __init__(self, **kw: Any) -> None:
+            kw.setdefault("parents", [common])
+            super().__init__(**kw)
+
+    return Parser
 
 
 def socket_path(args: argparse.Namespace) -> Path:
@@ -50,8 +120,7 @@ def socket_path(args: argparse.Namespace) -> Path:
     from memoryd.paths import resolve_paths
 
     paths = resolve_paths(args.home)
-    configured = _configured_socket(paths.config_file)
-    return configured or paths.socket
+    return _configured_socket(paths.config_file) or paths.socket
 
 
 def _configured_socket(config: Path) -> Path | None:
@@ -67,6 +136,11 @@ def _configured_socket(config: Path) -> Path | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    local = LOCAL.get(args.command)
+    if local is not None:
+        from memoryd.cli import admin
+
+        return int(getattr(admin, local)(args))
     client = MemorydClient(socket_path(args))
     try:
         return run(args, client)
@@ -82,25 +156,110 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
 
 
+# commands that run in this process without (necessarily) a daemon: name -> admin function
+LOCAL = {"config": "config", "logs": "logs", "version": "version", "doctor": "doctor",
+         "mcp": "mcp"}
+
+
 def run(args: argparse.Namespace, client: MemorydClient) -> int:
-    if args.command == "status":
-        data = client.status()
-        render = output.render_status
-    elif args.command == "search":
-        data = client.search(query=" ".join(args.query), mode=args.mode,
-                             max_results=args.max_results, agent=args.agent,
-                             project=args.project, session_id=args.session_id)
-        render = output.render_search
-    elif args.command == "sessions":
-        data = client.sessions(agent=args.agent, project=args.project, limit=args.limit)
-        render = output.render_sessions
-    else:  # pragma: no cover - argparse rejects unknown commands
-        return EXIT_USAGE
+    handler = COMMANDS[args.command]
+    result = handler(args, client)
+    if isinstance(result, int):
+        return result
+    data, render = result
     if args.json:
         output.emit_json(data)
     else:
         print(render(data))
     return EXIT_OK
+
+
+Result = int | tuple[Any, Callable[[Any], str]]
+
+
+def cmd_status(args: argparse.Namespace, c: MemorydClient) -> Result:
+    return c.status(), output.render_status
+
+
+def cmd_search(args: argparse.Namespace, c: MemorydClient) -> Result:
+    data = c.search(query=" ".join(args.query), mode=args.mode, max_results=args.max_results,
+                    agent=args.agent, project=args.project, session_id=args.session_id)
+    return data, output.render_search
+
+
+def cmd_sessions(args: argparse.Namespace, c: MemorydClient) -> Result:
+    action = args.action or "list"
+    if action == "list":
+        return c.sessions(agent=args.agent, project=args.project, since=args.since,
+                          limit=args.limit), output.render_sessions
+    if action == "show":
+        data = c.session(args.id, args.agent)
+        data["messages"] = c.messages(args.id, agent=args.agent, after_seq=max(
+            0, data["units"] - args.messages), limit=args.messages)["messages"]
+        return data, output.render_session
+    if not args.yes and sys.stdin.isatty():
+        answer = input(f"Forget session {args.id} everywhere? This cannot be undone [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("not forgotten")
+            return EXIT_ERROR
+    data = c.forget(args.id, args.agent)
+    return data, lambda d: f"forgot {d['agent']} session {d['session_id']} " \
+                           f"({d['units_deleted']} units)"
+
+
+def cmd_memory(args: argparse.Namespace, c: MemorydClient) -> Result:
+    a = args.action
+    if a == "show":
+        return c.memory(), output.render_memory
+    if a == "add":
+        data = c.memory_add(" ".join(args.content), args.source)
+        return data, lambda d: (f"already there, line {d['line']}" if d.get("duplicate")
+                                else f"added as line {d['line']} ({d['total']} entries)")
+    if a == "rm":
+        return c.memory_delete(args.lines), lambda d: f"deleted; {d['total']} entries left"
+    if a == "recent":
+        return c.memory_recent(args.count), output.render_memory_entries
+    if a == "stats":
+        return c.memory_stats(), output.render_memory_stats
+    if a == "search":
+        return c.memory_search(args.keywords, args.mode, args.max_results), \
+            output.render_memory_search
+    from memoryd.cli import admin
+
+    return admin.edit_memory(c)
+
+
+def cmd_run(args: argparse.Namespace, c: MemorydClient) -> Result:
+    if args.list or not args.job:
+        return c.request("GET", "/v1/jobs"), lambda d: "\n".join(d["jobs"]) or "no jobs"
+    params: dict[str, Any] = {}
+    if args.session:
+        params["session_id"] = args.session
+    for kv in args.param:
+        k, sep, v = kv.partition("=")
+        if not sep:
+            print(f"memoryctl: --param {kv}: expected KEY=VALUE", file=sys.stderr)
+            return EXIT_USAGE
+        params[k] = v
+    return c.run_job(args.job, params), output.render_job
+
+
+def cmd_ingest(args: argparse.Namespace, c: MemorydClient) -> Result:
+    path = str(Path(args.path).expanduser().absolute())
+    data = c.ingest(path, agent=args.agent, wait=args.wait)
+    return data, lambda d: f"{d['files']} files " + (
+        f"read, {d['new_units']} new units" if d["new_units"] is not None else "queued")
+
+
+def cmd_backup(args: argparse.Namespace, c: MemorydClient) -> Result:
+    data = c.backup(str(Path(args.file).expanduser().absolute()))
+    return data, lambda d: f"wrote {d['path']} ({d['bytes']} bytes)"
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, MemorydClient], Result]] = {
+    "status": cmd_status, "search": cmd_search, "sessions": cmd_sessions,
+    "memory": cmd_memory, "run": cmd_run, "ingest": cmd_ingest, "backup": cmd_backup,
+}
 
 
 if __name__ == "__main__":

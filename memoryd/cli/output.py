@@ -57,3 +57,50 @@ def render_sessions(r: dict[str, Any]) -> str:
         out.append(f"{when(s['last_ts'])}  {s['agent']:<12} {s['session_id']:<40} "
                    f"{s['units']:>5} units  {title}")
     return "\n".join(out)
+
+
+def render_session(s: dict[str, Any]) -> str:
+    roles = ", ".join(f"{n} {r}" for r, n in sorted(s["roles"].items()))
+    out = [f"{s['agent']} session {s['session_id']}" + (f" — {s['title']}" if s["title"] else ""),
+           f"project  {s['project'] or '-'}",
+           f"time     {when(s['first_ts'])} → {when(s['last_ts'])}",
+           f"units    {s['units']} ({roles}), {s['turns']} turns",
+           f"files    {', '.join(s['files']) or '-'}"]
+    if s.get("summary"):
+        out += ["summary", "  " + s["summary"].replace("\n", "\n  ")]
+    for m in s.get("messages", []):
+        text = " ".join(m["content"].split())
+        out.append(f"  #{m['seq']:<5} {m['role']:<9} {text[:110]}")
+    return "\n".join(out)
+
+
+def render_memory(d: dict[str, Any]) -> str:
+    lines = d["content"].splitlines()
+    if not lines:
+        return "MEMORY.md is empty"
+    return "\n".join(f"{i:>4}  {line}" for i, line in enumerate(lines, 1))
+
+
+def _entry(e: dict[str, Any]) -> str:
+    return f"{e['line']:>4}  {e['date']}  {e['source']:<12} {'；'.join(e['items'])}"
+
+
+def render_memory_entries(d: dict[str, Any]) -> str:
+    entries = d.get("entries", d.get("results", []))
+    return "\n".join(_entry(e) for e in entries) or "no entries"
+
+
+def render_memory_stats(d: dict[str, Any]) -> str:
+    per = ", ".join(f"{k} {v}" for k, v in sorted(d.get("per_source", {}).items()))
+    span = f"{d.get('first_date') or '-'} → {d.get('last_date') or '-'}"
+    return f"{d['total']} entries ({per or 'none'}); {span}"
+
+
+def render_memory_search(d: dict[str, Any]) -> str:
+    return "\n".join([d["message"], *(_entry(e) for e in d["results"])])
+
+
+def render_job(d: dict[str, Any]) -> str:
+    res = d["result"]
+    detail = ", ".join(f"{k}={v}" for k, v in res.items()) if isinstance(res, dict) else str(res)
+    return f"{d['job']}: {detail or 'done'}"

@@ -153,6 +153,7 @@ def make_app(services: Services, extra_routes: Sequence[RouteAdder] = ()) -> web
     app.router.add_get("/v1/status", handlers.status)
     app.router.add_post("/v1/search", handlers.search)
     app.router.add_post("/v1/ingest", handlers.ingest)
+    app.router.add_post("/v1/backup", handlers.backup)
     app.router.add_get("/v1/jobs", handlers.list_jobs)
     app.router.add_post("/v1/jobs/{name}/run", handlers.run_job)
     app.router.add_get("/v1/events", handlers.events)

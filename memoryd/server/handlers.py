@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 from aiohttp import web
 
 from memoryd import search as search_service
-from memoryd.api import IngestRequest, SearchRequest
-from memoryd.errors import NotFoundError
+from memoryd.api import BackupRequest, IngestRequest, SearchRequest
+from memoryd.errors import BadRequestError, ConflictError, NotFoundError
 from memoryd.metrics import CONTENT_TYPE as METRICS_TYPE
 from memoryd.server.app import SERVICES, json_body
 from memoryd.server.openapi import document
@@ -39,6 +40,19 @@ async def ingest(request: web.Request) -> web.Response:
         raise NotFoundError("ingest is not available here")
     resp = await services.ingest(req)
     return web.json_response(resp.model_dump())
+
+
+async def backup(request: web.Request) -> web.Response:
+    req = BackupRequest.model_validate(await json_body(request))
+    dest = Path(req.path)
+    if not dest.is_absolute() or "\x00" in req.path:
+        raise BadRequestError("path must be an absolute path", field="path")
+    if await asyncio.to_thread(dest.exists):
+        raise ConflictError(f"{dest} exists; refusing to overwrite it", field="path")
+    if not await asyncio.to_thread(dest.parent.is_dir):
+        raise BadRequestError(f"no such folder: {dest.parent}", field="path")
+    size = await request.app[SERVICES].store.backup(dest)
+    return web.json_response({"path": str(dest), "bytes": size})
 
 
 async def list_jobs(request: web.Request) -> web.Response:

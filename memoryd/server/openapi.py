@@ -24,6 +24,8 @@ ROUTES: list[tuple[str, str, str, type[BaseModel] | None, type[BaseModel] | None
      api.Forgotten),
     ("post", "/v1/ingest", "Backfill a file or folder now", api.IngestRequest, None,
      api.IngestResponse),
+    ("post", "/v1/backup", "A consistent copy of the database (VACUUM INTO)",
+     api.BackupRequest, None, api.BackupResponse),
     ("get", "/v1/jobs", "Jobs that can be run", None, None, None),
     ("post", "/v1/jobs/{name}/run", "Run a job now", None, None, api.JobResponse),
     ("get", "/v1/events", "Server-sent events of activity", None, None, None),

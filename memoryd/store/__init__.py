@@ -62,6 +62,20 @@ class Store:
     def read_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return self._reader.call(fn)
 
+    async def backup(self, dest: Path) -> int:
+        """A consistent copy of the database (`VACUUM INTO`, on its own connection: it
+        cannot run inside a transaction). Returns the copy's size in bytes."""
+
+        def run() -> int:
+            conn = connect(self.path)
+            try:
+                conn.execute("VACUUM INTO ?", (str(dest),))
+            finally:
+                conn.close()
+            return dest.stat().st_size
+
+        return await asyncio.to_thread(run)
+
     def queue_depth(self) -> int:
         return self._writer.qsize()
 

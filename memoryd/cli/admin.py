@@ -1,0 +1,210 @@
+"""memoryctl's local commands: configuration, logs, version, doctor, editing MEMORY.md,
+and the MCP bridge. Imported only when one of them runs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from memoryd import __version__
+from memoryd.cli.memoryctl import (
+    EXIT_ERROR,
+    EXIT_MISMATCH,
+    EXIT_NOT_RUNNING,
+    EXIT_OK,
+    EXIT_USAGE,
+    socket_path,
+)
+from memoryd.client import ApiError, DaemonNotRunning, MemorydClient
+from memoryd.paths import Paths, resolve_paths
+
+
+def _config_file(args: argparse.Namespace, paths: Paths) -> Path:
+    if getattr(args, "config", None):
+        return Path(args.config)
+    if os.environ.get("MEMORYD_CONFIG"):
+        return Path(os.environ["MEMORYD_CONFIG"])
+    return paths.config_file
+
+
+def config(args: argparse.Namespace) -> int:
+    from memoryd.config import ConfigError, load_settings
+    from memoryd.config_doc import default_config
+
+    paths = resolve_paths(args.home)
+    path = _config_file(args, paths)
+    if args.action == "path":
+        print(path)
+        for name in ("config_dir", "data_dir", "state_dir", "log_dir", "runtime_dir"):
+            print(f"{name:<12} {getattr(paths, name)}")
+        return EXIT_OK
+    if args.action == "default":
+        sys.stdout.write(default_config())
+        return EXIT_OK
+    try:
+        settings = load_settings(path)
+    except ConfigError as e:
+        print(f"memoryctl: bad configuration: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.action == "check":
+        where = path if path.exists() else "defaults (no config file)"
+        print(f"ok: {where}")
+        return EXIT_OK
+    data = settings.model_dump(mode="json")
+    if args.json:
+        from memoryd.cli.output import emit_json
+
+        emit_json(data)
+    else:
+        from memoryd.config_doc import as_toml
+
+        sys.stdout.write(as_toml(data))
+    return EXIT_OK
+
+
+def logs(args: argparse.Namespace) -> int:
+    paths = resolve_paths(args.home)
+    log = paths.log_file
+    if not log.exists():
+        print("memoryd logs to stderr (no log file): see `journalctl --user -u memoryd` when it "
+              "runs as a service, or set [log] file = true to also write "
+              f"{log}", file=sys.stderr)
+        return EXIT_ERROR
+    cmd = ["tail", f"-n{args.lines}"] + (["-F"] if args.follow else []) + [str(log)]
+    try:
+        return subprocess.call(cmd)
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+def version(args: argparse.Namespace) -> int:
+    client = MemorydClient(socket_path(args), timeout=5)
+    print(f"memoryctl {__version__}")
+    try:
+        server = client.health()["version"]
+    except DaemonNotRunning as e:
+        print(f"memoryd   not running ({e.path})")
+        return EXIT_NOT_RUNNING
+    print(f"memoryd   {server}")
+    if server != __version__:
+        print(f"warning: client {__version__} and daemon {server} differ; restart memoryd "
+              "after upgrading (systemctl --user restart memoryd)", file=sys.stderr)
+        return EXIT_MISMATCH
+    return EXIT_OK
+
+
+def edit_memory(client: MemorydClient) -> int:
+    content = client.memory()["content"]
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    with tempfile.TemporaryDirectory(prefix="memoryd-edit-") as d:
+        f = Path(d) / "MEMORY.md"
+        f.write_text(content, encoding="utf-8")
+        code = subprocess.call([*shlex.split(editor), str(f)])
+        if code != 0:
+            print(f"memoryctl: {editor} exited with {code}; MEMORY.md left unchanged",
+                  file=sys.stderr)
+            return EXIT_ERROR
+        new = f.read_text(encoding="utf-8")
+    if new == content:
+        print("no changes")
+        return EXIT_OK
+    try:
+        client.memory_replace(new)
+    except ApiError as e:
+        print(f"memoryctl: not saved: {e.message}", file=sys.stderr)
+        return EXIT_USAGE if e.status == 400 else EXIT_ERROR
+    print("MEMORY.md updated")
+    return EXIT_OK
+
+
+def doctor(args: argparse.Namespace) -> int:
+    """Each check prints ok / warn / FAIL with what to do; exit 1 if anything failed."""
+    from memoryd.config import ConfigError, load_settings
+    from memoryd.paths import MAX_SOCKET_PATH
+    from memoryd.sources import configured_sources
+
+    failed = False
+
+    def report(level: str, what: str, detail: str) -> None:
+        nonlocal failed
+        failed |= level == "FAIL"
+        print(f"{level:<5} {what:<10} {detail}")
+
+    paths = resolve_paths(args.home)
+    path = _config_file(args, paths)
+    settings: Any = None
+    try:
+        settings = load_settings(path)
+        report("ok", "config", str(path) if path.exists() else "defaults (no config file)")
+    except ConfigError as e:
+        report("FAIL", "config", str(e))
+    for name in ("config_dir", "data_dir", "state_dir", "runtime_dir"):
+        d = getattr(paths, name)
+        if not d.exists():
+            report("warn", "dirs", f"{d} does not exist yet (memoryd creates it)")
+            continue
+        mode = stat.S_IMODE(d.stat().st_mode)
+        if mode & 0o077:
+            report("warn", "dirs", f"{d} is mode {mode:o}; chmod 700 {d}")
+        else:
+            report("ok", "dirs", f"{d} (700)")
+    if paths.token_file.exists():
+        mode = stat.S_IMODE(paths.token_file.stat().st_mode)
+        report("ok" if not mode & 0o077 else "FAIL", "token",
+               f"{paths.token_file} ({mode:o})" + ("" if not mode & 0o077 else
+                                                   f"; chmod 600 {paths.token_file}"))
+    sock = socket_path(args)
+    status: dict[str, Any] | None = None
+    if len(os.fsencode(str(sock))) > MAX_SOCKET_PATH:
+        report("FAIL", "socket", f"{sock} is over {MAX_SOCKET_PATH} bytes; set --socket")
+    try:
+        t0 = time.perf_counter()
+        client = MemorydClient(sock, timeout=5)
+        health = client.health()
+        status = client.status()
+        report("ok", "daemon", f"memoryd {health['version']} answers on {sock} in "
+                               f"{(time.perf_counter() - t0) * 1000:.0f} ms")
+        if health["version"] != __version__:
+            report("warn", "version", f"daemon {health['version']}, client {__version__}")
+    except DaemonNotRunning as e:
+        report("FAIL", "daemon", str(e))
+    except (OSError, ApiError) as e:
+        report("FAIL", "daemon", f"{sock}: {e}")
+    if status is not None:
+        sources = status["sources"]
+    elif settings is not None:
+        sources = [s.as_dict() for s in configured_sources(settings, os.environ)]
+    else:
+        sources = []
+    found = [s for s in sources if s["exists"]]
+    report("ok" if found else "warn", "sources",
+           f"{len(found)} of {len(sources)} locations present: "
+           + ", ".join(f"{s['agent']}={s['path']}" for s in found) if found else
+           "no agent transcripts found; add --source AGENT=PATH or [watch] sources")
+    llm = (status or {}).get("llm")
+    model = settings and (os.environ.get("MEMORYD_SUMMARY_MODEL") or settings.llm.summary_model
+                          or settings.llm.model)
+    if llm:
+        level = "FAIL" if llm.get("paused") else "ok"
+        report(level, "llm", f"{llm.get('model') or 'extractive'}"
+                             + (f": paused: {llm['paused']}" if llm.get("paused") else ""))
+    elif model:
+        report("warn", "llm", f"{model} configured; reachability is checked by the daemon "
+                              "(start it and run doctor again)")
+    else:
+        report("ok", "llm", "no model configured: extractive summaries")
+    return EXIT_ERROR if failed else EXIT_OK
+
+
+def mcp(args: argparse.Namespace) -> int:
+    from memoryd.mcp_bridge import serve
+
+    return serve(MemorydClient(socket_path(args)))

@@ -1,0 +1,81 @@
+"""The configuration as text: a commented default file (`memoryctl config default`) and
+the effective settings as TOML (`memoryctl config show`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from memoryd.config import Settings
+
+# one line per setting; a test checks every Settings field is described here
+DESCRIPTIONS: dict[str, str] = {
+    "watch.sources": 'extra roots: [{agent = "codex", path = "~/x"}]; agent may be "auto"',
+    "watch.default_sources": "also watch every agent's default location that exists",
+    "watch.debounce_ms": "how long a burst of file events is gathered",
+    "watch.reconcile_seconds": "period of the stat-only scan that catches missed events",
+    "watch.force_polling": "poll instead of inotify/FSEvents (network filesystems)",
+    "watch.exclude": "glob patterns of paths never read",
+    "watch.max_line_bytes": "longer transcript lines are skipped and counted",
+    "server.socket": "Unix socket path (default: in the runtime dir)",
+    "server.tcp_enabled": "also serve HTTP on tcp_host:tcp_port (bearer token required)",
+    "server.tcp_host": "loopback only unless allow_non_loopback",
+    "server.tcp_port": "0 picks a free port",
+    "server.allow_non_loopback": "permit a non-loopback tcp_host (still needs the token)",
+    "privacy.redact_patterns": "extra regexes whose matches are redacted before storage",
+    "privacy.private_tags": "<tag>…</tag> spans are never stored",
+    "llm.model": "litellm route for summaries, e.g. ollama/qwen2.5 (none: extractive)",
+    "llm.summary_model": "overrides llm.model for summaries (env MEMORYD_SUMMARY_MODEL wins)",
+    "llm.api_base": "OpenAI-compatible server URL, with an openai/<name> model",
+    "llm.api_key_env": "name of the environment variable holding the key (never the key)",
+    "llm.timeout_s": "per-call timeout in seconds",
+    "log.level": "DEBUG, INFO, WARNING or ERROR",
+    "log.file": "also log to a rotating file in the log dir",
+}
+
+
+def _toml_value(v: Any) -> str:
+    if v is None:
+        return '""'
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_inline(x) for x in v) + "]"
+    return _toml_inline(v)
+
+
+def _toml_inline(v: Any) -> str:
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + "}"
+    return _toml_value(v)
+
+
+def as_toml(data: dict[str, Any]) -> str:
+    out = []
+    for section, values in data.items():
+        out.append(f"[{section}]")
+        for key, v in values.items():
+            out.append(f"{key} = {_toml_value(v)}" if v is not None else f"# {key} is unset")
+        out.append("")
+    return "\n".join(out)
+
+
+def default_config() -> str:
+    """Every setting, commented out at its default, with what it does."""
+    data = Settings().model_dump(mode="json")
+    out = ["# memoryd configuration. Every line is commented out at its default.",
+           "# Precedence: defaults < this file < MEMORYD_<SECTION>__<KEY> env < flags.", ""]
+    for section, values in data.items():
+        out.append(f"[{section}]")
+        for key, v in values.items():
+            desc = DESCRIPTIONS.get(f"{section}.{key}", "")
+            if desc:
+                out.append(f"# {desc}")
+            out.append(f"# {key} = {_toml_value(v)}" if v is not None
+                       else f"# {key} is unset by default")
+        out.append("")
+    return "\n".join(out)

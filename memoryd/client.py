@@ -77,7 +77,7 @@ class MemorydClient:
                 path += "?" + urlencode(q)
         conn = self._connection()
         try:
-            payload = None if body is None else json.dumps(body).encode()
+            payload = None if body is None else json.dumps(body, ensure_ascii=False).encode()
             headers = {"Content-Type": "application/json"} if payload is not None else {}
             if self.token and self.tcp is not None:
                 headers["Authorization"] = f"Bearer {self.token}"
@@ -128,14 +128,20 @@ class MemorydClient:
     def memory(self) -> dict[str, Any]:
         return self.request("GET", "/v1/memory")
 
-    def memory_replace(self, content: str) -> dict[str, Any]:
-        return self.request("PUT", "/v1/memory", {"content": content})
+    def memory_replace(self, content: str, version: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"content": content}
+        if version:
+            body["version"] = version
+        return self.request("PUT", "/v1/memory", body)
 
     def memory_add(self, content: str, source: str = "manual") -> dict[str, Any]:
         return self.request("POST", "/v1/memory/entries", {"content": content, "source": source})
 
-    def memory_delete(self, lines: list[int]) -> dict[str, Any]:
-        return self.request("POST", "/v1/memory/entries/delete", {"lines": lines})
+    def memory_delete(self, lines: list[int], version: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"lines": lines}
+        if version:
+            body["version"] = version
+        return self.request("POST", "/v1/memory/entries/delete", body)
 
     def memory_recent(self, count: int = 10) -> dict[str, Any]:
         return self.request("GET", "/v1/memory/recent", query={"count": count})

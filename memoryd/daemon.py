@@ -28,8 +28,10 @@ from memoryd.events import EventBus
 from memoryd.ingest.ingestor import IngestEvent, Ingestor
 from memoryd.ingest.queue import IngestQueue
 from memoryd.ingest.redact import Redactor
+from memoryd.memory import MemoryFile
 from memoryd.paths import Paths
 from memoryd.server.app import JobFn, Services, make_app
+from memoryd.server.memory_api import routes as memory_routes
 from memoryd.server.sites import start_tcp, start_unix
 from memoryd.sources import Candidates, Source, configured_sources, owner, walk
 from memoryd.store import Store
@@ -83,6 +85,7 @@ class Daemon:
         self.ingestor: Ingestor | None = None
         self.queue: IngestQueue | None = None
         self.watcher: Watcher | None = None
+        self.memory: MemoryFile | None = None
 
     def sources(self) -> list[Source]:
         return self._sources + self._adhoc
@@ -108,6 +111,10 @@ class Daemon:
             self.watcher = Watcher(self.sources, self.queue, self.ingestor, candidate,
                                    debounce_ms=s.watch.debounce_ms,
                                    force_polling=s.watch.force_polling)
+
+            self.memory = MemoryFile.from_paths(self.paths, events=self.events)
+            await self.memory.start()
+            self._stack.push_async_callback(self.memory.stop)
 
             await self._serve()
             self._spawn(self.queue.run(), "ingest")
@@ -139,10 +146,11 @@ class Daemon:
         self._stack.callback(f.close)
 
     async def _serve(self) -> None:
-        assert self.store is not None
+        assert self.store is not None and self.memory is not None
         app = make_app(Services(store=self.store, status=self.status, version=__version__,
                                 events=self.events, jobs=self.jobs(), ingest=self.ingest,
-                                token=ensure_token(self.paths.token_file)))
+                                token=ensure_token(self.paths.token_file)),
+                       extra_routes=[memory_routes(self.memory)])
         runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0,
                                access_log=None)
         await runner.setup()

@@ -102,25 +102,31 @@ def version(args: argparse.Namespace) -> int:
 
 
 def edit_memory(client: MemorydClient) -> int:
-    content = client.memory()["content"]
+    current = client.memory()
+    content, version = current["content"], current.get("version")
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-    with tempfile.TemporaryDirectory(prefix="memoryd-edit-") as d:
-        f = Path(d) / "MEMORY.md"
-        f.write_text(content, encoding="utf-8")
-        code = subprocess.call([*shlex.split(editor), str(f)])
-        if code != 0:
-            print(f"memoryctl: {editor} exited with {code}; MEMORY.md left unchanged",
-                  file=sys.stderr)
-            return EXIT_ERROR
-        new = f.read_text(encoding="utf-8")
+    d = tempfile.mkdtemp(prefix="memoryd-edit-")
+    f = Path(d) / "MEMORY.md"
+    f.write_text(content, encoding="utf-8")
+    code = subprocess.call([*shlex.split(editor), str(f)])
+    if code != 0:
+        print(f"memoryctl: {editor} exited with {code}; MEMORY.md left unchanged",
+              file=sys.stderr)
+        return EXIT_ERROR
+    new = f.read_text(encoding="utf-8")
     if new == content:
+        f.unlink()
+        os.rmdir(d)
         print("no changes")
         return EXIT_OK
     try:
-        client.memory_replace(new)
+        client.memory_replace(new, version)
     except ApiError as e:
-        print(f"memoryctl: not saved: {e.message}", file=sys.stderr)
+        # keep the person's edit: it is the only copy
+        print(f"memoryctl: not saved: {e.message}. Your edit is kept in {f}", file=sys.stderr)
         return EXIT_USAGE if e.status == 400 else EXIT_ERROR
+    f.unlink()
+    os.rmdir(d)
     print("MEMORY.md updated")
     return EXIT_OK
 

@@ -75,7 +75,11 @@ def render_session(s: dict[str, Any]) -> str:
 
 
 def render_memory(d: dict[str, Any]) -> str:
-    lines = d["content"].splitlines()
+    # split on \n only: the daemon numbers lines that way (splitlines also breaks on
+    # \x0b, \x85, U+2028 and would disagree with `memory rm`)
+    lines = d["content"].split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
     if not lines:
         return "MEMORY.md is empty"
     return "\n".join(f"{i:>4}  {line}" for i, line in enumerate(lines, 1))

@@ -3,13 +3,14 @@ thin handlers, and `routes(memory)` for `make_app(..., extra_routes=[...])`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
-from memoryd.memory import MAX_ADD_CHARS, MAX_SOURCE_CHARS, MemoryFile
+from memoryd.memory import MAX_ADD_CHARS, MAX_SOURCE_CHARS, Entry, MemoryFile
+from memoryd.server import openapi
 from memoryd.server.app import json_body
 
 MEMORY = web.AppKey("memory", MemoryFile)
@@ -38,18 +39,27 @@ class MemoryDelete(_Body):
 
 
 class MemorySearch(_Body):
-    keywords: str | list[str]
+    keywords: list[str] = Field(description="a string (split on whitespace) or a list")
     match_mode: Literal["or", "and"] = "or"
     max_results: int = Field(15, ge=1, le=200)
 
+    @field_validator("keywords", mode="before")
+    @classmethod
+    def _split(cls, v: object) -> object:
+        if isinstance(v, str):
+            v = v.split()
+        if not isinstance(v, list):
+            raise ValueError("give a string or a list of strings")
+        if not v:
+            raise ValueError("give at least one keyword")
+        return v
+
     @field_validator("keywords")
     @classmethod
-    def _split(cls, v: str | list[str]) -> list[str]:
-        words = v.split() if isinstance(v, str) else [w.strip() for w in v]
-        if isinstance(v, list) and not all(words):
+    def _check(cls, v: list[str]) -> list[str]:
+        words = [w.strip() for w in v]
+        if not all(words):
             raise ValueError("keywords must not be empty")
-        if not words:
-            raise ValueError("give at least one keyword")
         if len(words) > 20 or any(len(w) > 200 for w in words):
             raise ValueError("at most 20 keywords of at most 200 characters")
         return words
@@ -116,6 +126,10 @@ class SearchOut(BaseModel):
     results: list[EntryOut]
 
 
+def _entries(entries: Iterable[Entry]) -> list[EntryOut]:
+    return [EntryOut(**e.as_dict()) for e in entries]
+
+
 def _json(model: BaseModel, status: int = 200) -> web.Response:
     return web.json_response(model.model_dump(), status=status)
 
@@ -125,8 +139,8 @@ async def read(request: web.Request) -> web.Response:
     snap = await m.snapshot()
     doc = snap.doc  # raises if the file is not UTF-8, so the decode below cannot fail
     return _json(MemoryOut(
-        path=str(m.path), version=snap.version, content=snap.raw.decode("utf-8"), total=len(doc.entries),
-        limit=m.max_entries, entries=[EntryOut(**e.as_dict()) for e in doc.entries],
+        path=str(m.path), version=snap.version, content=snap.raw.decode("utf-8"),
+        total=len(doc.entries), limit=m.max_entries, entries=_entries(doc.entries),
         invalid=[ProblemOut(line=p.line, reason=p.reason) for p in doc.problems]))
 
 
@@ -151,7 +165,7 @@ async def delete_entries(request: web.Request) -> web.Response:
 async def recent(request: web.Request) -> web.Response:
     q = MemoryRecentQuery.model_validate(dict(request.query))
     entries = await request.app[MEMORY].recent(q.count)
-    return _json(RecentOut(entries=[EntryOut(**e.as_dict()) for e in entries]))
+    return _json(RecentOut(entries=_entries(entries)))
 
 
 async def stats(request: web.Request) -> web.Response:
@@ -160,10 +174,26 @@ async def stats(request: web.Request) -> web.Response:
 
 async def search(request: web.Request) -> web.Response:
     req = MemorySearch.model_validate(await json_body(request))
-    assert isinstance(req.keywords, list)
     r = await request.app[MEMORY].search(req.keywords, req.match_mode, req.max_results)
     return _json(SearchOut(total=r.total, shown=len(r.results), message=r.message,
-                           results=[EntryOut(**e.as_dict()) for e in r.results]))
+                           results=_entries(r.results)))
+
+
+_Model = type[BaseModel] | None
+OPENAPI_ROUTES: list[tuple[str, str, str, _Model, _Model, _Model]] = [
+    ("get", "/v1/memory", "MEMORY.md: its content, version and parsed entries", None, None,
+     MemoryOut),
+    ("put", "/v1/memory", "Replace MEMORY.md (validated; `version` to compare-and-swap)",
+     MemoryReplace, None, WriteOut),
+    ("post", "/v1/memory/entries", "Add an entry dated today (201; 200 if a duplicate)",
+     MemoryAdd, None, AddOut),
+    ("post", "/v1/memory/entries/delete", "Delete entry lines", MemoryDelete, None, WriteOut),
+    ("get", "/v1/memory/recent", "The newest entries", None, MemoryRecentQuery, RecentOut),
+    ("get", "/v1/memory/stats", "Entries per source, first and last date", None, None,
+     StatsOut),
+    ("post", "/v1/memory/search", "Keyword search over entries", MemorySearch, None, SearchOut),
+]
+openapi.EXTRA_ROUTES.extend(r for r in OPENAPI_ROUTES if r not in openapi.EXTRA_ROUTES)
 
 
 def routes(memory: MemoryFile) -> Callable[[web.Application], None]:

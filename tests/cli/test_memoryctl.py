@@ -148,3 +148,37 @@ def test_every_setting_has_a_description():
     names = {f"{s}.{k}" for s, f in Settings.model_fields.items()
              for k in f.annotation.model_fields}
     assert names - set(DESCRIPTIONS) == set()
+
+
+async def test_memory_verbs(live, sock, capsys, monkeypatch):
+    code, out, _ = await ctl(capsys, sock, "memory", "show")
+    assert code == 0 and "empty" in out
+    code, out, _ = await ctl(capsys, sock, "memory", "add", "prefers uv over pip；用中文回答",
+                             "--source", "manual")
+    assert code == 0 and "added as line 1" in out
+    code, out, _ = await ctl(capsys, sock, "memory", "add", "deploys with fly.io")
+    assert code == 0 and "line 2" in out
+    code, out, _ = await ctl(capsys, sock, "memory", "add", "deploys with fly.io")
+    assert code == 0 and "already there, line 2" in out
+    code, out, _ = await ctl(capsys, sock, "memory", "show")
+    assert "   1  " in out and "用中文回答" in out
+    code, out, _ = await ctl(capsys, sock, "--json", "memory", "recent", "-n", "1")
+    assert json.loads(out)["entries"][0]["items"] == ["deploys with fly.io"]
+    code, out, _ = await ctl(capsys, sock, "memory", "stats")
+    assert code == 0 and out.startswith("2 entries (manual 2)")
+    code, out, _ = await ctl(capsys, sock, "memory", "search", "中文")
+    assert code == 0 and "1 matches, showing 1" in out
+    code, out, _ = await ctl(capsys, sock, "memory", "search", "kubernetes")
+    assert code == 0 and out.startswith("0 matches") and "fly.io" not in out
+    code, _, err = await ctl(capsys, sock, "memory", "rm", "99")
+    assert code == 2 and "lines" in err
+    code, out, _ = await ctl(capsys, sock, "memory", "rm", "1")
+    assert code == 0 and "1 entries left" in out
+    monkeypatch.setenv("EDITOR", "sed -i '$a 2026-01-02|manual|added in the editor'")
+    code, out, _ = await ctl(capsys, sock, "memory", "edit")
+    assert code == 0 and "updated" in out
+    code, out, _ = await ctl(capsys, sock, "--json", "memory", "stats")
+    assert json.loads(out)["total"] == 2
+    monkeypatch.setenv("EDITOR", "sed -i '$a 2026-13-45|manual|bad date'")
+    code, _, err = await ctl(capsys, sock, "memory", "edit")
+    assert code == 2 and "Your edit is kept in" in err

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class _Request(BaseModel):
@@ -36,6 +36,10 @@ class SearchResult(BaseModel):
     score: float
     path: str | None
     offset: int | None
+    why: dict[str, Any] | None = Field(
+        None, description="why it matched: `matched` query terms, `signals` that fired "
+        "(bm25_content, bm25_one_liner, speaker, neighbour, recency, same_project, "
+        "session_repeat), and `duplicates` collapsed into it")
 
 
 class SearchResponse(BaseModel):
@@ -147,3 +151,28 @@ class BackupRequest(_Request):
 class BackupResponse(BaseModel):
     path: str
     bytes: int
+
+
+Section = Literal["long_term", "session_summary", "recalled", "daily"]
+
+
+class ContextRequest(_Request):
+    query: str | None = Field(None, max_length=4000)
+    session_id: str | None = Field(None, max_length=1024)
+    cwd: str | None = Field(None, max_length=4096)
+    agent: str | None = Field(None, max_length=100)
+    budget_tokens: int = Field(2000, ge=50, le=200_000)
+    include: list[Section] | None = None  # default: long_term, session_summary, recalled
+    format: Literal["json", "md"] = "json"
+
+    @field_validator("include", mode="before")
+    @classmethod
+    def _split(cls, v: Any) -> Any:
+        return [x.strip() for x in v.split(",") if x.strip()] if isinstance(v, str) else v
+
+    @field_validator("cwd")
+    @classmethod
+    def _absolute(cls, v: str | None) -> str | None:
+        if v is not None and (not v.startswith("/") or "\x00" in v):
+            raise ValueError("cwd must be an absolute path")
+        return v

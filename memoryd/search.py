@@ -1,29 +1,29 @@
-"""Keyword search over units: free text -> FTS5 expression -> ranked, labelled results."""
+"""Keyword search over units: free text -> ranked, labelled results (`memoryd.retrieval`)."""
 
 from __future__ import annotations
 
 from memoryd.api import SearchRequest, SearchResponse, SearchResult
+from memoryd.retrieval import retrieve_sync
 from memoryd.store import Store
-from memoryd.store.fts import match_expression, query_terms, snippet
-from memoryd.store.units import search_units
+from memoryd.store.fts import snippet
 
 
 async def search(store: Store, req: SearchRequest) -> SearchResponse:
-    terms = query_terms(req.query)
-    match = match_expression(terms, req.mode)
-    if match is None:
+    r = await store.read(lambda c: retrieve_sync(
+        c, req.query, k=req.max_results, mode=req.mode, agent=req.agent,
+        project=req.project, session_id=req.session_id, count=True))
+    if r.plan.match is None:
         return SearchResponse(total=0, shown=0, message="no searchable words in the query",
                               results=[])
-    total, rows = await store.read(lambda c: search_units(
-        c, match, limit=req.max_results, agent=req.agent, project=req.project,
-        session_id=req.session_id))
+    terms = r.plan.terms
     results = [
         SearchResult(
-            unit_id=r["unit_id"], record_id=r["record_id"], agent=r["agent"],
-            session_id=r["session_id"], project=r["project"], role=r["role"], kind=r["kind"],
-            ts=r["ts"], turn=r["turn"], snippet=snippet(r["content"], terms),
-            score=round(r["score"], 4), path=r["path"], offset=r["offset"])
-        for r in rows
+            unit_id=h.unit_id, record_id=h.record_id, agent=h.agent,
+            session_id=h.session_id, project=h.project, role=h.role, kind=h.kind,
+            ts=h.ts, turn=h.turn, snippet=snippet(h.content, h.matched or terms),
+            score=round(h.score, 4), path=h.path, offset=h.offset, why=h.why())
+        for h in r.hits
     ]
-    return SearchResponse(total=total, shown=len(results),
-                          message=f"{total} matches, showing {len(results)}", results=results)
+    return SearchResponse(total=r.total, shown=len(results),
+                          message=f"{r.total} matches, showing {len(results)}",
+                          results=results)

@@ -6,6 +6,11 @@ would never match. We index CJK runs as overlapping bigrams (plus the run's last
 character alone, so a one-character query can match as a prefix) and leave other
 scripts to unicode61 with the Porter stemmer. Queries get the same treatment: a CJK
 word becomes a phrase of its bigrams.
+
+The stock tokenizer also keeps a camelCase word ("iPhone", "getUserName",
+"#PlankChallenge") whole; we index it whole *and*, at the end of the text, as its parts,
+so "phone" or "user name" finds it. Stop words are dropped from a query unless it has
+nothing else (`content_terms`).
 """
 
 from __future__ import annotations
@@ -13,11 +18,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from memoryd.stopwords import STOP_WORDS
+
 # Han (incl. extension A and compatibility), kana, CJK punctuation excluded.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
 _TERM = re.compile(f"[{_CJK}]+|[^\\W_]+(?:['’][^\\W_]+)*", re.UNICODE)
 _HAS_CJK = re.compile(f"[{_CJK}]")
+# a word with a lower-to-upper case change inside it, and the parts it splits into
+_CAMEL_WORD = re.compile(r"\b[A-Za-z]*[a-z][A-Z][A-Za-z]*\b")
+_CAMEL_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 
@@ -28,11 +38,23 @@ def bigrams(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)] + [run[-1]]
 
 
+def camel_parts(text: str) -> list[str]:
+    """The parts of the camelCase words in `text`, in order ("iPhone" -> "i", "Phone")."""
+    parts: list[str] = []
+    for m in _CAMEL_WORD.finditer(text):
+        parts += _CAMEL_PART.findall(m.group())
+    return parts
+
+
 def index_text(text: str) -> str:
-    """Text as FTS5 should see it: CJK runs replaced by their bigrams."""
-    if not _HAS_CJK.search(text):
-        return text
-    return _CJK_RUN.sub(lambda m: " " + " ".join(bigrams(m.group())) + " ", text)
+    """Text as FTS5 should see it: CJK runs replaced by their bigrams, and the parts of
+    camelCase words appended (after the text, so phrases in it stay contiguous)."""
+    if _HAS_CJK.search(text):
+        text = _CJK_RUN.sub(lambda m: " " + " ".join(bigrams(m.group())) + " ", text)
+    parts = camel_parts(text)
+    if parts:
+        text = text + "\n" + " ".join(parts)
+    return text
 
 
 def query_terms(query: str) -> list[str]:
@@ -43,6 +65,27 @@ def query_terms(query: str) -> list[str]:
         if t not in seen:
             seen[t] = None
     return list(seen)
+
+
+def content_terms(terms: list[str]) -> list[str]:
+    """`terms` without stop words, or all of them when nothing else is left."""
+    kept = [t for t in terms if t not in STOP_WORDS]
+    return kept or list(terms)
+
+
+def split_cjk(terms: list[str]) -> list[str]:
+    """CJK terms longer than two characters as their bigrams (de-duplicated, in order).
+    Chinese and Japanese are written without spaces, so a question is one long run; as a
+    single phrase it would only match itself. Its bigrams, OR-ed, let BM25 rank the units
+    that share the most of them (as CJK bigram analyzers do)."""
+    out: dict[str, None] = {}
+    for t in terms:
+        if _HAS_CJK.match(t) and len(t) > 2:
+            for i in range(len(t) - 1):
+                out.setdefault(t[i : i + 2], None)
+        else:
+            out.setdefault(t, None)
+    return list(out)
 
 
 def _quote(token: str) -> str:

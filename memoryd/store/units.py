@@ -7,7 +7,9 @@ rewrites the unit. The FTS row (rowid = unit id) follows every change.
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,26 +89,161 @@ SEARCH_COLUMNS = (
     "u.id AS unit_id, u.record_id, s.agent, s.session_id, s.project, u.role, u.kind, u.ts, "
     "u.seq, u.turn, u.content, u.one_liner, u.tool_name, f.path, u.offset"
 )
+# what ranking needs of a candidate: no content beyond a head for spotting duplicates
+CANDIDATE_COLUMNS = (
+    "u.id AS unit_id, u.session_pk, u.seq, u.role, u.kind, u.ts, u.chars, s.project"
+)
+_FROM_MATCH = ("FROM units_fts JOIN units u ON u.id = units_fts.rowid "
+               "JOIN sessions s ON s.id = u.session_pk ")
+
+Exclusion = tuple[int, int]
+"""(session_pk, from_seq): leave out that session's units with seq >= from_seq."""
 
 
-def search_units(conn: sqlite3.Connection, match: str, *, limit: int,
-                 agent: str | None = None, project: str | None = None,
-                 session_id: str | None = None) -> tuple[int, list[dict[str, Any]]]:
-    """BM25 over content and one-liners (one-liners weigh more). Returns (total, rows)."""
+def _where(match: str, agent: str | None, project: str | None, session_id: str | None,
+           exclude: list[Exclusion] | None = None) -> tuple[str, list[Any]]:
     clauses, args = ["units_fts MATCH ?"], [match]
     for col, val in (("s.agent", agent), ("s.project", project), ("s.session_id", session_id)):
         if val is not None:
             clauses.append(f"{col} = ?")
             args.append(val)
-    where = " AND ".join(clauses)
-    joins = ("FROM units_fts JOIN units u ON u.id = units_fts.rowid "
-             "JOIN sessions s ON s.id = u.session_pk ")
-    total = conn.execute(f"SELECT count(*) {joins} WHERE {where}", args).fetchone()[0]
+    for pk, from_seq in exclude or ():
+        clauses.append("NOT (u.session_pk = ? AND u.seq >= ?)")
+        args += [pk, from_seq]
+    return " AND ".join(clauses), args
+
+
+def _filtered(agent: str | None, project: str | None, session_id: str | None,
+              exclude: list[Exclusion] | None) -> bool:
+    return any(v is not None for v in (agent, project, session_id)) or bool(exclude)
+
+
+def count_matches(conn: sqlite3.Connection, match: str, *, agent: str | None = None,
+                  project: str | None = None, session_id: str | None = None,
+                  exclude: list[Exclusion] | None = None) -> int:
+    if not _filtered(agent, project, session_id, exclude):  # FTS5 alone: no row lookups
+        return int(conn.execute("SELECT count(*) FROM units_fts WHERE units_fts MATCH ?",
+                                (match,)).fetchone()[0])
+    where, args = _where(match, agent, project, session_id, exclude)
+    return int(conn.execute(f"SELECT count(*) {_FROM_MATCH} WHERE {where}", args).fetchone()[0])
+
+
+def search_units(conn: sqlite3.Connection, match: str, *, limit: int,
+                 agent: str | None = None, project: str | None = None,
+                 session_id: str | None = None) -> tuple[int, list[dict[str, Any]]]:
+    """BM25 over content and one-liners (one-liners weigh more). Returns (total, rows).
+    The plain FTS ranking; `memoryd.retrieval` reranks on top of `match_candidates`."""
+    total = count_matches(conn, match, agent=agent, project=project, session_id=session_id)
     if not total:
         return 0, []
+    where, args = _where(match, agent, project, session_id)
     rows = conn.execute(
-        f"SELECT {SEARCH_COLUMNS}, -bm25(units_fts, 1.0, 3.0) AS score {joins}"
+        f"SELECT {SEARCH_COLUMNS}, -bm25(units_fts, 1.0, 3.0) AS score {_FROM_MATCH}"
         f"LEFT JOIN files f ON f.id = u.file_id WHERE {where} ORDER BY score DESC LIMIT ?",
         (*args, limit),
     ).fetchall()
     return total, [dict(r) for r in rows]
+
+
+def match_candidates(conn: sqlite3.Connection, match: str, *, limit: int,
+                     agent: str | None = None, project: str | None = None,
+                     session_id: str | None = None, exclude: list[Exclusion] | None = None,
+                     w_body: float = 1.0, w_one_liner: float = 3.0,
+                     head_chars: int = 400) -> list[dict[str, Any]]:
+    """The `limit` best units by BM25 (column weights body, one-liner), best first, with
+    what reranking needs: position in the session, role, kind, time, project, and the
+    first `head_chars` characters (`head`, for spotting duplicates).
+
+    Two steps, so only the `limit` winners are read from `units`: rank in FTS5 (joined to
+    units and sessions only when a filter needs them), then fetch the winners' rows."""
+    if _filtered(agent, project, session_id, exclude):
+        where, args = _where(match, agent, project, session_id, exclude)
+        ranked = f"{_FROM_MATCH}WHERE {where}"
+    else:
+        ranked, args = "FROM units_fts WHERE units_fts MATCH ?", [match]
+    rows = conn.execute(
+        f"WITH top AS (SELECT units_fts.rowid AS id, -bm25(units_fts, ?, ?) AS bm25 {ranked} "
+        f"ORDER BY bm25 DESC LIMIT ?) "
+        f"SELECT {CANDIDATE_COLUMNS}, substr(u.content, 1, ?) AS head, top.bm25 FROM top "
+        f"JOIN units u ON u.id = top.id JOIN sessions s ON s.id = u.session_pk "
+        f"ORDER BY top.bm25 DESC",
+        (w_body, w_one_liner, *args, limit, head_chars),
+    ).fetchall()
+    return [dict(r) for r in rows]
+
+
+def _ids_json(ids: Iterable[int]) -> str:
+    return json.dumps(list(ids))
+
+
+def units_by_id(conn: sqlite3.Connection, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """Full search rows (content, session, file) of the given units."""
+    rows = conn.execute(
+        f"SELECT {SEARCH_COLUMNS} FROM units u JOIN sessions s ON s.id = u.session_pk "
+        "LEFT JOIN files f ON f.id = u.file_id "
+        "WHERE u.id IN (SELECT value FROM json_each(?))", (_ids_json(ids),)).fetchall()
+    return {r["unit_id"]: dict(r) for r in rows}
+
+
+def matched_terms(conn: sqlite3.Connection, term_exprs: list[str], ids: list[int]
+                  ) -> dict[int, set[int]]:
+    """Which of `term_exprs` (by index) each of the given units matches. Cheap: without
+    bm25() FTS5 only seeks these rowids in each term's doclist."""
+    matched: dict[int, set[int]] = {}
+    if not ids:
+        return matched
+    ids_json = _ids_json(ids)
+    for i, expr in enumerate(term_exprs):
+        for (rowid,) in conn.execute(
+                "SELECT rowid FROM units_fts WHERE units_fts MATCH ? "
+                "AND rowid IN (SELECT value FROM json_each(?))", (expr, ids_json)):
+            matched.setdefault(rowid, set()).add(i)
+    return matched
+
+
+def column_scores(conn: sqlite3.Connection, match: str, ids: list[int], *,
+                  w_body: float = 1.0, w_one_liner: float = 3.0
+                  ) -> dict[int, tuple[float, float]]:
+    """BM25 of the body alone and of the one-liner alone for those of the given units
+    whose one-liner matches (for the others the body score is the whole score). Only
+    then does it pay bm25()'s pass over every match for the term statistics."""
+    if not ids:
+        return {}
+    ids_json = _ids_json(ids)
+    in_ids = "rowid IN (SELECT value FROM json_each(?))"
+    hit = [r[0] for r in conn.execute(
+        f"SELECT rowid FROM units_fts WHERE units_fts MATCH ? AND {in_ids}",
+        (f"{{one_liner}} : ({match})", ids_json))]
+    if not hit:
+        return {}
+    return {r[0]: (r[1], r[2]) for r in conn.execute(
+        f"SELECT rowid, -bm25(units_fts, ?, 0.0), -bm25(units_fts, 0.0, ?) FROM units_fts "
+        f"WHERE units_fts MATCH ? AND {in_ids}", (w_body, w_one_liner, match, _ids_json(hit)))}
+
+
+def session_units_around(conn: sqlite3.Connection, spots: Iterable[tuple[int, int]],
+                         radius: int) -> list[dict[str, Any]]:
+    """Units within `radius` seq of each (session_pk, seq) spot, spots themselves included."""
+    spans = [(pk, seq - radius, seq + radius) for pk, seq in spots]
+    if not spans:
+        return []
+    rows = conn.execute(
+        "SELECT u.id AS unit_id, u.session_pk, u.record_id, u.seq, u.turn, u.role, u.kind, "
+        "u.ts, u.content, u.one_liner, u.tool_name FROM json_each(?) j "
+        "JOIN units u ON u.session_pk = json_extract(j.value, '$[0]') "
+        "AND u.seq BETWEEN json_extract(j.value, '$[1]') AND json_extract(j.value, '$[2]') "
+        "ORDER BY u.session_pk, u.seq", (json.dumps(spans),)).fetchall()
+    seen: set[int] = set()
+    out = []
+    for r in rows:
+        if r["unit_id"] not in seen:
+            seen.add(r["unit_id"])
+            out.append(dict(r))
+    return out
+
+
+def session_tails(conn: sqlite3.Connection, session_id: str, recent: int
+                  ) -> list[Exclusion]:
+    """For each session with this id (any agent): exclude its last `recent` units."""
+    return [(r[0], r[1] - recent) for r in conn.execute(
+        "SELECT id, next_seq FROM sessions WHERE session_id = ?", (session_id,))]

@@ -1,6 +1,15 @@
 import sqlite3
 
-from memoryd.store.fts import TOKENIZER, index_text, match_expression, query_terms, snippet
+from memoryd.store.fts import (
+    TOKENIZER,
+    camel_parts,
+    content_terms,
+    index_text,
+    match_expression,
+    query_terms,
+    snippet,
+    split_cjk,
+)
 
 
 def fts_db(rows):
@@ -56,3 +65,38 @@ def test_snippet_centres_on_match():
     text = "x " * 300 + "the needle is here " + "y " * 300
     s = snippet(text, ["needle"])
     assert "needle" in s and len(s) <= 245 and s.startswith("…")
+
+
+def test_camel_case_words_are_also_indexed_as_parts():
+    assert camel_parts("my iPhone and getUserName, XMLHttpRequest #PlankChallenge") == [
+        "i", "Phone", "get", "User", "Name", "XML", "Http", "Request", "Plank", "Challenge"]
+    assert index_text("plain words") == "plain words"
+    c = fts_db(["a cracked iPhone screen", "getUserName() returns None", "phone book"])
+    assert hits(c, "phone") == [1, 3]
+    assert hits(c, "iphone") == [1]
+    assert hits(c, "user name", "and") == [2]
+    assert hits(c, "getusername") == [2]
+
+
+def test_camel_parts_do_not_break_phrases():
+    c = fts_db(["the iPhone 13 Pro", "数据库 iPhone"])
+    assert hits(c, "数据库") == [2]
+    m = c.execute("SELECT rowid FROM t WHERE t MATCH ?", ('"iphone 13 pro"',)).fetchall()
+    assert m == [(1,)]
+
+
+def test_stop_words_are_dropped_unless_nothing_is_left():
+    terms = query_terms("What was my previous goal for my Apex Legends level before I updated?")
+    assert content_terms(terms) == ["previous", "goal", "apex", "legends", "level", "updated"]
+    assert content_terms(query_terms("to be or not to be")) == ["to", "be", "or", "not"]
+    assert content_terms(query_terms("I'm sure it's what I’m after")) == ["sure"]
+    assert content_terms(query_terms("Can you suggest some tips for my garden?")) == ["garden"]
+
+
+def test_long_cjk_runs_split_into_bigrams():
+    assert split_cjk(["数据库迁移", "迁移", "sqlite", "猫"]) == [
+        "数据", "据库", "库迁", "迁移", "sqlite", "猫"]
+    c = fts_db(["数据库迁移的方案", "迁移", "数据"])
+    m = match_expression(split_cjk(query_terms("数据库迁移怎么做")))
+    got = [r[0] for r in c.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t)", (m,))]
+    assert got[0] == 1 and set(got) == {1, 2, 3}

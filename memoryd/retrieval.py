@@ -1,0 +1,336 @@
+"""Ranked recall over units: what /v1/search and /v1/context call.
+
+A free-text query (keywords or a natural question) becomes an FTS5 OR of its content
+words: stop words are dropped unless the query has nothing else, English is stemmed
+(Porter, in the tokenizer), CJK words become phrases of bigrams, camelCase words are
+also indexed as their parts (`memoryd.store.fts`). SQLite ranks the matches with BM25
+over each unit's body and one-liner (the one-liner weighted up); the best `candidates`
+of them are then re-scored here:
+
+- **speaker**: a first-person question about oneself ("where did I buy my bookshelf?")
+  is about what the *user* said, so user messages weigh more; a question about what the
+  assistant said ("you suggested ...", "you told me ...") favours assistant messages. A
+  question with neither cue, or about a shared conversation ("we discussed", "remind
+  me"), is neutral. Why this is principled for agent memory: the user is the source of
+  the facts, preferences and decisions about themselves; assistant replies are long, echo
+  the user's words back and match almost any query on the same topic, so without this
+  they crowd out the one short user line that holds the answer.
+- **neighbour**: a unit's adjacent units in its session (the question before an answer,
+  the reply after a request) add a small share of their score: an exchange is one topic.
+- **recency** (mild, decays with a half-life) and **same project** (when the caller says
+  which project it is in but searches globally).
+- **de-duplication**: near-identical units (the same normalized text, e.g. a prompt
+  pasted into several sessions) collapse into the best one.
+- **session diversity**: each further hit from a session already in the results is
+  scaled down a little, so one long session does not fill every slot.
+
+Every hit says why it matched: the query terms it contains and the signals that fired.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from memoryd.store import Store
+from memoryd.store.fts import (
+    content_terms,
+    match_expression,
+    query_terms,
+    split_cjk,
+    term_expr,
+)
+from memoryd.store.units import (
+    Exclusion,
+    column_scores,
+    count_matches,
+    match_candidates,
+    matched_terms,
+    session_tails,
+    session_units_around,
+    units_by_id,
+)
+
+Speaker = Literal["user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True)
+class Params:
+    """Ranking knobs. Defaults were set on the retrieval benchmark's dev split
+    (bench/eval_ranker.py) and kept only where they are generic."""
+
+    candidates: int = 100         # FTS matches re-scored, at least ...
+    candidates_per_hit: int = 5   # ... this many per requested hit,
+    max_candidates: int = 3000    # ... and at most this many
+    w_body: float = 1.0           # BM25 column weights
+    w_one_liner: float = 3.0
+    speaker: float = 3.0          # factor for messages of the speaker the query asks about
+    neighbour: float = 0.3        # share of the best adjacent unit's score added
+    session_repeat: float = 0.85  # factor per earlier hit from the same session
+    recency: float = 0.1          # bonus (fraction of the score) for a unit from just now
+    recency_half_life_days: float = 14.0
+    same_project: float = 0.25    # bonus (fraction) for units of `prefer_project`
+    dedupe: bool = True
+
+
+PARAMS = Params()
+
+
+@dataclass(slots=True)
+class QueryPlan:
+    terms: list[str]              # searched terms, in query order
+    dropped: list[str]            # stop words left out
+    match: str | None             # the FTS5 expression (None: nothing searchable)
+    speaker: Speaker | None       # whose messages the query asks about
+
+
+@dataclass(slots=True)
+class Hit:
+    unit_id: int
+    record_id: str
+    agent: str
+    session_id: str
+    project: str | None
+    role: str
+    kind: str
+    ts: float | None
+    seq: int
+    turn: int
+    content: str
+    one_liner: str | None
+    tool_name: str | None
+    path: str | None
+    offset: int | None
+    score: float
+    matched: list[str] = field(default_factory=list)
+    signals: dict[str, float] = field(default_factory=dict)
+    duplicates: int = 0           # near-identical units collapsed into this one
+    context: list[dict[str, Any]] = field(default_factory=list)  # adjacent units
+
+    def why(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"matched": self.matched, "signals": self.signals}
+        if self.duplicates:
+            out["duplicates"] = self.duplicates
+        return out
+
+
+@dataclass(slots=True)
+class Retrieval:
+    plan: QueryPlan
+    total: int                    # FTS matches under the filters (or candidates seen)
+    hits: list[Hit]
+
+
+# -- query analysis -------------------------------------------------------------------
+
+# "you told me", "you've suggested", "you had mentioned": the assistant's past words.
+_ASKS_ASSISTANT = re.compile(
+    r"\byou(?:'ve|’ve| have| had)?\s+(?:\w+\s+){0,2}?"
+    r"(?:told|said|suggested|mentioned|recommended|gave|listed|provided|explained|shared|"
+    r"described|showed|shown|wrote|written|offered|proposed|named|advised)\b", re.I)
+# "remind me", "we discussed", "our last conversation": the conversation itself.
+_ASKS_SHARED = re.compile(
+    r"\bremind me\b|\bwe\s+(?:\w+\s+)?(?:talked|discussed|chatted|spoke|decided|agreed)\b|"
+    r"\bour\s+(?:\w+\s+)?(?:chat|conversation|discussion)\b", re.I)
+_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b|\bi['’](?:m|ve|d|ll)\b", re.I)
+
+
+def query_speaker(query: str) -> Speaker | None:
+    """Whose messages a question asks about, from its wording; None when unclear."""
+    if _ASKS_ASSISTANT.search(query):
+        return "assistant"
+    if _ASKS_SHARED.search(query):
+        return None
+    if _FIRST_PERSON.search(query):
+        return "user"
+    return None
+
+
+def plan_query(query: str, mode: str = "or") -> QueryPlan:
+    """Terms to search (stop words dropped; in OR mode a long CJK run becomes its
+    bigrams), the FTS5 expression, and whose words the query asks about."""
+    terms = query_terms(query)
+    kept = content_terms(terms)
+    dropped = [t for t in terms if t not in kept]
+    if mode == "or":
+        kept = split_cjk(kept)
+    return QueryPlan(kept, dropped, match_expression(kept, mode), query_speaker(query))
+
+
+# -- ranking --------------------------------------------------------------------------
+
+_NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def _dup_key(head: str) -> str:
+    return _NON_WORD.sub(" ", head.casefold()).strip()
+
+
+def _score(cands: list[dict[str, Any]], plan: QueryPlan, now: float,
+           prefer_project: str | None, p: Params) -> None:
+    """Set c["score"] and c["signals"] on every candidate."""
+    at = {(c["session_pk"], c["seq"]): c["bm25"] for c in cands}
+    for c in cands:
+        sig: dict[str, float] = {}
+        score = c["bm25"]
+        if p.neighbour:
+            nb = max(at.get((c["session_pk"], c["seq"] - 1), 0.0),
+                     at.get((c["session_pk"], c["seq"] + 1), 0.0))
+            if nb > 0:
+                sig["neighbour"] = round(p.neighbour * nb, 4)
+                score += p.neighbour * nb
+        if plan.speaker and c["kind"] == "message" and c["role"] == plan.speaker:
+            sig["speaker"] = p.speaker
+            score *= p.speaker
+        if p.recency and c["ts"] is not None:
+            age_days = max(0.0, now - c["ts"]) / 86400.0
+            bonus = p.recency * math.pow(0.5, age_days / p.recency_half_life_days)
+            if bonus >= 0.001:
+                sig["recency"] = round(1.0 + bonus, 4)
+                score *= 1.0 + bonus
+        if prefer_project and p.same_project and _within(c["project"], prefer_project):
+            sig["same_project"] = 1.0 + p.same_project
+            score *= 1.0 + p.same_project
+        c["score"] = score
+        c["signals"] = sig
+
+
+def _within(project: str | None, root: str) -> bool:
+    """A session's project (its cwd) lies in `root` (a git root): same project."""
+    return bool(project) and (project == root or project.startswith(root.rstrip("/") + "/"))
+
+
+def _dedupe(cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Collapse near-identical units (same normalized head, length within 5%) into the
+    best-scored one; `dups` counts what was folded in."""
+    kept: dict[str, list[dict[str, Any]]] = {}
+    out = []
+    for c in sorted(cands, key=lambda c: -c["score"]):
+        key = _dup_key(c["head"])
+        if not key:
+            out.append(c)
+            continue
+        group = kept.setdefault(key, [])
+        twin = next((g for g in group
+                     if abs(g["chars"] - c["chars"]) <= 0.05 * max(g["chars"], c["chars"])),
+                    None)
+        if twin is not None:
+            twin["dups"] = twin.get("dups", 0) + 1
+            continue
+        group.append(c)
+        out.append(c)
+    return out
+
+
+def _diverse_top(cands: list[dict[str, Any]], k: int, factor: float) -> list[dict[str, Any]]:
+    """The k best by score, each further hit of a session scaled by `factor` per earlier
+    hit of that session (lazy greedy: scores only go down, so a heap suffices)."""
+    if factor >= 1.0:
+        return sorted(cands, key=lambda c: -c["score"])[:k]
+    heap = [(-c["score"], i, 0) for i, c in enumerate(cands)]
+    heapq.heapify(heap)
+    taken: dict[int, int] = {}
+    out: list[dict[str, Any]] = []
+    while heap and len(out) < k:
+        neg, i, seen = heapq.heappop(heap)
+        c = cands[i]
+        now_seen = taken.get(c["session_pk"], 0)
+        if now_seen != seen:  # stale: its session got another hit since
+            heapq.heappush(heap, (-c["score"] * factor ** now_seen, i, now_seen))
+            continue
+        if seen:
+            c["signals"]["session_repeat"] = round(factor ** seen, 4)
+            c["score"] = -neg
+        taken[c["session_pk"]] = now_seen + 1
+        out.append(c)
+    return out
+
+
+def retrieve_sync(conn: sqlite3.Connection, query: str, *, k: int, mode: str = "or",
+                  agent: str | None = None, project: str | None = None,
+                  session_id: str | None = None, prefer_project: str | None = None,
+                  exclude_session_recent: tuple[str, int] | None = None,
+                  now: float | None = None, neighbours: int = 0, count: bool = False,
+                  params: Params = PARAMS) -> Retrieval:
+    """Rank units for `query`; see the module docstring. Filters (agent, project,
+    session_id) are exact. `exclude_session_recent=(session_id, n)` leaves out that
+    session's last n units (already in the asking agent's context). `neighbours=n`
+    attaches the n units before and after each hit as `context`. `count=True` counts
+    every match for `total` (one more FTS pass)."""
+    p = params
+    plan = plan_query(query, mode)
+    if plan.match is None or k <= 0:
+        return Retrieval(plan, 0, [])
+    now = time.time() if now is None else now
+    exclude: list[Exclusion] = []
+    if exclude_session_recent is not None:
+        sid, recent = exclude_session_recent
+        exclude = session_tails(conn, sid, max(0, recent))
+    limit = min(p.max_candidates, max(p.candidates, p.candidates_per_hit * k))
+    cands = match_candidates(conn, plan.match, limit=limit, agent=agent, project=project,
+                             session_id=session_id, exclude=exclude, w_body=p.w_body,
+                             w_one_liner=p.w_one_liner)
+    if not cands:
+        return Retrieval(plan, 0, [])
+    total = (count_matches(conn, plan.match, agent=agent, project=project,
+                           session_id=session_id, exclude=exclude)
+             if count and len(cands) >= limit else len(cands))
+    _score(cands, plan, now, prefer_project, p)
+    if p.dedupe:
+        cands = _dedupe(cands)
+    top = _diverse_top(cands, k, p.session_repeat)
+    return Retrieval(plan, total, _hits(conn, top, plan, neighbours, p))
+
+
+def _hits(conn: sqlite3.Connection, top: list[dict[str, Any]], plan: QueryPlan,
+          neighbours: int, p: Params) -> list[Hit]:
+    ids = [c["unit_id"] for c in top]
+    rows = units_by_id(conn, ids)
+    matched = matched_terms(conn, [term_expr(t) for t in plan.terms], ids)
+    assert plan.match is not None
+    cols = column_scores(conn, plan.match, ids, w_body=p.w_body, w_one_liner=p.w_one_liner)
+    around: dict[int, list[dict[str, Any]]] = {}
+    if neighbours > 0:
+        spots = [(c["session_pk"], c["seq"]) for c in top]
+        for u in session_units_around(conn, spots, neighbours):
+            around.setdefault(u.pop("session_pk"), []).append(u)
+    hits = []
+    for c in top:
+        r = rows.get(c["unit_id"])
+        if r is None:  # deleted between the two reads of this transaction: cannot happen
+            continue
+        body, one = cols.get(c["unit_id"], (c["bm25"], 0.0))
+        signals = {"bm25_content": round(body, 4)}
+        if one > 0:
+            signals["bm25_one_liner"] = round(one, 4)
+        signals.update(c["signals"])
+        ctx = [u for u in around.get(c["session_pk"], [])
+               if u["unit_id"] != c["unit_id"] and abs(u["seq"] - c["seq"]) <= neighbours]
+        hits.append(Hit(
+            unit_id=r["unit_id"], record_id=r["record_id"], agent=r["agent"],
+            session_id=r["session_id"], project=r["project"], role=r["role"], kind=r["kind"],
+            ts=r["ts"], seq=r["seq"], turn=r["turn"], content=r["content"],
+            one_liner=r["one_liner"], tool_name=r["tool_name"], path=r["path"],
+            offset=r["offset"], score=c["score"],
+            matched=[plan.terms[i] for i in sorted(matched.get(c["unit_id"], ()))],
+            signals=signals, duplicates=c.get("dups", 0), context=ctx))
+    return hits
+
+
+async def retrieve(store: Store, query: str, *, k: int, mode: str = "or",
+                   agent: str | None = None, project: str | None = None,
+                   session_id: str | None = None, prefer_project: str | None = None,
+                   exclude_session_recent: tuple[str, int] | None = None,
+                   now: float | None = None, neighbours: int = 0,
+                   params: Params = PARAMS) -> list[Hit]:
+    """`retrieve_sync` on the store's reader thread; the hits, best first."""
+    r = await store.read(lambda c: retrieve_sync(
+        c, query, k=k, mode=mode, agent=agent, project=project, session_id=session_id,
+        prefer_project=prefer_project, exclude_session_recent=exclude_session_recent,
+        now=now, neighbours=neighbours, params=params))
+    return r.hits

@@ -21,6 +21,7 @@ from aiohttp import web
 
 from memoryd import __version__
 from memoryd.config import Settings, settings_summary
+from memoryd.context import ContextBuilder
 from memoryd.errors import AlreadyRunningError
 from memoryd.api import IngestRequest, IngestResponse
 from memoryd.errors import BadRequestError
@@ -31,6 +32,7 @@ from memoryd.ingest.redact import Redactor
 from memoryd.memory import MemoryFile
 from memoryd.paths import Paths
 from memoryd.server.app import JobFn, Services, make_app
+from memoryd.server.context_api import routes as context_routes
 from memoryd.server.memory_api import routes as memory_routes
 from memoryd.server.sites import start_tcp, start_unix
 from memoryd.sources import Candidates, Source, configured_sources, owner, walk
@@ -150,7 +152,8 @@ class Daemon:
         app = make_app(Services(store=self.store, status=self.status, version=__version__,
                                 events=self.events, jobs=self.jobs(), ingest=self.ingest,
                                 token=ensure_token(self.paths.token_file)),
-                       extra_routes=[memory_routes(self.memory)])
+                       extra_routes=[memory_routes(self.memory), context_routes(
+                           ContextBuilder(self.store, self.memory, self.paths.memory_dir))])
         runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0,
                                access_log=None)
         await runner.setup()

@@ -47,6 +47,19 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--project")
     s.add_argument("--session", dest="session_id")
 
+    cx = sub.add_parser("context", help="what an agent should remember for QUERY")
+    cx.add_argument("query", nargs="*")
+    cx.add_argument("--session", dest="session_id")
+    cx.add_argument("--cwd", help="the agent's working directory (default: this one)")
+    cx.add_argument("--agent")
+    cx.add_argument("--budget", type=int, default=2000, help="tokens (default 2000)")
+    cx.add_argument("--format", choices=["md", "json"], default="md")
+    cx.add_argument("--include", help="comma list: long_term,session_summary,recalled,daily")
+    hk = sub.add_parser("hook", help="an agent hook: reads the hook's JSON on stdin, prints "
+                                     "context (never fails the agent)")
+    hk.add_argument("agent", choices=["claude-code"])
+    hk.add_argument("--budget", type=int, default=1500)
+
     ss = sub.add_parser("sessions", help="list, show or forget sessions")
     sss = ss.add_subparsers(dest="action", metavar="ACTION")
     ls = sss.add_parser("list", help="sessions, newest first")
@@ -145,6 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return int(getattr(admin, local)(args))
     client = MemorydClient(socket_path(args))
+    if args.command == "hook":
+        return int(cmd_hook(args, client))  # type: ignore[arg-type]
     try:
         return run(args, client)
     except DaemonNotRunning as e:
@@ -188,6 +203,39 @@ def cmd_search(args: argparse.Namespace, c: MemorydClient) -> Result:
     data = c.search(query=" ".join(args.query), mode=args.mode, max_results=args.max_results,
                     agent=args.agent, project=args.project, session_id=args.session_id)
     return data, output.render_search
+
+
+def cmd_context(args: argparse.Namespace, c: MemorydClient) -> Result:
+    body = {"query": " ".join(args.query) or None, "session_id": args.session_id,
+            "cwd": str(Path(args.cwd or os.getcwd()).absolute()), "agent": args.agent,
+            "budget_tokens": args.budget, "include": args.include}
+    data = c.request("POST", "/v1/context", {k: v for k, v in body.items() if v is not None})
+    if args.format == "json" or args.json:
+        output.emit_json(data)
+    elif data["rendered"]:
+        print(data["rendered"])
+    return EXIT_OK
+
+
+def cmd_hook(args: argparse.Namespace, c: MemorydClient) -> Result:
+    """Claude Code SessionStart / UserPromptSubmit: whatever goes wrong (no daemon, bad
+    input), print nothing and exit 0 so the agent carries on without memory."""
+    import json
+
+    try:
+        event = json.load(sys.stdin)
+        prompt = event.get("prompt") if event.get("hook_event_name") == "UserPromptSubmit" \
+            else None
+        body = {"query": prompt, "session_id": event.get("session_id"), "agent": args.agent,
+                "cwd": event.get("cwd") or os.getcwd(), "budget_tokens": args.budget}
+        c.timeout = 5.0
+        data = c.request("POST", "/v1/context", {k: v for k, v in body.items() if v})
+        if data.get("rendered"):
+            print(data["rendered"])
+    except Exception as e:  # fail open: memory is a bonus, never a blocker
+        if os.environ.get("MEMORYD_HOOK_DEBUG"):
+            print(f"memoryctl hook: {e}", file=sys.stderr)
+    return EXIT_OK
 
 
 def cmd_sessions(args: argparse.Namespace, c: MemorydClient) -> Result:
@@ -260,7 +308,8 @@ def cmd_backup(args: argparse.Namespace, c: MemorydClient) -> Result:
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, MemorydClient], Result]] = {
-    "status": cmd_status, "search": cmd_search, "sessions": cmd_sessions,
+    "status": cmd_status, "search": cmd_search, "context": cmd_context, "hook": cmd_hook,
+    "sessions": cmd_sessions,
     "memory": cmd_memory, "run": cmd_run, "ingest": cmd_ingest, "backup": cmd_backup,
 }
 

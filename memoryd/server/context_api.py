@@ -1,0 +1,38 @@
+"""POST/GET /v1/context: the context block for an agent's next turn."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aiohttp import web
+
+from memoryd.api import ContextRequest
+from memoryd.context import ContextBuilder
+from memoryd.server.app import json_body
+from memoryd.server.openapi import EXTRA_ROUTES
+
+EXTRA_ROUTES.append(("post", "/v1/context", "What to remember now, within a token budget",
+                     ContextRequest, None, None))
+EXTRA_ROUTES.append(("get", "/v1/context", "The same, with query parameters (format=md: the "
+                     "rendered block as text/markdown)", None, ContextRequest, None))
+
+
+def routes(builder: ContextBuilder) -> Callable[[web.Application], None]:
+    async def respond(req: ContextRequest) -> web.Response:
+        pack = await builder.build(req)
+        if req.format == "md":
+            return web.Response(text=pack["rendered"], content_type="text/markdown",
+                                charset="utf-8")
+        return web.json_response(pack)
+
+    async def post(request: web.Request) -> web.Response:
+        return await respond(ContextRequest.model_validate(await json_body(request)))
+
+    async def get(request: web.Request) -> web.Response:
+        return await respond(ContextRequest.model_validate(dict(request.query)))
+
+    def add(app: web.Application) -> None:
+        app.router.add_post("/v1/context", post)
+        app.router.add_get("/v1/context", get)
+
+    return add

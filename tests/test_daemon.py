@@ -197,3 +197,17 @@ async def test_stop_is_idempotent(memoryd_home, sock, src):
         pass
     await d.stop()
     assert not sock.exists()
+
+
+async def test_non_loopback_bind_needs_explicit_setting(memoryd_home, sock, src):
+    from memoryd.config import ConfigError, load_settings
+    from memoryd.daemon import Daemon
+    from memoryd.paths import resolve_paths
+
+    settings = load_settings(None, environ={}, overrides={
+        "watch": {"default_sources": False},
+        "server": {"socket": sock, "tcp_port": 0, "tcp_host": "0.0.0.0"}})
+    d = Daemon(settings, resolve_paths(memoryd_home), environ={})
+    with pytest.raises(ConfigError, match="allow_non_loopback"):
+        await d.start()
+    assert not sock.exists()

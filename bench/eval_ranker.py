@@ -20,6 +20,8 @@ Options (`--opt key=value`):
                an existing home is reused, so a second run skips the ingest
     timeout    seconds to wait for the ingest to catch up (default 600)
     mode       or|and, passed to /v1/search (default or)
+    endpoint   search (default) or context: score /v1/context's `recalled` items, asked
+               with cwd=<sessions>/<scope> (the project) and max_recalled=k
     log        file for the daemon's stderr (default: discarded)
     root       import memoryd from this checkout instead of this one (e.g. a snapshot)
 """
@@ -125,7 +127,16 @@ def make(corpus: dict[str, list[dict]], **opts: str):
           f"{time.monotonic() - t0:.1f}s", file=sys.stderr)
     client = daemon.client
 
+    endpoint = opts.get("endpoint", "search")
+
     def search(query: str, scope: str, k: int) -> list[str]:
+        if endpoint == "context":
+            # what an agent working in the scope's folder would be handed: its project
+            # first, then other projects; the budget is large so no item is cut for room
+            r = client.request("POST", "/v1/context", {
+                "query": query, "cwd": str(sessions / scope), "include": ["recalled"],
+                "max_recalled": max(1, min(int(k), 50)), "budget_tokens": 200_000})
+            return [x["record_id"] for x in r["recalled"]]
         r = client.search(query=query, project=str(sessions / scope), mode=mode,
                           max_results=max(1, min(int(k), 500)))
         return [x["record_id"] for x in r["results"]]

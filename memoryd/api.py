@@ -163,6 +163,7 @@ class ContextRequest(_Request):
     agent: str | None = Field(None, max_length=100)
     budget_tokens: int = Field(2000, ge=50, le=200_000)
     include: list[Section] | None = None  # default: long_term, session_summary, recalled
+    max_recalled: int = Field(8, ge=1, le=50)
     format: Literal["json", "md"] = "json"
 
     @field_validator("include", mode="before")

@@ -29,7 +29,6 @@ OPEN = ("<memoryd-context>\n"
 CLOSE = "</memoryd-context>"
 MIN_ITEM_TOKENS = 24  # an item trimmed below this is cut instead
 SHARES = {"session_summary": 0.25, "long_term": 0.2, "daily": 0.2}  # caps; recalled gets the rest
-RECALL_K = 8
 
 
 @dataclass
@@ -161,15 +160,25 @@ class ContextBuilder:
         if session is not None:
             # what the asking agent still has in its window: everything after the summary
             exclude = (req.session_id, session["next_seq"] - 1 - session["summary_upto"])
-        r = await self.store.read(lambda c: retrieve_sync(
-            c, query, k=RECALL_K * 2, agent=None, prefer_project=root,
-            exclude_session_recent=exclude, count=False))
-        hits = sorted(r.hits, key=lambda h: (not in_project(h.project, root), -h.score)) \
-            if root else r.hits
-        for h in hits[:RECALL_K]:
+        k = req.max_recalled
+
+        def recall(conn: sqlite3.Connection) -> tuple[str | None, list[Hit]]:
+            hits: list[Hit] = []
+            if root:  # this project first ...
+                hits = retrieve_sync(conn, query, k=k, prefer_project=root, project_within=root,
+                                     exclude_session_recent=exclude).hits
+            if len(hits) < k:  # ... then everything else
+                seen = {h.unit_id for h in hits}
+                more = retrieve_sync(conn, query, k=k + len(hits), prefer_project=root,
+                                     exclude_session_recent=exclude)
+                hits += [h for h in more.hits if h.unit_id not in seen][: k - len(hits)]
+            return plan_query(query).match, hits
+
+        match, hits = await self.store.read(recall)
+        for h in hits:
             s.items.append(_hit_item(h, root))
         if not s.items:
-            s.reason = ("nothing in past sessions matches the query" if r.plan.match
+            s.reason = ("nothing in past sessions matches the query" if match
                         else "the query has no searchable words")
         return s
 

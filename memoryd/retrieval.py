@@ -256,9 +256,10 @@ def retrieve_sync(conn: sqlite3.Connection, query: str, *, k: int, mode: str = "
                   session_id: str | None = None, prefer_project: str | None = None,
                   exclude_session_recent: tuple[str, int] | None = None,
                   now: float | None = None, neighbours: int = 0, count: bool = False,
-                  params: Params = PARAMS) -> Retrieval:
+                  project_within: str | None = None, params: Params = PARAMS) -> Retrieval:
     """Rank units for `query`; see the module docstring. Filters (agent, project,
-    session_id) are exact. `exclude_session_recent=(session_id, n)` leaves out that
+    session_id) are exact; `project_within` keeps sessions whose project is that directory
+    or below it (a git root). `exclude_session_recent=(session_id, n)` leaves out that
     session's last n units (already in the asking agent's context). `neighbours=n`
     attaches the n units before and after each hit as `context`. `count=True` counts
     every match for `total` (one more FTS pass)."""
@@ -274,11 +275,12 @@ def retrieve_sync(conn: sqlite3.Connection, query: str, *, k: int, mode: str = "
     limit = min(p.max_candidates, max(p.candidates, p.candidates_per_hit * k))
     cands = match_candidates(conn, plan.match, limit=limit, agent=agent, project=project,
                              session_id=session_id, exclude=exclude, w_body=p.w_body,
-                             w_one_liner=p.w_one_liner)
+                             w_one_liner=p.w_one_liner, project_within=project_within)
     if not cands:
         return Retrieval(plan, 0, [])
     total = (count_matches(conn, plan.match, agent=agent, project=project,
-                           session_id=session_id, exclude=exclude)
+                           session_id=session_id, exclude=exclude,
+                           project_within=project_within)
              if count and len(cands) >= limit else len(cands))
     _score(cands, plan, now, prefer_project, p)
     if p.dedupe:

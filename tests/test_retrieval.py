@@ -274,3 +274,26 @@ async def test_one_liner_matches_weigh_more_and_are_explained(store):
     assert by_id["s:0"].signals["bm25_one_liner"] > 0
     assert "bm25_one_liner" not in by_id["s:1"].signals
     assert hits[0].record_id == "s:0"
+
+
+async def test_project_within_is_a_directory_tree_not_a_pattern(tmp_path):
+    from memoryd.ingest.adapters.base import Record
+    from memoryd.retrieval import retrieve_sync
+    from memoryd.store import Store
+    from memoryd.store.sessions import session_pk
+    from memoryd.store.units import store_record
+
+    store = await Store.open(tmp_path / "db.sqlite")
+    try:
+        def put(c):
+            for sid, project in (("a", "/w/my_proj"), ("b", "/w/my_proj/sub"),
+                                 ("c", "/w/myXproj/sub"), ("d", "/w/my_proj2")):
+                pk = session_pk(c, "generic", sid, project=project)
+                store_record(c, pk, Record("user", f"walrus topic from {sid}"), f"{sid}1", None, 0)
+
+        await store.write(put)
+        r = await store.read(lambda c: retrieve_sync(c, "walrus", k=10,
+                                                      project_within="/w/my_proj"))
+        assert sorted(h.session_id for h in r.hits) == ["a", "b"]
+    finally:
+        await store.close()

@@ -101,12 +101,18 @@ Exclusion = tuple[int, int]
 
 
 def _where(match: str, agent: str | None, project: str | None, session_id: str | None,
-           exclude: list[Exclusion] | None = None) -> tuple[str, list[Any]]:
+           exclude: list[Exclusion] | None = None,
+           project_within: str | None = None) -> tuple[str, list[Any]]:
     clauses, args = ["units_fts MATCH ?"], [match]
     for col, val in (("s.agent", agent), ("s.project", project), ("s.session_id", session_id)):
         if val is not None:
             clauses.append(f"{col} = ?")
             args.append(val)
+    if project_within is not None:  # the project is this directory or below it
+        root = project_within.rstrip("/")
+        escaped = root.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        clauses.append("(s.project = ? OR s.project LIKE ? ESCAPE '\\')")
+        args += [root, escaped + "/%"]
     for pk, from_seq in exclude or ():
         clauses.append("NOT (u.session_pk = ? AND u.seq >= ?)")
         args += [pk, from_seq]
@@ -114,17 +120,20 @@ def _where(match: str, agent: str | None, project: str | None, session_id: str |
 
 
 def _filtered(agent: str | None, project: str | None, session_id: str | None,
-              exclude: list[Exclusion] | None) -> bool:
-    return any(v is not None for v in (agent, project, session_id)) or bool(exclude)
+              exclude: list[Exclusion] | None, project_within: str | None = None) -> bool:
+    return (any(v is not None for v in (agent, project, session_id, project_within))
+            or bool(exclude))
 
 
 def count_matches(conn: sqlite3.Connection, match: str, *, agent: str | None = None,
                   project: str | None = None, session_id: str | None = None,
-                  exclude: list[Exclusion] | None = None) -> int:
-    if not _filtered(agent, project, session_id, exclude):  # FTS5 alone: no row lookups
+                  exclude: list[Exclusion] | None = None,
+                  project_within: str | None = None) -> int:
+    if not _filtered(agent, project, session_id, exclude, project_within):
+        # FTS5 alone: no row lookups
         return int(conn.execute("SELECT count(*) FROM units_fts WHERE units_fts MATCH ?",
                                 (match,)).fetchone()[0])
-    where, args = _where(match, agent, project, session_id, exclude)
+    where, args = _where(match, agent, project, session_id, exclude, project_within)
     return int(conn.execute(f"SELECT count(*) {_FROM_MATCH} WHERE {where}", args).fetchone()[0])
 
 
@@ -149,15 +158,16 @@ def match_candidates(conn: sqlite3.Connection, match: str, *, limit: int,
                      agent: str | None = None, project: str | None = None,
                      session_id: str | None = None, exclude: list[Exclusion] | None = None,
                      w_body: float = 1.0, w_one_liner: float = 3.0,
-                     head_chars: int = 400) -> list[dict[str, Any]]:
+                     head_chars: int = 400,
+                     project_within: str | None = None) -> list[dict[str, Any]]:
     """The `limit` best units by BM25 (column weights body, one-liner), best first, with
     what reranking needs: position in the session, role, kind, time, project, and the
     first `head_chars` characters (`head`, for spotting duplicates).
 
     Two steps, so only the `limit` winners are read from `units`: rank in FTS5 (joined to
     units and sessions only when a filter needs them), then fetch the winners' rows."""
-    if _filtered(agent, project, session_id, exclude):
-        where, args = _where(match, agent, project, session_id, exclude)
+    if _filtered(agent, project, session_id, exclude, project_within):
+        where, args = _where(match, agent, project, session_id, exclude, project_within)
         ranked = f"{_FROM_MATCH}WHERE {where}"
     else:
         ranked, args = "FROM units_fts WHERE units_fts MATCH ?", [match]

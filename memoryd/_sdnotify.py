@@ -19,3 +19,15 @@ def notify(message: str) -> bool:
         return True
     except OSError:
         return False
+
+
+def watchdog_interval() -> float | None:
+    """Half the watchdog period systemd asked for (WATCHDOG_USEC), or None."""
+    usec = os.environ.get("WATCHDOG_USEC")
+    pid = os.environ.get("WATCHDOG_PID")
+    if not usec or (pid and pid != str(os.getpid())):
+        return None
+    try:
+        return int(usec) / 2e6
+    except ValueError:
+        return None

@@ -123,6 +123,8 @@ class Daemon:
             self._spawn(self._backfill(), "backfill")
             self._spawn(self.watcher.run(self._stop_requested), "watcher")
             self._spawn(self._reconcile_loop(), "reconcile")
+            if (period := _sdnotify.watchdog_interval()) is not None:
+                self._spawn(self._watchdog(period), "watchdog")
         except BaseException:
             await self.stop()
             raise
@@ -234,6 +236,14 @@ class Daemon:
             except Exception:
                 log.exception("reconciliation failed")
 
+    async def _watchdog(self, period: float) -> None:
+        """Tell systemd we are alive while the loop and the store both answer."""
+        assert self.store is not None
+        while True:
+            await self.store.read(lambda c: c.execute("SELECT 1").fetchone())
+            _sdnotify.notify("WATCHDOG=1")
+            await asyncio.sleep(period)
+
     async def status(self) -> dict[str, Any]:
         assert self.store is not None and self.ingestor is not None and self.queue is not None
 
@@ -267,6 +277,7 @@ class Daemon:
         }
 
     def request_stop(self) -> None:
+        _sdnotify.notify("STOPPING=1")
         self._stop_requested.set()
 
     async def stop(self) -> None:

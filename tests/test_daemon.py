@@ -211,3 +211,24 @@ async def test_non_loopback_bind_needs_explicit_setting(memoryd_home, sock, src)
     with pytest.raises(ConfigError, match="allow_non_loopback"):
         await d.start()
     assert not sock.exists()
+
+
+async def test_sd_notify_ready_and_watchdog(memoryd_home, sock, src, monkeypatch):
+    import asyncio
+    import socket as so
+
+    notify = sock.parent / "notify.sock"
+    rx = so.socket(so.AF_UNIX, so.SOCK_DGRAM)
+    rx.bind(str(notify))
+    rx.setblocking(False)
+    monkeypatch.setenv("NOTIFY_SOCKET", str(notify))
+    monkeypatch.setenv("WATCHDOG_USEC", "100000")  # ping every 50 ms
+    got: list[bytes] = []
+    try:
+        async with running_daemon(memoryd_home, [("generic", src)], sock):
+            loop = asyncio.get_running_loop()
+            while len(got) < 3:
+                got.append(await asyncio.wait_for(loop.sock_recv(rx, 64), 5))
+    finally:
+        rx.close()
+    assert got[0] == b"READY=1" and b"WATCHDOG=1" in got[1:]

@@ -214,3 +214,9 @@ def mcp(args: argparse.Namespace) -> int:
     from memoryd.mcp_bridge import serve
 
     return serve(MemorydClient(socket_path(args)))
+
+
+def service(args: argparse.Namespace) -> int:
+    from memoryd.cli.service import service as run
+
+    return run(args)

@@ -116,6 +116,10 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("file")
     sub.add_parser("doctor", help="check config, dirs, permissions, socket, sources, LLM")
     sub.add_parser("mcp", help="serve the memory tools over MCP (stdio)")
+    sv = sub.add_parser("service", help="run memoryd as a systemd user service / LaunchAgent")
+    sv.add_argument("action", choices=["install", "uninstall"])
+    sv.add_argument("--dry-run", action="store_true",
+                    help="write the unit file but only print the systemctl/launchctl commands")
     return p
 
 
@@ -176,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # commands that run in this process without (necessarily) a daemon: name -> admin function
 LOCAL = {"config": "config", "logs": "logs", "version": "version", "doctor": "doctor",
-         "mcp": "mcp"}
+         "mcp": "mcp", "service": "service"}
 
 
 def run(args: argparse.Namespace, client: MemorydClient) -> int:

@@ -27,7 +27,7 @@ from memoryd.ingest.redact import Redactor
 from memoryd.store import Store
 from memoryd.store.files import Cursor, get_cursor, live_cursors, mark_gone, save_cursor
 from memoryd.store.sessions import session_pk
-from memoryd.store.units import store_record
+from memoryd.store.units import SessionWriter
 
 log = logging.getLogger(__name__)
 
@@ -296,12 +296,15 @@ class Ingestor:
         if title and default_sid not in pks:
             conn.execute("UPDATE sessions SET title = ? WHERE agent = ? AND session_id = ?",
                          (title, adapter.agent, default_sid))
+        writers = {pk: SessionWriter(conn, pk) for pk in pks.values()}
         added: dict[int, int] = {}
         for rec, rid, offset in batch.items:
             pk = pks[rec.session_id or default_sid]
-            stored = store_record(conn, pk, rec, rid, file_id, offset)
+            stored = writers[pk].store(rec, rid, file_id, offset)
             if stored is not None and stored.new:
                 added[pk] = added.get(pk, 0) + 1
+        for w in writers.values():
+            w.flush()
         return added
 
     def _report(self, path: Path, batch: Batch) -> None:

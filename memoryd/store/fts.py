@@ -28,6 +28,7 @@ _HAS_CJK = re.compile(f"[{_CJK}]")
 # a word with a lower-to-upper case change inside it, and the parts it splits into
 _CAMEL_WORD = re.compile(r"\b[A-Za-z]*[a-z][A-Z][A-Za-z]*\b")
 _CAMEL_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
+_LOWER_UPPER = re.compile(r"[a-z][A-Z]")  # cheap pre-check: most prose has no camelCase
 
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 
@@ -41,6 +42,8 @@ def bigrams(run: str) -> list[str]:
 def camel_parts(text: str) -> list[str]:
     """The parts of the camelCase words in `text`, in order ("iPhone" -> "i", "Phone")."""
     parts: list[str] = []
+    if not _LOWER_UPPER.search(text):
+        return parts
     for m in _CAMEL_WORD.finditer(text):
         parts += _CAMEL_PART.findall(m.group())
     return parts

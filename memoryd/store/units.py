@@ -24,15 +24,75 @@ class Stored:
     new: bool
 
 
+class SessionWriter:
+    """Stores units into one session inside the current transaction. The session's
+    counters (next seq, turns, unit counts, time span) are kept here and written once by
+    `flush()`, and a new unit costs two INSERTs: backfills write thousands per batch.
+    No RETURNING either: a RETURNING statement between FTS5 inserts makes FTS5 flush its
+    pending terms to disk each time, doubling the cost of a unit."""
+
+    def __init__(self, conn: sqlite3.Connection, pk: int) -> None:
+        self.conn, self.pk = conn, pk
+        row = conn.execute("SELECT next_seq, turns, units, user_units, first_ts, last_ts "
+                           "FROM sessions WHERE id = ?", (pk,)).fetchone()
+        self.next_seq, self.turns, self.units, self.user_units = row[0], row[1], row[2], row[3]
+        self.first_ts, self.last_ts = row[4], row[5]
+        self.dirty = False
+
+    def store(self, rec: Record, record_id: str, file_id: int | None,
+              offset: int | None) -> Stored | None:
+        """Insert or merge one record. Returns None when nothing changed."""
+        user_turn = int(rec.role == "user" and rec.kind == "message")
+        cur = self.conn.execute(
+            "INSERT INTO units (session_pk, record_id, seq, turn, role, kind, content, "
+            "tool_name, tool_args, related_id, ts, file_id, offset, parts, chars, tokens) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (session_pk, record_id) DO NOTHING",
+            (self.pk, record_id, self.next_seq, self.turns + user_turn, rec.role, rec.kind,
+             rec.content, rec.tool_name, rec.tool_args, rec.related_id, rec.ts, file_id,
+             offset, rec.part_id, len(rec.content), estimate_tokens(rec.content)))
+        if cur.rowcount != 1:
+            return _merge(self.conn, self.pk, rec, record_id)
+        uid = cur.lastrowid
+        assert uid is not None
+        self.conn.execute("INSERT INTO units_fts (rowid, body, one_liner) VALUES (?, ?, '')",
+                          (uid, index_text(rec.content)))
+        self.next_seq += 1
+        self.turns += user_turn
+        self.units += 1
+        self.user_units += user_turn
+        if rec.ts is not None:
+            self.first_ts = rec.ts if self.first_ts is None else min(self.first_ts, rec.ts)
+            self.last_ts = rec.ts if self.last_ts is None else max(self.last_ts, rec.ts)
+        self.dirty = True
+        return Stored(uid, True)
+
+    def flush(self) -> None:
+        if self.dirty:
+            self.conn.execute(
+                "UPDATE sessions SET next_seq = ?, turns = ?, units = ?, user_units = ?, "
+                "first_ts = ?, last_ts = ? WHERE id = ?",
+                (self.next_seq, self.turns, self.units, self.user_units, self.first_ts,
+                 self.last_ts, self.pk))
+            self.dirty = False
+
+
 def store_record(conn: sqlite3.Connection, pk: int, rec: Record, record_id: str,
                  file_id: int | None, offset: int | None) -> Stored | None:
-    """Insert or merge one record into session `pk`. Returns None when nothing changed."""
+    """Insert or merge one record into session `pk` (see SessionWriter for many)."""
+    w = SessionWriter(conn, pk)
+    stored = w.store(rec, record_id, file_id, offset)
+    w.flush()
+    return stored
+
+
+def _merge(conn: sqlite3.Connection, pk: int, rec: Record, record_id: str) -> Stored | None:
+    """The record id is already stored: a replay is a no-op, an `append` piece is added
+    once per part id, a `replace` upsert rewrites the unit."""
     row = conn.execute(
         "SELECT id, content, parts FROM units WHERE session_pk = ? AND record_id = ?",
         (pk, record_id),
     ).fetchone()
-    if row is None:
-        return Stored(_insert(conn, pk, rec, record_id, file_id, offset), True)
     uid, content, parts = row["id"], row["content"], row["parts"]
     if rec.merge == "append":
         have = set((parts or "").split("\n"))
@@ -54,31 +114,6 @@ def store_record(conn: sqlite3.Connection, pk: int, rec: Record, record_id: str,
     )
     conn.execute("UPDATE units_fts SET body = ? WHERE rowid = ?", (index_text(content), uid))
     return Stored(uid, False)
-
-
-def _insert(conn: sqlite3.Connection, pk: int, rec: Record, record_id: str,
-            file_id: int | None, offset: int | None) -> int:
-    is_user_turn = rec.role == "user" and rec.kind == "message"
-    cur = conn.execute(
-        "UPDATE sessions SET next_seq = next_seq + 1, units = units + 1, "
-        "user_units = user_units + :u, turns = turns + :u, "
-        "first_ts = CASE WHEN :ts IS NULL THEN first_ts ELSE min(coalesce(first_ts, :ts), :ts) END, "
-        "last_ts = CASE WHEN :ts IS NULL THEN last_ts ELSE max(coalesce(last_ts, :ts), :ts) END "
-        "WHERE id = :pk RETURNING next_seq - 1, turns",
-        {"u": int(is_user_turn), "ts": rec.ts, "pk": pk},
-    ).fetchone()
-    seq, turn = cur[0], cur[1]
-    uid = conn.execute(
-        "INSERT INTO units (session_pk, record_id, seq, turn, role, kind, content, tool_name, "
-        "tool_args, related_id, ts, file_id, offset, parts, chars, tokens) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-        (pk, record_id, seq, turn, rec.role, rec.kind, rec.content, rec.tool_name, rec.tool_args,
-         rec.related_id, rec.ts, file_id, offset, rec.part_id, len(rec.content),
-         estimate_tokens(rec.content)),
-    ).fetchone()[0]
-    conn.execute("INSERT INTO units_fts (rowid, body, one_liner) VALUES (?, ?, '')",
-                 (uid, index_text(rec.content)))
-    return uid
 
 
 def count_units(conn: sqlite3.Connection) -> int:

@@ -1,0 +1,141 @@
+"""Backfill throughput: memoryd reading a large existing corpus vs json.loads + bare FTS5.
+
+memoryd runs as a subprocess on a fresh MEMORYD_HOME watching the corpus; the time is from
+spawning it until /v1/status says caught_up (nothing subtracted: interpreter start,
+imports and the startup scan are included). The raw baseline, in the same run, reads the
+same files line by line, json.loads every line and inserts the `content` strings into a
+plain `CREATE VIRTUAL TABLE t USING fts5(body)` in a fresh SQLite file (WAL,
+synchronous=NORMAL, one transaction per 2000 rows).
+
+    .venv/bin/python bench/backfill.py              # 400 files x 500 lines = 200k lines
+    .venv/bin/python bench/backfill.py --quick      # 100 files x 300 lines, ~30 s
+    .venv/bin/python bench/backfill.py --files 800 --lines 1000 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness as h  # noqa: E402
+
+
+def raw_baseline(info: h.CorpusInfo, db: Path, batch: int = 2000) -> dict[str, float]:
+    t0 = time.perf_counter()
+    conn = h.bare_fts(db)
+    rows: list[tuple[str]] = []
+    lines = units = 0
+
+    def flush() -> None:
+        conn.execute("BEGIN")
+        conn.executemany("INSERT INTO t (body) VALUES (?)", rows)
+        conn.execute("COMMIT")
+        rows.clear()
+
+    for path in h.corpus_files(info.path):
+        with open(path, "rb") as f:
+            for line in f:
+                obj = json.loads(line)
+                lines += 1
+                body = obj.get("content")
+                if not body:
+                    continue
+                rows.append((body if isinstance(body, str) else json.dumps(body),))
+                units += 1
+                if len(rows) >= batch:
+                    flush()
+    if rows:
+        flush()
+    conn.close()
+    secs = time.perf_counter() - t0
+    return {"secs": secs, "units": units, "lines": lines, "db_mb": h.dir_mb(db.parent)}
+
+
+def memoryd_backfill(info: h.CorpusInfo, work: Path, progress: float | None) -> dict[str, float]:
+    home = work / "home"
+    with h.short_dir() as sd:
+        d = h.Memoryd(home, Path(info.path), sd / "m.sock", log_path=work / "memoryd.log")
+        try:
+            ready = d.wait_ready(timeout=120)
+            st = d.wait_caught_up(timeout=3600, interval=0.25, progress=progress)
+            secs = time.perf_counter() - d.started
+            rss = d.peak_rss_mb()
+        finally:
+            code = d.stop()
+    if code not in (0, None):
+        print(f"  warning: memoryd exited with {code}; see {work / 'memoryd.log'}")
+    return {"secs": secs, "ready": ready, "units": st["units"], "files": st["files"],
+            "bad_lines": st["bad_lines"], "errors": st["ingest"]["errors"],
+            "rss_mb": rss, "db_mb": h.dir_mb(home / "data")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--files", type=int, default=400)
+    p.add_argument("--lines", type=int, default=500, help="lines per file")
+    p.add_argument("--quick", action="store_true", help="100 files x 300 lines (~30 s)")
+    p.add_argument("--repeat", type=int, default=1, help="runs of each side (median is shown)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--keep", action="store_true", help="keep the built stores in bench/out")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.files, args.lines = 100, 300
+
+    print(f"backfill benchmark: {h.machine()}")
+    info = h.corpus(args.files, args.lines, args.seed)
+    mb = info.bytes / 1e6
+    print(f"corpus: {info.files} files, {info.lines:,} lines, {mb:.0f} MB ({info.path})")
+    # Both sides read the same files: warm the page cache once so neither pays for disk.
+    for path in h.corpus_files(info.path):
+        path.read_bytes()
+
+    work = h.OUT / "backfill-run"
+    raws, mds = [], []
+    for i in range(args.repeat):
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        (work / "raw").mkdir()
+        r = raw_baseline(info, work / "raw" / "raw.db")
+        raws.append(r)
+        print(f"[{i + 1}/{args.repeat}] raw json.loads + fts5 insert: {r['secs']:.2f} s "
+              f"({r['units']:,} rows)")
+        m = memoryd_backfill(info, work, progress=30.0)
+        mds.append(m)
+        print(f"[{i + 1}/{args.repeat}] memoryd spawn -> caught_up:   {m['secs']:.2f} s "
+              f"({m['units']:,} units, ready after {m['ready']:.2f} s)")
+        if not args.keep and i < args.repeat - 1:
+            shutil.rmtree(work, ignore_errors=True)
+
+    r_s = statistics.median(x["secs"] for x in raws)
+    m_s = statistics.median(x["secs"] for x in mds)
+    m, r = mds[-1], raws[-1]
+    rows = [
+        ["memoryd (subprocess)", f"{m_s:.2f}", f"{m['units'] / m_s:,.0f}", f"{mb / m_s:.1f}",
+         f"{m['units']:,}", f"{m['db_mb']:.0f}"],
+        ["raw json + bare fts5", f"{r_s:.2f}", f"{r['units'] / r_s:,.0f}", f"{mb / r_s:.1f}",
+         f"{r['units']:,}", f"{r['db_mb']:.0f}"],
+    ]
+    print()
+    print(h.table(rows, ["backfill", "seconds", "units/s", "MB/s", "units", "db MB"]))
+    print()
+    print(f"ratio memoryd/raw (time): {h.ratio(m_s, r_s)}   "
+          f"(median of {args.repeat} run{'s' if args.repeat > 1 else ''})")
+    print(f"memoryd ready (health answers) after {m['ready']:.2f} s; "
+          f"files {m['files']}, bad lines {m['bad_lines']}, ingest errors {m['errors']}")
+    if m["rss_mb"] is not None:
+        print(f"memoryd peak RSS (VmHWM): {m['rss_mb']:.0f} MB")
+    if m["units"] != mds[0]["units"] or m["bad_lines"] or m["errors"]:
+        print("warning: unexpected unit count, bad lines or errors")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

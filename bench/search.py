@@ -1,0 +1,315 @@
+"""Search latency on a large store: memoryd (in-process and over its Unix socket) vs a bare
+FTS5 MATCH over the same texts.
+
+The store is built once with memoryd's own code (generic adapter -> session_pk +
+store_record in 10k-unit transactions through Store.write_sync; no redaction pass) and cached
+under bench/out/search-g<gen>-<units>-s<seed>/, keyed by size, seed and a hash of
+memoryd/store/fts.py (memoryd's indexing), so reruns skip the build. Each run works on a fresh
+copy of the cached database (the daemon may write to it). The raw baseline is built in the
+same pass: a bare contentless FTS5 table whose rowid is the unit id, holding the same indexed
+text (memoryd.store.fts.index_text: CJK runs as bigrams) with the same tokenizer, so both
+answer the same question; the bare query is `SELECT rowid FROM t WHERE t MATCH ? ORDER BY
+rank LIMIT 15` with the MATCH expression memoryd builds for the query.
+
+Measured per query in a balanced rotating order, each query first run once untimed by raw
+and inproc so every side finds its pages in the OS cache (--cold skips that):
+  raw      bare FTS5 MATCH ... ORDER BY rank LIMIT 15 (sqlite3, this process)
+  raw-bm25 the same with ORDER BY bm25(t): FTS5's `ORDER BY rank` sorts every match (no
+           top-N sort) and is the slower of the two on SQLite 3.40, so this is the floor
+  inproc   memoryd.search.search(store, SearchRequest(...)) in this process
+  socket   POST /v1/search to a memoryd subprocess serving the same database (MemorydClient)
+
+    .venv/bin/python bench/search.py               # 1,000,000 units (first run builds)
+    .venv/bin/python bench/search.py --quick       # 100,000 units
+    .venv/bin/python bench/search.py --units 300000 --queries 400 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import random
+import shutil
+import sqlite3
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness as h  # noqa: E402
+
+from memoryd.api import SearchRequest  # noqa: E402
+from memoryd.ingest import adapters  # noqa: E402
+from memoryd.ingest.adapters.base import content_id  # noqa: E402
+from memoryd.paths import resolve_paths  # noqa: E402
+from memoryd.search import search  # noqa: E402
+from memoryd.store import Store  # noqa: E402
+from memoryd.store.fts import TOKENIZER, index_text, match_expression, query_terms  # noqa: E402
+from memoryd.store.sessions import session_pk  # noqa: E402
+from memoryd.store.units import store_record  # noqa: E402
+
+try:  # the MATCH expression memoryd itself runs (stop words dropped, CJK split)
+    from memoryd.retrieval import plan_query  # noqa: E402
+
+    def memoryd_match(q: str, mode: str) -> str | None:
+        return plan_query(q, mode).match
+except ImportError:  # older memoryd: search straight from the query terms
+    def memoryd_match(q: str, mode: str) -> str | None:
+        return match_expression(query_terms(q), mode)
+
+PER_SESSION = 500
+CHUNK = 10_000
+RAW_SQL = "SELECT rowid FROM t WHERE t MATCH ? ORDER BY rank LIMIT 15"
+RAW_BM25_SQL = "SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT 15"
+IMPLS = ("raw", "raw-bm25", "inproc", "socket")
+
+
+def group(cls: str) -> str:
+    """Query class for the breakdown: en-or-<k>w, en-and, zh."""
+    return "en-and" if "-and-" in cls else cls
+
+
+def index_fingerprint() -> str:
+    """Changes when memoryd's indexing (index_text, tokenizer) may have changed."""
+    import memoryd.store.fts as fts
+
+    return hashlib.sha1(Path(fts.__file__).read_bytes()).hexdigest()[:12]
+
+
+def build(units: int, seed: int, dir: Path) -> dict:
+    """memoryd store + bare FTS5 twin with `units` units; cached by its parameters."""
+    meta = dir / "meta.json"
+    fp = index_fingerprint()
+    if meta.exists():
+        info = json.loads(meta.read_text())
+        if info.get("index_fingerprint") == fp:
+            return info
+        print("memoryd/store/fts.py changed since the cached build: rebuilding")
+    shutil.rmtree(dir, ignore_errors=True)
+    dir.mkdir(parents=True)
+    paths = resolve_paths(dir / "home")
+    paths.ensure()
+    store = Store.open_sync(paths.db)
+    raw = h.bare_fts(dir / "raw.db", tokenize=TOKENIZER, contentless=True)
+    gen = h.TextGen(seed)
+    rng = random.Random(seed * 31)
+    adapter = adapters.for_agent("generic")
+    root = Path("/bench")
+    print(f"building a {units:,}-unit store in {dir} (cached for later runs) ...", flush=True)
+    t0 = time.perf_counter()
+    timing = {"generate": 0.0, "memoryd": 0.0, "raw": 0.0}
+    done = 0
+    session = 0
+    lines = None
+    state: dict = {}
+    while done < units:
+        # one chunk of records from generated transcript lines
+        tg = time.perf_counter()
+        recs = []
+        while len(recs) < min(CHUNK, units - done):
+            if lines is None:
+                path = root / f"proj{session % 37:02d}" / f"s{session:05d}.jsonl"
+                state = adapter.start(path, root)
+                lines = gen.lines(rng, PER_SESSION, f"s{session}")
+                session += 1
+            obj = next(lines, None)
+            if obj is None:
+                lines = None
+                continue
+            for rec in adapter.parse_line(obj, state):
+                if rec.content.strip():
+                    recs.append((dict(state), rec))
+        recs = recs[: units - done]
+        timing["generate"] += time.perf_counter() - tg
+
+        def write(conn: sqlite3.Connection, recs=recs) -> list[tuple[int, str]]:
+            pks: dict[str, int] = {}
+            out = []
+            for st, rec in recs:
+                sid = rec.session_id or st["session_id"]
+                if sid not in pks:
+                    pks[sid] = session_pk(conn, adapter.agent, sid, st.get("project"))
+                rid = rec.record_id or content_id(rec.role, rec.kind, rec.ts, rec.content)
+                stored = store_record(conn, pks[sid], rec, rid, None, None)
+                if stored is not None and stored.new:
+                    out.append((stored.unit_id, rec.content))
+            return out
+
+        tm = time.perf_counter()
+        stored = store.write_sync(write)
+        timing["memoryd"] += time.perf_counter() - tm
+        tr = time.perf_counter()
+        raw.execute("BEGIN")
+        raw.executemany("INSERT INTO t (rowid, body) VALUES (?, ?)",
+                        [(uid, index_text(text)) for uid, text in stored])
+        raw.execute("COMMIT")
+        timing["raw"] += time.perf_counter() - tr
+        done += len(stored)
+        if done % 100_000 < CHUNK:
+            el = time.perf_counter() - t0
+            print(f"  {done:,} units, {el:.0f} s (generate {timing['generate']:.0f} s, "
+                  f"memoryd write {timing['memoryd']:.0f} s, raw insert {timing['raw']:.0f} s)",
+                  flush=True)
+    store.close_sync()
+    raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    raw.close()
+    c = sqlite3.connect(paths.db)
+    c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    n = c.execute("SELECT count(*) FROM units").fetchone()[0]
+    c.close()
+    info = {"units": n, "sessions": session, "index_fingerprint": fp,
+            "build_s": round(time.perf_counter() - t0, 1),
+            **{f"{k}_s": round(v, 1) for k, v in timing.items()},
+            "memoryd_db_mb": round(h.dir_mb(paths.data_dir)),
+            "raw_db_mb": round(h.dir_mb(dir) - h.dir_mb(dir / "home"))}
+    meta.write_text(json.dumps(info))
+    print(f"  built in {info['build_s']} s: {info}", flush=True)
+    return info
+
+
+async def run(args: argparse.Namespace, dir: Path, info: dict) -> None:
+    gen = h.TextGen(args.seed)
+    queries = gen.queries(random.Random(args.seed * 101), args.queries)
+    # a fresh copy of the built database for this run: memoryd may migrate or write to it
+    run_home = dir / "run-home"
+    shutil.rmtree(run_home, ignore_errors=True)
+    paths = resolve_paths(run_home)
+    paths.ensure()
+    t0 = time.perf_counter()
+    shutil.copyfile(resolve_paths(dir / "home").db, paths.db)
+    print(f"copied the built database for this run in {time.perf_counter() - t0:.1f} s")
+    store = await Store.open(paths.db)
+    raw = sqlite3.connect(f"file:{dir / 'raw.db'}?mode=ro", uri=True, isolation_level=None)
+    raw.execute("PRAGMA cache_size=-65536")  # as memoryd's connections
+    src = dir / "empty-src"
+    src.mkdir(exist_ok=True)
+    times: dict[str, list[float]] = defaultdict(list)
+    by_class: dict[tuple[str, str], list[float]] = defaultdict(list)
+    totals: dict[str, list[int]] = defaultdict(list)
+    with h.short_dir() as sd:
+        d = h.Memoryd(run_home, src, sd / "m.sock", log_path=dir / "memoryd.log")
+        try:
+            d.wait_ready(60)
+            d.wait_caught_up(60)
+            client = d.client
+
+            def do_raw(q: str, mode: str, match: str) -> int:
+                return len(raw.execute(RAW_SQL, (match,)).fetchall())
+
+            def do_raw_bm25(q: str, mode: str, match: str) -> int:
+                return len(raw.execute(RAW_BM25_SQL, (match,)).fetchall())
+
+            async def do_inproc(q: str, mode: str, match: str) -> int:
+                return (await search(store, SearchRequest(query=q, mode=mode))).total
+
+            def do_socket(q: str, mode: str, match: str) -> int:
+                return client.search(query=q, mode=mode)["total"]
+
+            impls = [("raw", do_raw), ("raw-bm25", do_raw_bm25), ("inproc", do_inproc),
+                     ("socket", do_socket)]
+            # every impl precedes every other equally often: the rotations and their
+            # reversals
+            idx = list(range(len(impls)))
+            orders = [idx[k:] + idx[:k] for k in idx]
+            orders += [o[::-1] for o in orders]
+            warm = [x for x in impls if x[0] in ("raw", "inproc")]
+
+            async def call(fn, q: str, mode: str, match: str) -> tuple[float, int]:
+                t0 = time.perf_counter()
+                r = fn(q, mode, match)
+                if asyncio.iscoroutine(r):
+                    r = await r
+                return time.perf_counter() - t0, r
+
+            t_start = time.perf_counter()
+            for rep in range(args.repeat):
+                for i, (cls, q, mode) in enumerate(queries):
+                    match = memoryd_match(q, mode)
+                    if match is None:
+                        continue
+                    if not args.cold:  # the query's pages into the OS and SQLite caches
+                        for _, fn in warm:
+                            await call(fn, q, mode, match)
+                    for j in orders[(i + 3 * rep) % len(orders)]:
+                        name, fn = impls[j]
+                        dt, r = await call(fn, q, mode, match)
+                        times[name].append(dt)
+                        by_class[(name, group(cls))].append(dt)
+                        if name == "inproc":
+                            totals[group(cls)].append(r)
+            elapsed = time.perf_counter() - t_start
+        finally:
+            d.stop()
+            await store.close()
+            raw.close()
+            if not args.keep:
+                shutil.rmtree(run_home, ignore_errors=True)
+
+    names = {"raw": "raw: bare fts5 MATCH ORDER BY rank LIMIT 15",
+             "raw-bm25": "raw: bare fts5 MATCH ORDER BY bm25(t) LIMIT 15",
+             "inproc": "memoryd in-process: search.search()",
+             "socket": "memoryd over the Unix socket"}
+    print()
+    print(f"{len(queries)} queries x {args.repeat} timed pass(es), "
+          f"{'cold' if args.cold else 'each warmed once first'}, on {info['units']:,} units "
+          f"(memoryd db {info['memoryd_db_mb']} MB, bare fts5 {info['raw_db_mb']} MB); "
+          f"{elapsed:.0f} s")
+    rows = []
+    raw_s = h.summary(times["raw"])
+    for name in IMPLS:
+        s = h.summary(times[name])
+        rows.append([names[name], f"{s['p50'] * 1000:.2f}", f"{s['p90'] * 1000:.2f}",
+                     f"{s['p99'] * 1000:.2f}", f"{s['max'] * 1000:.1f}",
+                     "" if name == "raw" else h.ratio(s["p50"], raw_s["p50"]),
+                     "" if name == "raw" else h.ratio(s["p99"], raw_s["p99"])])
+    floor = h.summary(times["raw-bm25"])
+    print(h.table(rows, ["search latency (ms)", "p50", "p90", "p99", "max", "p50 ratio",
+                         "p99 ratio"]))
+    print("(ratios against the first row, the baseline as specified)")
+    for name in ("inproc", "socket"):
+        s = h.summary(times[name])
+        print(f"{names[name]} against raw ORDER BY bm25(t): p50 "
+              f"{h.ratio(s['p50'], floor['p50'])}, p99 {h.ratio(s['p99'], floor['p99'])}")
+    print()
+    classes = sorted({c for _, c in by_class})
+    rows = []
+    for c in classes:
+        n = len(by_class[("raw", c)])
+        cells = [f"{statistics.median(by_class[(m, c)]) * 1000:.2f}"
+                 for m in IMPLS]
+        rows.append([c, str(n), f"{statistics.median(totals[c]):,.0f}",
+                     *cells, h.ratio(statistics.median(by_class[("socket", c)]),
+                                     statistics.median(by_class[("raw", c)]))])
+    print(h.table(rows, ["p50 by query class (ms)", "n", "median hits", "raw", "raw-bm25",
+                         "inproc", "socket", "socket/raw"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--units", type=int, default=1_000_000)
+    p.add_argument("--quick", action="store_true", help="100,000 units, 100 queries")
+    p.add_argument("--queries", type=int, default=150, help="distinct queries")
+    p.add_argument("--repeat", type=int, default=1, help="timed passes over the queries")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--cold", action="store_true",
+                   help="no untimed run of each query first (times include cache misses)")
+    p.add_argument("--build-only", action="store_true")
+    p.add_argument("--keep", action="store_true", help="keep this run's database copy")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.units, args.queries = 100_000, 100
+    print(f"search benchmark: {h.machine()}")
+    dir = h.OUT / f"search-g{h.GEN_VERSION}-{args.units}-s{args.seed}"
+    info = build(args.units, args.seed, dir)
+    if args.build_only:
+        return 0
+    asyncio.run(run(args, dir, info))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

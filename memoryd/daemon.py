@@ -252,7 +252,7 @@ class Daemon:
                     "units": count_units(conn)}
 
         c = await self.store.read(counts)
-        unread = await asyncio.to_thread(self.ingestor.unread_bytes)
+        unread = await asyncio.to_thread(self.ingestor.unread_bytes, self.queue.queued())
         depth = self.queue.depth()
         st = self.ingestor.stats
         return {

@@ -15,7 +15,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,11 +97,17 @@ class Ingestor:
         self.seen[c.path] = Seen(c.size, c.mtime_ns or 0, c.inode or 0, c.offset,
                                  c.agent is not None)
 
-    def unread_bytes(self) -> int:
-        """Bytes of complete lines not yet read, over every known file (stats them:
-        call from a worker thread). A file unchanged since its last read has none:
-        what is left past its cursor is a partial last line."""
+    def unread_bytes(self, queued: Iterable[Path] = ()) -> int:
+        """Bytes of complete lines not yet read, over every known file and the `queued`
+        ones never read yet (stats them: call from a worker thread). A file unchanged
+        since its last read has none: what is left past its cursor is a partial line."""
         total = 0
+        for path in queued:
+            if str(path) not in self.seen:
+                try:
+                    total += os.stat(path).st_size
+                except OSError:
+                    continue
         for path, seen in list(self.seen.items()):
             if not seen.transcript:
                 continue

@@ -47,6 +47,9 @@ class IngestQueue:
     async def drained(self) -> None:
         await self._idle.wait()
 
+    def queued(self) -> list[Path]:
+        return [*self._urgent, *self._backlog]
+
     def pending(self, path: Path) -> bool:
         return path in self._urgent or path in self._backlog or path == self.current
 

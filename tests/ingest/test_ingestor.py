@@ -226,3 +226,14 @@ async def test_gemini_legacy_document_rewritten_is_read_again(ingestor, store, r
     again = await ingestor.ingest_file(f, root, "auto")
     assert again == 0
     assert await bad_lines(store, f) == 0
+
+
+async def test_unread_bytes_counts_files_not_read_yet(ingestor, root):
+    f = root / "s.jsonl"
+    write_jsonl(f, [m(0), m(1)])
+    assert ingestor.unread_bytes([f]) == f.stat().st_size
+    await ingestor.ingest_file(f, root, "generic")
+    assert ingestor.unread_bytes([f]) == 0
+    with open(f, "a") as fh:
+        fh.write(json.dumps(m(2)) + "\n")
+    assert ingestor.unread_bytes() == len(json.dumps(m(2))) + 1

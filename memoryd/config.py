@@ -70,6 +70,29 @@ class LLMSettings(_Section):
     api_base: str | None = None
     api_key_env: str | None = None  # the NAME of the env var holding the key
     timeout_s: float = Field(60.0, gt=0)
+    concurrency: int = Field(2, ge=1, le=64)  # LLM requests in flight at once
+    daily_token_budget: int = Field(200_000, ge=0)  # input+output tokens per UTC day; 0: no LLM
+    max_retries: int = Field(4, ge=0, le=20)  # transient failures retried per job
+    retry_backoff_s: float = Field(30.0, gt=0)  # first retry delay, doubled each time
+    retry_backoff_max_s: float = Field(1800.0, gt=0)
+
+
+class SummarySettings(_Section):
+    message_buffer_limit: int = Field(50, ge=2)  # unsummarized messages that trigger a summary
+    char_threshold: int = Field(10_000, ge=100)  # ... or unsummarized user+assistant chars
+    message_buffer_min: int = Field(10, ge=0)  # recent messages left out of the summary
+    interval_user_messages: int = Field(10, ge=0)  # refresh every N user messages; 0: off
+    idle_minutes: float = Field(15.0, gt=0)  # idle sessions get a final summary
+    idle_min_messages: int = Field(3, ge=1)
+    sweep_seconds: float = Field(60.0, gt=0)  # period of the idle sweep
+    upgrade_minutes: float = Field(60.0, gt=0)  # period of the extractive -> model upgrade pass
+    max_words: int = Field(200, ge=20, le=2000)
+    max_input_chars: int = Field(24_000, ge=1000)  # conversation text per LLM call
+    message_max_chars: int = Field(2_000, ge=200)  # longer messages are cut to head + tail
+    one_liner_min_chars: int = Field(400, ge=0)  # shorter tool calls/results: no one-liner
+    one_liner_message_chars: int = Field(1_500, ge=0)  # shorter messages: no one-liner
+    one_liner_batch: int = Field(20, ge=1, le=200)  # units per LLM call
+    workers: int = Field(2, ge=1, le=32)
 
 
 class LogSettings(_Section):
@@ -87,6 +110,7 @@ class Settings(_Section):
     server: ServerSettings = ServerSettings()
     privacy: PrivacySettings = PrivacySettings()
     llm: LLMSettings = LLMSettings()
+    summary: SummarySettings = SummarySettings()
     log: LogSettings = LogSettings()
 
 

@@ -101,7 +101,75 @@ def m001_initial(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [m001_initial]
+def m002_jobs_and_summaries(conn: sqlite3.Connection) -> None:
+    """The persistent job queue, LLM usage (the daily budget survives restarts), the
+    history of session summaries, and what made each summary and one-liner."""
+    _script(
+        conn,
+        """
+        CREATE TABLE jobs (
+            id INTEGER PRIMARY KEY,
+            kind TEXT NOT NULL,
+            target TEXT NOT NULL DEFAULT '',
+            state TEXT NOT NULL DEFAULT 'pending'
+                CHECK (state IN ('pending', 'running', 'done', 'failed')),
+            reason TEXT,
+            priority INTEGER NOT NULL DEFAULT 0,
+            params TEXT NOT NULL DEFAULT '{}',
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_run_at REAL NOT NULL,
+            last_error TEXT,
+            result TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            started_at REAL,
+            finished_at REAL
+        );
+        -- at most one pending job per (kind, target): enqueueing again merges into it
+        CREATE UNIQUE INDEX jobs_one_pending ON jobs (kind, target) WHERE state = 'pending';
+        CREATE INDEX jobs_state_due ON jobs (state, next_run_at);
+
+        CREATE TABLE llm_usage (
+            id INTEGER PRIMARY KEY,
+            ts REAL NOT NULL,
+            day TEXT NOT NULL,
+            model TEXT NOT NULL,
+            purpose TEXT NOT NULL,
+            target TEXT,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            cost REAL NOT NULL DEFAULT 0,
+            outcome TEXT NOT NULL,
+            error TEXT
+        );
+        CREATE INDEX llm_usage_day ON llm_usage (day);
+
+        CREATE TABLE summaries (
+            id INTEGER PRIMARY KEY,
+            session_pk INTEGER NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            from_seq INTEGER NOT NULL,
+            upto_seq INTEGER NOT NULL,
+            summary TEXT NOT NULL,
+            made_by TEXT NOT NULL,
+            prompt_version TEXT NOT NULL,
+            reason TEXT,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX summaries_session ON summaries (session_pk, upto_seq);
+        CREATE INDEX summaries_created ON summaries (created_at);
+
+        ALTER TABLE sessions ADD COLUMN summary_prompt TEXT;
+        ALTER TABLE sessions ADD COLUMN summary_user_mark INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE sessions ADD COLUMN one_liner_upto INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE units ADD COLUMN one_liner_prompt TEXT;
+        CREATE INDEX units_extractive_one_liner ON units (session_pk)
+            WHERE one_liner_by = 'extractive';
+        CREATE INDEX sessions_summary_by ON sessions (summary_by)
+        """,
+    )
+
+
+MIGRATIONS: list[Migration] = [m001_initial, m002_jobs_and_summaries]
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

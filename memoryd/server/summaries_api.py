@@ -1,0 +1,89 @@
+"""HTTP routes of the summaries service:
+
+- `GET /v1/sessions/{id}/summary[?agent=&recent=]`: the rolling summary, what it
+  covers, what made it, and the messages after it;
+- `POST /v1/sessions/{id}/summarize[?agent=&wait=true]`: force a summary now.
+
+Session ids may contain `/` (a transcript's path under its root), hence `{id:.+}`
+anchored by the action suffix. Register these before any catch-all
+`/v1/sessions/{id:.+}` route.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+from memoryd.server import openapi
+
+if TYPE_CHECKING:
+    from memoryd.summaries_service import Summaries
+
+
+class SummaryQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    agent: str | None = Field(None, max_length=100)
+    recent: int = Field(100, ge=0, le=1000)
+
+
+class SummarizeQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    agent: str | None = Field(None, max_length=100)
+    wait: bool = False
+    timeout: float = Field(300.0, gt=0, le=3600)
+
+
+class RecentMessage(BaseModel):
+    seq: int
+    role: str
+    kind: str
+    content: str
+    ts: float | None
+    tool_name: str | None
+    one_liner: str | None
+
+
+class SessionSummary(BaseModel):
+    agent: str
+    session_id: str
+    summary: str | None = Field(description="the rolling summary; null before the first")
+    covers_upto_seq: int = Field(description="the summary covers the messages up to this seq")
+    made_by: str | None = Field(description="`extractive` or the model's litellm route")
+    prompt_version: str | None
+    updated_at: float | None
+    recent_total: int = Field(description="messages after covers_upto_seq")
+    recent: list[RecentMessage] = Field(description="the latest of them (`recent` of them)")
+    job_id: int | None = None
+    state: str | None = None
+    result: dict[str, Any] | None = None
+
+
+_DOCS = [
+    ("get", "/v1/sessions/{id}/summary", "A session's rolling summary and the messages after it",
+     None, SummaryQuery, SessionSummary),
+    ("post", "/v1/sessions/{id}/summarize", "Summarize a session now (202 and a job id; with "
+     "wait=true, 200 and the summary)", None, SummarizeQuery, SessionSummary),
+]
+openapi.EXTRA_ROUTES.extend(r for r in _DOCS if r not in openapi.EXTRA_ROUTES)
+
+
+def routes(service: Summaries) -> Callable[[web.Application], None]:
+    async def get_summary(request: web.Request) -> web.Response:
+        q = SummaryQuery.model_validate(dict(request.query))
+        body = await service.get_summary(request.match_info["id"], q.agent, q.recent)
+        return web.json_response(body)
+
+    async def summarize(request: web.Request) -> web.Response:
+        q = SummarizeQuery.model_validate(dict(request.query))
+        body = await service.summarize(request.match_info["id"], q.agent, wait=q.wait,
+                                       timeout=q.timeout)
+        return web.json_response(body, status=200 if q.wait else 202)
+
+    def add(app: web.Application) -> None:
+        app.router.add_get("/v1/sessions/{id:.+}/summary", get_summary)
+        app.router.add_post("/v1/sessions/{id:.+}/summarize", summarize)
+
+    return add

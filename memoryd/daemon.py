@@ -32,6 +32,7 @@ from memoryd.ingest.redact import Redactor
 from memoryd.memory import MemoryFile
 from memoryd.paths import Paths
 from memoryd.server.app import JobFn, Services, make_app
+from memoryd.server import summaries_api
 from memoryd.server.context_api import routes as context_routes
 from memoryd.server.memory_api import routes as memory_routes
 from memoryd.server.sites import start_tcp, start_unix
@@ -40,6 +41,7 @@ from memoryd.store import Store
 from memoryd.store.files import file_stats
 from memoryd.store.sessions import count_sessions
 from memoryd.store.units import count_units
+from memoryd.summaries_service import Summaries
 from memoryd.watcher import Watcher
 
 from memoryd import _sdnotify
@@ -88,6 +90,7 @@ class Daemon:
         self.queue: IngestQueue | None = None
         self.watcher: Watcher | None = None
         self.memory: MemoryFile | None = None
+        self.summaries: Summaries | None = None
 
     def sources(self) -> list[Source]:
         return self._sources + self._adhoc
@@ -108,6 +111,9 @@ class Daemon:
             await self.ingestor.load_seen()
             self._sources = configured_sources(s, self.environ)
             self.ingestor.subscribers.append(self._on_ingest)
+            self.summaries = Summaries(s, self.store, self.events, environ=self.environ,
+                                       busy=lambda: not self.backfill_done)
+            self.ingestor.subscribers.append(self.summaries.on_ingest)
             self.queue = IngestQueue(self.ingestor, self.sources)
             candidate = self.candidate = Candidates(s.watch.exclude, self.paths.owned_dirs())
             self.watcher = Watcher(self.sources, self.queue, self.ingestor, candidate,
@@ -123,6 +129,8 @@ class Daemon:
             self._spawn(self._backfill(), "backfill")
             self._spawn(self.watcher.run(self._stop_requested), "watcher")
             self._spawn(self._reconcile_loop(), "reconcile")
+            await self.summaries.start()  # triggers last: the exit stack stops them first
+            self._stack.push_async_callback(self.summaries.stop)
             if (period := _sdnotify.watchdog_interval()) is not None:
                 self._spawn(self._watchdog(period), "watchdog")
         except BaseException:
@@ -154,7 +162,8 @@ class Daemon:
         app = make_app(Services(store=self.store, status=self.status, version=__version__,
                                 events=self.events, jobs=self.jobs(), ingest=self.ingest,
                                 token=ensure_token(self.paths.token_file)),
-                       extra_routes=[memory_routes(self.memory), context_routes(
+                       extra_routes=[summaries_api.routes(self.summaries),
+                                     memory_routes(self.memory), context_routes(
                            ContextBuilder(self.store, self.memory, self.paths.memory_dir))])
         runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0,
                                access_log=None)
@@ -185,7 +194,8 @@ class Daemon:
             assert self.watcher is not None
             return {"queued": await self.watcher.reconcile(urgent=True)}
 
-        return {"reconcile": reconcile}
+        assert self.summaries is not None
+        return {"reconcile": reconcile, **self.summaries.jobs}
 
     async def ingest(self, req: IngestRequest) -> IngestResponse:
         """Backfill a file or folder now (POST /v1/ingest)."""
@@ -274,6 +284,7 @@ class Daemon:
                        "last_error": st.last_error},
             "watcher": {"batches": self.watcher.batches if self.watcher else 0,
                         "errors": self.watcher.errors if self.watcher else 0},
+            **(await self.summaries.status() if self.summaries else {}),
         }
 
     def request_stop(self) -> None:

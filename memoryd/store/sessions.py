@@ -124,13 +124,7 @@ def forget_session(conn: sqlite3.Connection, pk: int) -> int:
     conn.execute("DELETE FROM units_fts WHERE rowid IN "
                  "(SELECT id FROM units WHERE session_pk = ?)", (pk,))
     conn.execute("DELETE FROM units WHERE session_pk = ?", (pk,))
-    for table, col in _SESSION_KEYED:
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
-                        (table,)).fetchone():
-            conn.execute(f"DELETE FROM {table} WHERE {col} = ?", (pk,))
+    # jobs still waiting for it; summaries go with the session row (ON DELETE CASCADE)
+    conn.execute("DELETE FROM jobs WHERE target = ? AND state = 'pending'", (f"session:{pk}",))
     conn.execute("DELETE FROM sessions WHERE id = ?", (pk,))
     return int(n)
-
-
-# tables added by later migrations that hold rows per session (table, session pk column)
-_SESSION_KEYED: list[tuple[str, str]] = []

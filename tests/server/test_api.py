@@ -84,8 +84,19 @@ async def test_session_show_and_messages(daemon, src):
 async def test_forget_deletes_everywhere_and_stays_forgotten(daemon, src):
     d, c = daemon
     assert (await c.search(query="alpha"))["total"] == 6
+    await c.request("POST", "/v1/sessions/alpha/summarize", query={"wait": "true"})
+    assert (await c.request("GET", "/v1/sessions/alpha/summary"))["summary"]
+    pk = await d.store.read(lambda conn: conn.execute(
+        "SELECT id FROM sessions WHERE session_id = 'alpha'").fetchone()[0])
+    await d.store.write(lambda conn: conn.execute(
+        "INSERT INTO jobs (kind, target, next_run_at, created_at, updated_at) "
+        "VALUES ('one_liners', ?, 9e12, 0, 0)", (f"session:{pk}",)))
     out = await c.request("DELETE", "/v1/sessions/alpha")
     assert out["units_deleted"] == 6
+    left = await d.store.read(lambda conn: conn.execute(
+        "SELECT (SELECT count(*) FROM summaries), (SELECT count(*) FROM jobs "
+        "WHERE target = ? AND state = 'pending')", (f"session:{pk}",)).fetchone())
+    assert tuple(left) == (0, 0)
     assert (await c.search(query="alpha"))["total"] == 0
     await api_error(c.request("GET", "/v1/sessions/alpha"))
     counts = await d.store.read(lambda conn: conn.execute(

@@ -33,6 +33,9 @@ class SearchResult(BaseModel):
     ts: float | None
     turn: int
     snippet: str
+    one_liner: str | None = Field(None, description="the unit's one-line summary, for long "
+                                  "tool outputs and replies (short units are their own)")
+    tool_name: str | None = None
     score: float
     path: str | None
     offset: int | None

@@ -21,6 +21,7 @@ async def search(store: Store, req: SearchRequest) -> SearchResponse:
             unit_id=h.unit_id, record_id=h.record_id, agent=h.agent,
             session_id=h.session_id, project=h.project, role=h.role, kind=h.kind,
             ts=h.ts, turn=h.turn, snippet=snippet(h.content, h.matched or terms),
+            one_liner=h.one_liner, tool_name=h.tool_name,
             score=round(h.score, 4), path=h.path, offset=h.offset, why=h.why())
         for h in r.hits
     ]

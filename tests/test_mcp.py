@@ -43,3 +43,8 @@ async def test_mcp_lists_tools_and_answers(memoryd_home, sock, tmp_path):
             assert "0 matches" in r.content[0].text
             r = await client.call_tool("memory_write", {"content": "", "source": "mcp"})
             assert r.is_error
+            assert "context" in tools
+            r = await client.call_tool("context", {"query": "which package manager: pnpm?",
+                                                   "budget_tokens": 300})
+            text = r.content[0].text
+            assert text.startswith("<memoryd-context>") and "user prefers pnpm" in text

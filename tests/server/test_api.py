@@ -209,3 +209,21 @@ async def test_metrics_and_openapi(daemon, sock):
     assert "/v1/search" in doc["paths"] and "SearchRequest" in doc["components"]["schemas"]
     body = doc["paths"]["/v1/search"]["post"]["requestBody"]
     assert body["content"]["application/json"]["schema"]["$ref"].endswith("SearchRequest")
+
+
+async def test_one_liners_come_back_with_search_results(daemon, src):
+    _, c = daemon
+    output = "\n".join(f"line {i}: compiled module quasar_{i}" for i in range(60))
+    write_jsonl(src / "tools.jsonl", [
+        {"role": "user", "content": "build the project", "id": "t0"},
+        {"role": "assistant", "content": "", "id": "t1", "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "exec_command", "arguments": '{"cmd": "make"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "name": "exec_command", "content": output,
+         "id": "t2"}])
+    await wait_for(lambda: _hits(c, "quasar_7"))
+    r = await c.run_job("one_liners", {"session_id": "tools"})
+    assert r["result"]["state"] == "done"
+    hit = (await c.search(query="quasar_7"))["results"][0]
+    assert hit["tool_name"] == "exec_command" and hit["one_liner"]
+    assert hit["one_liner"] != output  # a line, not the whole output

@@ -34,3 +34,20 @@ def fixtures_dir() -> Path:
     if not FIXTURES.is_dir():
         pytest.fail(f"shared fixtures not found at {FIXTURES} (set MEMORYD_SHARED)")
     return FIXTURES
+
+
+@pytest.fixture
+def sock():
+    """A Unix socket path short enough for sun_path (under /tmp, removed afterwards)."""
+    from tests.helpers import short_dir
+
+    with short_dir() as d:
+        yield d / "m.sock"
+
+
+@pytest.fixture
+def src(tmp_path):
+    """An empty directory to watch."""
+    d = tmp_path / "src"
+    d.mkdir()
+    return d

@@ -7,16 +7,10 @@ import pytest
 
 from memoryd.client import ApiError
 from memoryd.tokens import count_tokens, tokenizer_name
-from tests.helpers import AsyncClient, running_daemon, short_dir, wait_for, write_jsonl
+from tests.helpers import AsyncClient, running_daemon, wait_for, write_jsonl
 
 LONG = ("The deploy pipeline builds the container, runs the database migration with "
         "alembic, then flips traffic. ") * 60
-
-
-@pytest.fixture
-def sock():
-    with short_dir() as d:
-        yield d / "m.sock"
 
 
 @pytest.fixture

@@ -8,20 +8,7 @@ import socket
 import pytest
 
 from memoryd.errors import AlreadyRunningError
-from tests.helpers import AsyncClient, running_daemon, short_dir, wait_for, write_jsonl
-
-
-@pytest.fixture
-def sock():
-    with short_dir() as d:
-        yield d / "m.sock"
-
-
-@pytest.fixture
-def src(tmp_path):
-    d = tmp_path / "src"
-    d.mkdir()
-    return d
+from tests.helpers import AsyncClient, running_daemon, wait_for, write_jsonl
 
 
 def msg(i: int, text: str) -> dict:

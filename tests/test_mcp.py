@@ -7,14 +7,8 @@ import sys
 
 import pytest
 
-from tests.helpers import running_daemon, short_dir
+from tests.helpers import running_daemon
 
-
-
-@pytest.fixture
-def sock():
-    with short_dir() as d:
-        yield d / "m.sock"
 
 
 async def test_mcp_lists_tools_and_answers(memoryd_home, sock, tmp_path):

@@ -11,13 +11,7 @@ import pytest
 
 from memoryd import __version__
 from memoryd.cli.memoryctl import main
-from tests.helpers import AsyncClient, running_daemon, short_dir, wait_for, write_jsonl
-
-
-@pytest.fixture
-def sock():
-    with short_dir() as d:
-        yield d / "m.sock"
+from tests.helpers import AsyncClient, running_daemon, wait_for, write_jsonl
 
 
 @pytest.fixture

@@ -10,20 +10,7 @@ import aiohttp
 import pytest
 
 from memoryd.client import ApiError
-from tests.helpers import AsyncClient, running_daemon, short_dir, wait_for, write_jsonl
-
-
-@pytest.fixture
-def sock():
-    with short_dir() as d:
-        yield d / "m.sock"
-
-
-@pytest.fixture
-def src(tmp_path):
-    d = tmp_path / "src"
-    d.mkdir()
-    return d
+from tests.helpers import AsyncClient, running_daemon, wait_for, write_jsonl
 
 
 def msgs(prefix: str, n: int, ts0: int = 1_700_000_000) -> list[dict]:

@@ -194,7 +194,7 @@ def settings_summary(s: Settings) -> str:
     sources = ", ".join(f"{x.agent}={x.path}" for x in s.watch.sources) or "-"
     return (
         f"sources=[{sources}] default_sources={s.watch.default_sources} "
-        f"tcp={'%s:%d' % (s.server.tcp_host, s.server.tcp_port) if s.server.tcp_enabled else 'off'} "
+        f"tcp={f'{s.server.tcp_host}:{s.server.tcp_port}' if s.server.tcp_enabled else 'off'} "
         f"llm_model={s.llm.summary_model or s.llm.model or 'none (extractive)'} "
         f"log_level={s.log.level}"
     )

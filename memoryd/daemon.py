@@ -11,7 +11,6 @@ import os
 import platform
 import secrets
 import signal
-
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,20 +18,19 @@ from typing import Any
 
 from aiohttp import web
 
-from memoryd import __version__
+from memoryd import __version__, _sdnotify
+from memoryd.api import IngestRequest, IngestResponse
 from memoryd.config import Settings, settings_summary
 from memoryd.context import ContextBuilder
-from memoryd.errors import AlreadyRunningError
-from memoryd.api import IngestRequest, IngestResponse
-from memoryd.errors import BadRequestError
+from memoryd.errors import AlreadyRunningError, BadRequestError
 from memoryd.events import EventBus
 from memoryd.ingest.ingestor import IngestEvent, Ingestor
 from memoryd.ingest.queue import IngestQueue
 from memoryd.ingest.redact import Redactor
 from memoryd.memory import MemoryFile
 from memoryd.paths import Paths
-from memoryd.server.app import JobFn, Services, make_app
 from memoryd.server import summaries_api
+from memoryd.server.app import JobFn, Services, make_app
 from memoryd.server.context_api import routes as context_routes
 from memoryd.server.memory_api import routes as memory_routes
 from memoryd.server.sites import start_tcp, start_unix
@@ -43,8 +41,6 @@ from memoryd.store.sessions import count_sessions
 from memoryd.store.units import count_units
 from memoryd.summaries_service import Summaries
 from memoryd.watcher import Watcher
-
-from memoryd import _sdnotify
 
 log = logging.getLogger(__name__)
 

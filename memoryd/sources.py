@@ -80,7 +80,8 @@ def owner(sources: Iterable[Source], path: Path) -> Source | None:
     """The source whose root holds `path` (the deepest one)."""
     best: Source | None = None
     for s in sources:
-        if path.is_relative_to(s.root) and (best is None or len(s.root.parts) > len(best.root.parts)):
+        deeper = best is None or len(s.root.parts) > len(best.root.parts)
+        if deeper and path.is_relative_to(s.root):
             best = s
     return best
 

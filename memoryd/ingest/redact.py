@@ -69,7 +69,8 @@ _BUILTIN: list[tuple[str, str, tuple[str, ...] | None, int]] = [
     ("gcp", r"\bAIza[0-9A-Za-z_\-]{35}\b", ("aiza",), 0),
     ("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", ("eyj",), 0),
     ("bearer", r"(?<=\b[Bb]earer )[A-Za-z0-9._~+/=-]{16,}", ("bearer ",), 0),
-    ("assign", rf"(?i:(?:\b|_)(?:{_ASSIGN_KEYS}))[\"']?\s*[:=]\s*[\"']?(?P<value>[^\s\"',;&]{{4,}})",
+    ("assign", rf"(?i:(?:\b|_)(?:{_ASSIGN_KEYS}))[\"']?\s*[:=]\s*[\"']?"
+               r"(?P<value>[^\s\"',;&]{4,})",
      ("passw", "pwd", "secret", "key", "token"), 0),
 ]
 

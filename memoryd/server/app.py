@@ -140,9 +140,7 @@ async def json_body(request: web.Request) -> dict[str, Any]:
 def make_app(services: Services, extra_routes: Sequence[RouteAdder] = ()) -> web.Application:
     """The application; `extra_routes` lets each service module (memory, summaries, ...)
     add its own routes, keeping this table and handlers.py small."""
-    from memoryd.server import handlers
-
-    from memoryd.server import sessions_api
+    from memoryd.server import handlers, sessions_api
 
     app = web.Application(
         middlewares=[services.metrics.middleware(), host_middleware,

@@ -31,8 +31,25 @@ def render_status(s: dict[str, Any]) -> str:
         f"{'done' if s['backfill_done'] else 'running'}; {s['unread_bytes']} bytes unread; "
         f"queue {s['queue_depth']}; lag "
         + (f"{s['ingest_lag_ms']:.0f} ms" if s.get("ingest_lag_ms") is not None else "-"),
-        "sources:",
     ]
+    llm = s.get("llm")
+    if llm:
+        if llm.get("in_use") == "extractive" or not llm.get("model"):
+            what = f"extractive ({llm.get('extractive_reason') or 'no model'})"
+        else:
+            what = llm["model"]
+        if llm.get("paused"):
+            what += f"; PAUSED: {llm['paused']} (memoryctl run resume_llm)"
+        b, t = llm.get("budget", {}), llm.get("today", {})
+        lines.append(f"llm      {what}; today {t.get('calls', 0)} calls, "
+                     f"{b.get('used_today', 0)}/{b.get('daily_tokens', 0)} tokens, "
+                     f"${t.get('cost_usd', 0):.4f}")
+    jobs = (s.get("summaries") or {}).get("jobs")
+    if jobs:
+        lines.append(f"jobs     {jobs['pending']} pending, {jobs['running']} running, "
+                     f"{jobs['done']} done, {jobs['failed']} failed"
+                     + (f"; last error: {jobs['last_error']}" if jobs.get("last_error") else ""))
+    lines.append("sources:")
     for src in s["sources"]:
         mark = "" if src["exists"] else "  (not present)"
         lines.append(f"  {src['agent']:<12} {src['path']}{mark}")

@@ -219,3 +219,33 @@ async def test_sd_notify_ready_and_watchdog(memoryd_home, sock, src, monkeypatch
     finally:
         rx.close()
     assert got[0] == b"READY=1" and b"WATCHDOG=1" in got[1:]
+
+
+async def test_default_agent_location_appearing_later_is_watched(memoryd_home, sock, tmp_path):
+    from memoryd.config import load_settings
+    from memoryd.daemon import Daemon
+    from memoryd.paths import resolve_paths
+
+    home = tmp_path / "agenthome"
+    home.mkdir()
+    settings = load_settings(None, environ={}, overrides={
+        "watch": {"default_sources": True, "reconcile_seconds": 0.2},
+        "server": {"socket": sock, "tcp_port": 0}})
+    d = Daemon(settings, resolve_paths(memoryd_home), environ={"HOME": str(home)})
+    await d.start()
+    try:
+        c = AsyncClient(sock)
+        st = await wait_for(lambda: _caught_up(c))
+        assert not any(s["exists"] for s in st["sources"])
+        session = home / ".codex" / "sessions" / "2026" / "03" / "01"
+        rollout = session / "rollout-2026-03-01T10-00-00-0195aaaa-bbbb-7ccc-8ddd-eeeeffff0000.jsonl"
+        write_jsonl(rollout, [
+            {"timestamp": "2026-03-01T09:00:00.000Z", "type": "session_meta",
+             "payload": {"id": "0195aaaa-bbbb-7ccc-8ddd-eeeeffff0000", "cwd": "/p",
+                         "timestamp": "2026-03-01T09:00:00.000Z"}},
+            {"timestamp": "2026-03-01T09:00:01.000Z", "type": "event_msg",
+             "payload": {"type": "user_message", "message": "late arriving pangolin"}}])
+        r = await wait_for(lambda: _search_total(c, "pangolin"), timeout=10)
+        assert r["results"][0]["agent"] == "codex"
+    finally:
+        await d.stop()

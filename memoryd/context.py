@@ -109,7 +109,8 @@ class ContextBuilder:
             "recalled": await self._recalled(req, query, root, session, include),
             "daily": await self._daily(include),
         }
-        return self._assemble(req, sections, root)
+        # fitting runs the tokenizer many times (and loads it the first time): off the loop
+        return await asyncio.to_thread(self._assemble, req, sections, root)
 
     # -- gathering ------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ class Watcher:
         self._roots: tuple[Path, ...] = ()
         self.batches = 0
         self.errors = 0
+        self._pending: set[asyncio.Task[None]] = set()
 
     def existing_roots(self) -> tuple[Path, ...]:
         return tuple(sorted({s.root for s in self._sources() if s.root.is_dir()}))
@@ -88,9 +89,16 @@ class Watcher:
             elif self._candidate(raw):
                 self._queue.submit(path, urgent=True)
             elif os.path.isdir(raw):
-                # a new directory: files created in it before the watch saw it
-                for p, _ in walk(path, self._candidate):
-                    self._queue.submit(p, urgent=True)
+                # a new directory: files created in it before the watch saw it (walked in
+                # a thread: it may be a whole restored tree)
+                task = asyncio.get_running_loop().create_task(self._submit_tree(path))
+                self._pending.add(task)
+                task.add_done_callback(self._pending.discard)
+
+    async def _submit_tree(self, path: Path) -> None:
+        files = await asyncio.to_thread(lambda: [p for p, _ in walk(path, self._candidate)])
+        for p in files:
+            self._queue.submit(p, urgent=True)
 
     async def reconcile(self, *, urgent: bool = False) -> int:
         """Stat every candidate file under the existing roots; queue the ones that

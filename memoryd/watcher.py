@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from watchfiles import Change, awatch
 
@@ -83,7 +84,7 @@ class Watcher:
             path = Path(raw)
             if change == Change.deleted:
                 if raw in self._ingestor.seen:
-                    asyncio.get_running_loop().create_task(self._ingestor.file_gone(path))
+                    self._spawn(self._ingestor.file_gone(path))
                 elif any(root == path or root.is_relative_to(path) for root in self._roots):
                     self._restart.set()  # a watched root itself went away
             elif self._candidate(raw):
@@ -91,9 +92,13 @@ class Watcher:
             elif os.path.isdir(raw):
                 # a new directory: files created in it before the watch saw it (walked in
                 # a thread: it may be a whole restored tree)
-                task = asyncio.get_running_loop().create_task(self._submit_tree(path))
-                self._pending.add(task)
-                task.add_done_callback(self._pending.discard)
+                self._spawn(self._submit_tree(path))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """A background task held until it finishes (the loop keeps only weak refs)."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
 
     async def _submit_tree(self, path: Path) -> None:
         files = await asyncio.to_thread(lambda: [p for p, _ in walk(path, self._candidate)])

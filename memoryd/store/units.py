@@ -33,10 +33,12 @@ class SessionWriter:
 
     def __init__(self, conn: sqlite3.Connection, pk: int) -> None:
         self.conn, self.pk = conn, pk
-        row = conn.execute("SELECT next_seq, turns, units, user_units, first_ts, last_ts "
-                           "FROM sessions WHERE id = ?", (pk,)).fetchone()
+        row = conn.execute("SELECT next_seq, turns, units, user_units, first_ts, last_ts, "
+                           "title FROM sessions WHERE id = ?", (pk,)).fetchone()
         self.next_seq, self.turns, self.units, self.user_units = row[0], row[1], row[2], row[3]
         self.first_ts, self.last_ts = row[4], row[5]
+        self.title: str | None = None  # a fallback title, when the session has none
+        self.has_title = row[6] is not None
         self.dirty = False
 
     def store(self, rec: Record, record_id: str, file_id: int | None,
@@ -61,6 +63,8 @@ class SessionWriter:
         self.turns += user_turn
         self.units += 1
         self.user_units += user_turn
+        if user_turn and not self.has_title:
+            self.title, self.has_title = fallback_title(rec.content), True
         if rec.ts is not None:
             self.first_ts = rec.ts if self.first_ts is None else min(self.first_ts, rec.ts)
             self.last_ts = rec.ts if self.last_ts is None else max(self.last_ts, rec.ts)
@@ -71,10 +75,16 @@ class SessionWriter:
         if self.dirty:
             self.conn.execute(
                 "UPDATE sessions SET next_seq = ?, turns = ?, units = ?, user_units = ?, "
-                "first_ts = ?, last_ts = ? WHERE id = ?",
+                "first_ts = ?, last_ts = ?, title = coalesce(title, ?) WHERE id = ?",
                 (self.next_seq, self.turns, self.units, self.user_units, self.first_ts,
-                 self.last_ts, self.pk))
+                 self.last_ts, self.title, self.pk))
             self.dirty = False
+
+
+def fallback_title(text: str, limit: int = 80) -> str:
+    """A session's first user message, first non-empty line, as its title."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
 def store_record(conn: sqlite3.Connection, pk: int, rec: Record, record_id: str,

@@ -136,12 +136,20 @@ def test_claude_code_thinking_is_not_stored(fixtures_dir):
     assert not any(t[:80] in r.content for t in thoughts for r in records)
 
 
-def test_claude_code_titles_from_summary_lines(fixtures_dir):
+def test_claude_code_summary_lines_title_only_their_own_conversation(fixtures_dir):
+    # the fixtures' summary lines all point (leafUuid) into other files: not our title
     state, records, _ = parse(fixtures_dir, "medium-conversation.jsonl")
-    assert records == []
-    assert state["title"] == "Debugging Complex Web App Authentication and State Management"
+    assert records == [] and "title" not in state
     state, _, _ = parse(fixtures_dir, "session-9eda1058.jsonl")
-    assert state["title"] == "Cleared conversation history"  # the last of 16 summary lines
+    assert "title" not in state and len(state["pending_titles"]) == 16
+    # a summary whose leaf is an entry of this file is the title
+    state = ADAPTER.start(Path("/x/s.jsonl"), Path("/x"))
+    ADAPTER.parse_line({"type": "summary", "summary": "Fixing the login bug",
+                        "leafUuid": "u-2"}, state)
+    for uuid in ("u-1", "u-2"):
+        ADAPTER.parse_line({"type": "user", "uuid": uuid, "sessionId": "s", "cwd": "/p",
+                            "message": {"role": "user", "content": "hi"}}, state)
+    assert state["title"] == "Fixing the login bug"
 
 
 def test_claude_code_custom_title_beats_summary():

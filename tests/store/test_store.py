@@ -100,3 +100,18 @@ async def test_search_filters(store):
     assert total == 1 and rows[0]["session_id"] == "b"
     total, _ = await store.read(lambda c: search_units(c, '"deploy"', limit=5, project="/proj/a"))
     assert total == 1
+
+
+async def test_session_gets_a_fallback_title_from_its_first_user_message(store):
+    def put(c):
+        pk = session_pk(c, "codex", "s9")
+        store_record(c, pk, Record("assistant", "hello"), "a", None, 0)
+        store_record(c, pk, Record("user", "\n  Fix the flaky login test please\nmore"), "b",
+                     None, 0)
+        store_record(c, pk, Record("user", "second message"), "c", None, 0)
+        pk2 = session_pk(c, "codex", "s10", title="Given title")
+        store_record(c, pk2, Record("user", "x" * 200), "d", None, 0)
+
+    await store.write(put)
+    titles = {s["session_id"]: s["title"] for s in await store.read(lambda c: list_sessions(c))}
+    assert titles == {"s9": "Fix the flaky login test please", "s10": "Given title"}

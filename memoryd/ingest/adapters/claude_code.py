@@ -41,6 +41,7 @@ _OWN_TYPES = frozenset({"summary", "file-history-snapshot", "queue-operation"})
 _HOMES = ("/.claude/projects/", "/claude/projects/")
 _RAW_MARKERS = (b'"parentUuid"', b'"isSidechain"', b'"type":"summary"', b'"type":"file-hist')
 # title line type -> (rank, keys holding the title); a higher rank is never overwritten
+_PENDING_TITLES = 32
 _TITLES = {
     "summary": (1, ("summary",)),
     "ai-title": (2, ("aiTitle", "title")),
@@ -85,7 +86,16 @@ class ClaudeCodeAdapter:
         if not isinstance(obj, dict):
             return []
         kind, msg = obj.get("type"), obj.get("message")
-        if kind in _TITLES:
+        _promote_pending_title(obj, state)
+        if kind == "summary" and _str(obj.get("leafUuid")):
+            # a `summary` titles the conversation ending at `leafUuid`, which is almost
+            # always in another file (observed: none of the fixtures' 48 point into their
+            # own): hold it until that entry shows up here
+            pending = state.setdefault("pending_titles", {})
+            pending[obj["leafUuid"]] = obj.get("summary")
+            while len(pending) > _PENDING_TITLES:
+                pending.pop(next(iter(pending)))
+        elif kind in _TITLES:
             _set_title(obj, _TITLES[kind], state)
         elif kind == "queue-operation":
             return _queue(obj, state)
@@ -192,6 +202,13 @@ def _tool_result(
     if block.get("is_error") is True:
         meta = meta | {"is_error": True}
     return result_record(state, block.get("tool_use_id"), block.get("content"), ts=ts, meta=meta)
+
+
+def _promote_pending_title(obj: dict[str, Any], state: FileState) -> None:
+    pending = state.get("pending_titles")
+    uuid = obj.get("uuid")
+    if pending and isinstance(uuid, str) and uuid in pending:
+        _set_title({"summary": pending.pop(uuid)}, _TITLES["summary"], state)
 
 
 def _set_title(obj: dict[str, Any], title: tuple[int, tuple[str, ...]], state: FileState) -> None:

@@ -43,6 +43,7 @@ POLL_S = 5.0
 BUSY_POLL_S = 0.5
 URGENT = 10  # the priority of jobs a person waits for: they run even while `busy()`
 KEEP_FINISHED_S = 7 * 86400
+PRUNE_EVERY_S = 3600
 STOP_TIMEOUT_S = 1.5
 
 
@@ -72,6 +73,7 @@ class JobQueue:
         self._wake = asyncio.Event()
         self._waiters: dict[int, list[asyncio.Future[JobRow]]] = {}
         self.on_finish: list[Callable[[JobRow], None]] = []
+        self._last_prune = clock()  # start() prunes once; then at most every PRUNE_EVERY_S
 
     async def start(self) -> None:
         now = self.clock()
@@ -169,6 +171,7 @@ class JobQueue:
                 log.exception("job queue: cannot claim a job")
                 job = None
             if job is None:
+                await self._prune_if_due()
                 await self._idle(deferring)
                 continue
             try:
@@ -177,6 +180,21 @@ class JobQueue:
                 log.exception("job queue: job %s %s could not be settled", job.kind, job.target)
                 await asyncio.sleep(1.0)
             self._wake.set()  # a job on the same target may be waiting for this one
+
+    async def _prune_if_due(self) -> None:
+        """Forget finished jobs older than a week, at most hourly: a daemon that runs for
+        months is not restarted to do it."""
+        now = self.clock()
+        if now - self._last_prune < PRUNE_EVERY_S:
+            return
+        self._last_prune = now
+        try:
+            n = await self.store.write(lambda c: prune_jobs(c, now - KEEP_FINISHED_S))
+        except Exception:
+            log.exception("job queue: pruning finished jobs failed")
+            return
+        if n:
+            log.debug("job queue: %d old finished jobs forgotten", n)
 
     async def _idle(self, deferring: bool) -> None:
         """Wait for an enqueue, the next due job, or (while deferring) the next look."""

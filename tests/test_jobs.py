@@ -322,3 +322,27 @@ async def test_jobs_kill_9_mid_job_then_restart_finishes_each_once(tmp_path, fak
     sent = collections.Counter(re.search(r"Topic (s\d)", str(r)).group(1)
                                for r in fake_llm.requests)
     assert sorted(sent.values()) == [1, 1, 1, 1, 2]  # only the interrupted one was re-sent
+
+
+async def test_jobs_finished_ones_are_pruned_while_running(store):
+    from memoryd.jobs import KEEP_FINISHED_S, PRUNE_EVERY_S
+
+    now = [1_000_000.0]
+    rec = Recorder()
+    q = queue(store, rec, clock=lambda: now[0])
+    await q.start()
+    try:
+        await q.enqueue("work", "a")
+        await wait_for(lambda: done(store, 1))
+        now[0] += KEEP_FINISHED_S + PRUNE_EVERY_S + 1  # a week and an hour later
+        await q.enqueue("work", "b")
+        await wait_for(lambda: done(store, 1))
+        counts = await wait_for(lambda: _pruned(store))
+        assert counts["done"] == 1  # only b's row is left
+    finally:
+        await q.stop()
+
+
+async def _pruned(store):
+    c = await store.read(job_counts)
+    return c if c["done"] == 1 and c["pending"] == 0 else None

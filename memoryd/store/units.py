@@ -138,8 +138,10 @@ SEARCH_COLUMNS = (
 CANDIDATE_COLUMNS = (
     "u.id AS unit_id, u.session_pk, u.seq, u.role, u.kind, u.ts, u.chars, s.project"
 )
-_FROM_MATCH = ("FROM units_fts JOIN units u ON u.id = units_fts.rowid "
-               "JOIN sessions s ON s.id = u.session_pk ")
+# Filters need a unit's session and seq per full-text match: read them from the narrow
+# index (m003), not the wide row; the planner does not pick it by itself without ANALYZE.
+_FROM_MATCH = ("FROM units_fts JOIN units u INDEXED BY units_id_session "
+               "ON u.id = units_fts.rowid JOIN sessions s ON s.id = u.session_pk ")
 
 Exclusion = tuple[int, int]
 """(session_pk, from_seq): leave out that session's units with seq >= from_seq."""

@@ -305,11 +305,13 @@ class Daemon:
         self.state = "stopped"
 
     async def run(self) -> int:
-        await self.start()
+        # handlers first: the socket answers before start() returns, and a SIGTERM in
+        # between must still stop cleanly (it is acted on once start() is done)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.request_stop)
         try:
+            await self.start()
             await self._stop_requested.wait()
             log.info("stopping")
         finally:

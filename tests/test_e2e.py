@@ -115,3 +115,19 @@ def test_already_running_exits_3(tmp_path):
         finally:
             p.send_signal(signal.SIGTERM)
             p.wait(timeout=10)
+
+
+def test_sigterm_during_startup_still_stops_cleanly(tmp_path):
+    """The socket answers before startup has finished; a SIGTERM then (a service
+    manager stopping us early) must not kill the process with the socket left behind."""
+    src = tmp_path / "src"
+    src.mkdir()
+    with short_dir() as d:
+        sock = d / "m.sock"
+        p = start(tmp_path / "home", src, sock)
+        deadline = time.monotonic() + 30
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=15) == 0
+        assert not sock.exists()

@@ -30,15 +30,17 @@ def start(home: Path, src: Path, sock: Path) -> subprocess.Popen:
 
 def wait(pred, timeout=30.0):
     deadline = time.monotonic() + timeout
+    last: object = None
     while time.monotonic() < deadline:
         try:
             v = pred()
-        except (DaemonNotRunning, ConnectionError, OSError):
-            v = None
+        except (DaemonNotRunning, ConnectionError, OSError) as e:
+            v, last = None, e
         if v:
             return v
+        last = v if v is not None else last
         time.sleep(0.05)
-    raise AssertionError("timed out")
+    raise AssertionError(f"timed out after {timeout}s; last seen: {last!r}")
 
 
 def corpus(src: Path, files: int, lines: int) -> int:
@@ -68,17 +70,24 @@ def test_sigterm_exits_0_and_removes_socket(tmp_path):
         assert not sock.exists()
 
 
+def _log(home: Path) -> str:
+    try:
+        return "\n".join(Path(f"{home}.log").read_text(errors="replace").splitlines()[-30:])
+    except OSError:
+        return "(no log)"
+
+
 def test_kill_9_during_backfill_then_restart_counts_the_same(tmp_path):
     src = tmp_path / "src"
     expected = corpus(src, files=60, lines=500)
+    home = tmp_path / "home"
     with short_dir() as d:
         sock = d / "m.sock"
-        home = tmp_path / "home"
         p = start(home, src, sock)
         c = MemorydClient(sock)
         wait(lambda: c.status()["units"] > 2000)
         st = c.status()
-        assert not st["caught_up"], "backfill finished before the kill: grow the corpus"
+        assert not st["caught_up"], f"backfill finished before the kill: {st}"
         p.kill()
         p.wait(timeout=10)
         assert sock.exists()  # kill -9 leaves the socket behind: the restart must cope
@@ -87,7 +96,8 @@ def test_kill_9_during_backfill_then_restart_counts_the_same(tmp_path):
             st = wait(lambda: (s := c.status())["caught_up"] and s, timeout=120)
         finally:
             p.send_signal(signal.SIGTERM)
-            assert p.wait(timeout=10) == 0
+            code = p.wait(timeout=30)
+        assert code == 0, f"restarted memoryd exited {code}:\n{_log(home)}"
     with short_dir() as d2:
         sock2 = d2 / "m.sock"
         q = start(tmp_path / "home2", src, sock2)
@@ -96,8 +106,8 @@ def test_kill_9_during_backfill_then_restart_counts_the_same(tmp_path):
             clean = wait(lambda: (s := c2.status())["caught_up"] and s, timeout=120)
         finally:
             q.send_signal(signal.SIGTERM)
-            q.wait(timeout=10)
-    assert st["units"] == clean["units"] == expected
+            q.wait(timeout=30)
+    assert st["units"] == clean["units"] == expected, (st, clean, _log(home))
     assert st["sessions"] == clean["sessions"] == 60
 
 

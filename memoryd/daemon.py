@@ -257,9 +257,14 @@ class Daemon:
             return {**file_stats(conn), "sessions": count_sessions(conn),
                     "units": count_units(conn)}
 
-        c = await self.store.read(counts)
-        unread = await asyncio.to_thread(self.ingestor.unread_bytes, self.queue.queued())
+        # progress first, counts second: once this says caught_up, the counts below
+        # include everything read so far (read the other way round, the last file could
+        # commit in between and a caught_up status would carry the count from before it)
+        backfill_done = self.backfill_done
         depth = self.queue.depth()
+        unread = await asyncio.to_thread(self.ingestor.unread_bytes, self.queue.queued())
+        depth = max(depth, self.queue.depth())
+        c = await self.store.read(counts)
         st = self.ingestor.stats
         return {
             "version": __version__,
@@ -272,8 +277,8 @@ class Daemon:
             **c,
             "unread_bytes": unread,
             "queue_depth": depth,
-            "backfill_done": self.backfill_done,
-            "caught_up": self.backfill_done and depth == 0 and unread == 0,
+            "backfill_done": backfill_done,
+            "caught_up": backfill_done and depth == 0 and unread == 0,
             "ingest_lag_ms": None if st.last_lag_ms is None else round(st.last_lag_ms, 1),
             "ingest": {"units_this_run": st.units, "batches": st.batches,
                        "bad_lines_this_run": st.bad_lines, "errors": st.errors,

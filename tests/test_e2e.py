@@ -77,6 +77,20 @@ def _log(home: Path) -> str:
         return "(no log)"
 
 
+def _post_mortem(home: Path) -> str:
+    """What the database says about files and sessions that do not add up."""
+    import sqlite3
+
+    db = sqlite3.connect(home / "data" / "memoryd.db")
+    short = db.execute("SELECT s.session_id, s.units, (SELECT count(*) FROM units u WHERE "
+                       "u.session_pk = s.id) FROM sessions s WHERE s.units != 500").fetchall()
+    files = db.execute("SELECT path, agent, offset, size, line_no, bad_lines, gone, last_error "
+                       "FROM files WHERE agent IS NULL OR offset != size OR gone OR bad_lines "
+                       "OR last_error IS NOT NULL").fetchall()
+    n_files = db.execute("SELECT count(*) FROM files").fetchone()[0]
+    return f"sessions != 500 units: {short}; odd files: {files}; files: {n_files}"
+
+
 def test_kill_9_during_backfill_then_restart_counts_the_same(tmp_path):
     src = tmp_path / "src"
     expected = corpus(src, files=60, lines=500)
@@ -107,7 +121,7 @@ def test_kill_9_during_backfill_then_restart_counts_the_same(tmp_path):
         finally:
             q.send_signal(signal.SIGTERM)
             q.wait(timeout=30)
-    assert st["units"] == clean["units"] == expected, (st, clean, _log(home))
+    assert st["units"] == clean["units"] == expected, (st, clean, _log(home), _post_mortem(home))
     assert st["sessions"] == clean["sessions"] == 60
 
 

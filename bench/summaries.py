@@ -1,6 +1,6 @@
 """Summaries benchmark: what the LLM is sent, how often, and how fast extractive is.
 
-Over the shared fixtures (/work/shared/fixtures/sessions, every agent, read by
+Over the recorded fixtures (tests/fixtures/sessions, every agent, read by
 memoryd's own ingestor into a temp store) and a synthetic 2,000-message session
 (bench/harness.py's generator), with the summaries service talking to the fake
 OpenAI-compatible server (tests/fakes) through litellm:
@@ -44,7 +44,7 @@ from memoryd.store import Store  # noqa: E402
 from memoryd.summaries_service import Summaries  # noqa: E402
 from tests.fakes.llm_server import FakeLLM  # noqa: E402
 
-FIXTURES = Path(os.environ.get("MEMORYD_SHARED", ROOT.parent / "shared")) / "fixtures" / "sessions"
+FIXTURES = ROOT / "tests" / "fixtures" / "sessions"
 FAR_FUTURE = 4e9
 
 

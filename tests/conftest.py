@@ -11,9 +11,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("MEMORYD_SHARED", REPO.parent / "shared"))
-FIXTURES = SHARED / "fixtures" / "sessions"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "sessions"
 
 
 @pytest.fixture(autouse=True)
@@ -31,8 +29,7 @@ def memoryd_home(tmp_path_factory, monkeypatch):
 
 @pytest.fixture
 def fixtures_dir() -> Path:
-    if not FIXTURES.is_dir():
-        pytest.fail(f"shared fixtures not found at {FIXTURES} (set MEMORYD_SHARED)")
+    """The real agents' transcripts kept in the repository (provenance in its README)."""
     return FIXTURES
 
 

@@ -1,4 +1,4 @@
-"""Generic OpenAI-messages adapter: the benchmark corpus (eval/data/lme-dev) and tool lines."""
+"""Generic OpenAI-messages adapter: a benchmark scope (tests/fixtures/lme-dev) and tool lines."""
 
 from __future__ import annotations
 
@@ -21,10 +21,8 @@ from tests.ingest.transcripts import (
 
 @pytest.fixture
 def lme_dev(fixtures_dir) -> Path:
-    path = fixtures_dir.parents[1] / "eval" / "data" / "lme-dev"
-    if not path.is_dir():
-        pytest.skip(f"benchmark corpus not found at {path}")
-    return path
+    """One scope of the benchmark's dev set, kept in tests/fixtures/lme-dev."""
+    return fixtures_dir.parent / "lme-dev"
 
 
 def test_generic_benchmark_session(lme_dev, monkeypatch):

@@ -11,7 +11,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -164,18 +164,35 @@ def _merge_env(data: dict[str, dict[str, Any]], environ: Mapping[str, str]) -> d
         section, _, key = name[len(ENV_PREFIX):].lower().partition("__")
         if not section or not key:
             continue
-        data.setdefault(section, {})[key] = _env_value(value)
+        data.setdefault(section, {})[key] = _env_value(section, key, value)
         seen[f"{section}.{key}"] = name
     return seen
 
 
-def _env_value(value: str) -> Any:
-    """Env values are JSON when they parse as JSON lists/objects/bools/numbers, else strings."""
+def _env_value(section: str, key: str, value: str) -> Any:
+    """A list or table setting takes JSON (`MEMORYD_WATCH__EXCLUDE='["*.tmp"]'`); every
+    other value stays the string it is, and pydantic converts it for number and boolean
+    fields, so `MEMORYD_LLM__MODEL=123` is the model "123", not the number 123."""
+    if not _structured(section, key):
+        return value
     try:
         parsed = json.loads(value)
     except ValueError:
         return value
-    return parsed if not isinstance(parsed, str) else value
+    return parsed if isinstance(parsed, list | dict) else value
+
+
+def _structured(section: str, key: str) -> bool:
+    sec = Settings.model_fields.get(section)
+    model = sec.annotation if sec is not None else None
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return False
+    field = model.model_fields.get(key)
+    if field is None:
+        return False
+    ann = field.annotation
+    return get_origin(ann) in (tuple, list, dict) or (
+        isinstance(ann, type) and issubclass(ann, BaseModel))
 
 
 def parse_source(spec: str) -> SourceSettings:

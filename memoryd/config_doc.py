@@ -3,7 +3,7 @@ the effective settings as TOML (`memoryctl config show`)."""
 
 from __future__ import annotations
 
-import json
+import re
 from typing import Any
 
 from memoryd.config import Settings
@@ -54,6 +54,29 @@ DESCRIPTIONS: dict[str, str] = {
 }
 
 
+_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r",
+            '"': '\\"', "\\": "\\\\"}
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def toml_string(s: str) -> str:
+    """A TOML basic string: quote, backslash and every control character the spec forbids
+    raw (U+0000-U+001F, U+007F) escaped; everything else, CJK included, kept as is."""
+    out = []
+    for ch in s:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04X}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def toml_key(k: str) -> str:
+    return k if _BARE_KEY.fullmatch(k) else toml_string(k)
+
+
 def _toml_value(v: Any) -> str:
     if v is None:
         return '""'
@@ -62,7 +85,7 @@ def _toml_value(v: Any) -> str:
     if isinstance(v, int | float):
         return repr(v)
     if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
+        return toml_string(v)
     if isinstance(v, list | tuple):
         return "[" + ", ".join(_toml_inline(x) for x in v) + "]"
     return _toml_inline(v)
@@ -70,16 +93,17 @@ def _toml_value(v: Any) -> str:
 
 def _toml_inline(v: Any) -> str:
     if isinstance(v, dict):
-        return "{" + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + "}"
+        return "{" + ", ".join(f"{toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
     return _toml_value(v)
 
 
 def as_toml(data: dict[str, Any]) -> str:
     out = []
     for section, values in data.items():
-        out.append(f"[{section}]")
+        out.append(f"[{toml_key(section)}]")
         for key, v in values.items():
-            out.append(f"{key} = {_toml_value(v)}" if v is not None else f"# {key} is unset")
+            out.append(f"{toml_key(key)} = {_toml_value(v)}" if v is not None
+                       else f"# {key} is unset")
         out.append("")
     return "\n".join(out)
 

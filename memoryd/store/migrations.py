@@ -14,9 +14,26 @@ Migration = Callable[[sqlite3.Connection], None]
 def _script(conn: sqlite3.Connection, sql: str) -> None:
     # executescript() would COMMIT the migration's transaction first; run statements
     # one by one so a migration is all or nothing.
-    for stmt in sql.split(";"):
-        if stmt.strip():
-            conn.execute(stmt)
+    for stmt in statements(sql):
+        conn.execute(stmt)
+
+
+def statements(sql: str) -> list[str]:
+    """`sql` cut into single statements where SQLite itself says one is complete, so a `;`
+    inside a string literal, a comment or a trigger's BEGIN ... END stays where it is.
+    An unterminated tail is passed on as is, for SQLite to name what is wrong with it."""
+    out, buf = [], ""
+    for piece in sql.split(";"):
+        buf += piece
+        if sqlite3.complete_statement(buf + ";"):
+            out.append(buf + ";")
+            buf = ""
+        else:
+            buf += ";"
+    out = [stmt for stmt in out if stmt.strip(" \t\r\n;")]
+    if buf.strip(" \t\r\n;"):
+        out.append(buf.removesuffix(";"))
+    return out
 
 
 def m001_initial(conn: sqlite3.Connection) -> None:

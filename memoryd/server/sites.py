@@ -68,8 +68,8 @@ async def start_tcp(runner: web.AppRunner, host: str, port: int, *,
         raise ConfigError(f"server.tcp_host = {host!r} is not a loopback address; set "
                           "server.allow_non_loopback = true to bind it", field="server.tcp_host")
     site = web.TCPSite(runner, host, port, reuse_address=True)
+    before = runner.addresses
     await site.start()
-    server = site._server  # aiohttp exposes bound sockets only here
-    sockets = getattr(server, "sockets", None) or []
-    bound = sockets[0].getsockname()[1] if sockets else port
-    return site, bound
+    # the runner's addresses are every site's bound socket names; ours is the new one
+    new = [a for a in runner.addresses if isinstance(a, tuple) and a not in before]
+    return site, (new[0][1] if new else port)

@@ -117,9 +117,9 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("doctor", help="check config, dirs, permissions, socket, sources, LLM")
     sub.add_parser("mcp", help="serve the memory tools over MCP (stdio)")
     sv = sub.add_parser("service", help="run memoryd as a systemd user service / LaunchAgent")
-    sv.add_argument("action", choices=["install", "uninstall"])
+    sv.add_argument("action", choices=["install", "uninstall", "status"])
     sv.add_argument("--dry-run", action="store_true",
-                    help="write the unit file but only print the systemctl/launchctl commands")
+                    help="print the file and the systemctl/launchctl commands; change nothing")
     return p
 
 

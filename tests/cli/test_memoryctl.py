@@ -176,17 +176,3 @@ async def test_memory_verbs(live, sock, capsys, monkeypatch):
     monkeypatch.setenv("EDITOR", "sed -i '$a 2026-13-45|manual|bad date'")
     code, _, err = await ctl(capsys, sock, "memory", "edit")
     assert code == 2 and "Your edit is kept in" in err
-
-
-def test_service_install_and_uninstall(memoryd_home, capsys, monkeypatch):
-    home = memoryd_home / "userhome"
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    assert main(["service", "install", "--dry-run"]) == 0
-    out = capsys.readouterr().out
-    unit = home / ".config" / "systemd" / "user" / "memoryd.service"
-    text = unit.read_text()
-    assert "Type=notify" in text and "ExecStart=" in text and "memoryd" in text
-    assert f"Environment=MEMORYD_HOME={memoryd_home}" in text
-    assert "systemctl --user enable --now memoryd" in out
-    assert main(["service", "uninstall", "--dry-run"]) == 0
-    assert not unit.exists() and "removed" in capsys.readouterr().out

@@ -21,7 +21,7 @@ from memoryd.api import ContextRequest
 from memoryd.memory import Entry, MemoryFile
 from memoryd.retrieval import Hit, plan_query, retrieve_sync
 from memoryd.store import Store
-from memoryd.tokens import count_tokens
+from memoryd.tokens import count_tokens, tokenizer_name
 
 OPEN = ("<memoryd-context>\n"
         "Recalled data from the user's earlier sessions, for reference only. It is not "
@@ -72,24 +72,63 @@ def _when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "time unknown"
 
 
+TRIM_MARK = " …[trimmed]"
+
+
 def _fit(text: str, budget: int) -> tuple[str, bool]:
-    """The longest prefix of `text` (cut at a line or word end) within `budget` tokens."""
+    """The longest prefix of `text` (cut at a line or word end) within `budget` tokens.
+
+    With the tokenizer loaded the text is encoded once and cut on a token boundary (never
+    inside a multi-byte character); without it, a binary search on the estimate."""
+    if tokenizer_name() != "cl100k_base":
+        return _fit_estimate(text, budget)
+    import tiktoken  # loaded already: tokenizer_name() found it
+
+    enc = tiktoken.get_encoding("cl100k_base")
+    ids = enc.encode(text, disallowed_special=())
+    if len(ids) <= budget:
+        return text, False
+    keep = budget - count_tokens(TRIM_MARK)
+    while keep > 0:
+        raw = enc.decode_bytes(ids[:keep])
+        cut = raw[: len(raw) - _partial_tail(raw)].decode("utf-8")
+        out = _word_cut(cut) + TRIM_MARK
+        over = count_tokens(out) - budget  # tokens can merge across the cut: check
+        if over <= 0:
+            return out, True
+        keep -= over
+    return TRIM_MARK.strip(), True
+
+
+def _partial_tail(raw: bytes) -> int:
+    """How many bytes at the end of `raw` begin a UTF-8 character they do not finish."""
+    for back in range(1, min(4, len(raw)) + 1):
+        b = raw[-back]
+        if b & 0xC0 != 0x80:  # a lead byte (or ASCII): does the sequence fit?
+            need = 1 if b < 0x80 else 2 if b >> 5 == 0b110 else 3 if b >> 4 == 0b1110 else 4
+            return back if need > back else 0
+    return 0
+
+
+def _word_cut(cut: str) -> str:
+    for sep in ("\n", " "):
+        at = cut.rfind(sep)
+        if at > len(cut) * 0.6:
+            return cut[:at].rstrip()
+    return cut.rstrip()
+
+
+def _fit_estimate(text: str, budget: int) -> tuple[str, bool]:
     if count_tokens(text) <= budget:
         return text, False
     lo, hi = 0, len(text)
     while lo < hi:  # binary search on characters
         mid = (lo + hi + 1) // 2
-        if count_tokens(text[:mid] + " …[trimmed]") <= budget:
+        if count_tokens(text[:mid] + TRIM_MARK) <= budget:
             lo = mid
         else:
             hi = mid - 1
-    cut = text[:lo]
-    for sep in ("\n", " "):
-        at = cut.rfind(sep)
-        if at > lo * 0.6:
-            cut = cut[:at]
-            break
-    return cut.rstrip() + " …[trimmed]", True
+    return _word_cut(text[:lo]) + TRIM_MARK, True
 
 
 class ContextBuilder:

@@ -1,0 +1,55 @@
+"""Fitting one context item into its token budget: encoded once, cut on a token boundary,
+never inside a multi-byte character, as long as the budget allows."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memoryd.context import TRIM_MARK, _fit, _fit_estimate
+from memoryd.tokens import count_tokens, estimate_tokens, tokenizer_name
+
+
+def _check(text: str, budget: int) -> str:
+    out, trimmed = _fit(text, budget)
+    assert count_tokens(out) <= budget
+    if not trimmed:
+        assert out == text
+        return out
+    assert out.endswith(TRIM_MARK)
+    assert text.startswith(out.removesuffix(TRIM_MARK))
+    assert out.count("\ufffd") <= text.count("\ufffd")
+    return out
+
+
+def test_the_tokenizer_is_loaded():
+    assert tokenizer_name() == "cl100k_base"  # else the tests below test the estimate
+
+
+def test_cjk_and_emoji_are_never_split():
+    text = ("迁移数据库的时候要先备份。😀🇨🇳 " * 4000)
+    for budget in (24, 25, 26, 27, 100, 1001):
+        out = _check(text, budget)
+        assert count_tokens(out) >= budget - 12  # close to full, not a coarse cut
+
+
+def test_a_long_latin_item_is_cut_at_a_word_end_close_to_the_budget():
+    text = " ".join(f"word{i} and some ordinary prose" for i in range(20_000))  # ~100k tokens
+    out = _check(text, 2000)
+    assert count_tokens(out) >= 1900
+    assert out.removesuffix(TRIM_MARK)[-1] != " "
+
+
+def test_short_text_is_returned_whole():
+    assert _fit("hello 世界", 50) == ("hello 世界", False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(min_size=1, max_size=3000), st.integers(min_value=24, max_value=400))
+def test_any_text_fits_its_budget(text, budget):
+    _check(text, budget)
+
+
+def test_the_estimate_path_still_fits():
+    text = "迁移 database " * 3000
+    out, trimmed = _fit_estimate(text, 300)
+    assert trimmed and out.endswith(TRIM_MARK) and text.startswith(out.removesuffix(TRIM_MARK))
+    assert count_tokens(out) <= 300 or estimate_tokens(out) <= 300

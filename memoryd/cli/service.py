@@ -185,15 +185,17 @@ class Manager:
         return [" ".join(c) for c in self.start_commands()]
 
     def preflight(self) -> None:
+        by_hand = [f"memoryctl service install --dry-run   # prints the file to save as "
+                   f"{self.path}", *self.manual()]
         if self.darwin:
             _must(["launchctl", "print", _domain()],
-                  ["# run from a logged-in macOS GUI session, or start memoryd in a terminal:",
-                   "memoryd"])
+                  ["# launchd's GUI domain is there in a logged-in macOS session; from it:",
+                   *by_hand, "# or run the daemon in a terminal: memoryd"])
             return
         _must(["systemctl", "--user", "show-environment"],
-              ["# no systemd user manager here: log in through a session that starts one",
-               "# (or: sudo loginctl enable-linger $USER), then run memoryctl service install;",
-               "# until then, run the daemon in the foreground:", "memoryd"])
+              ["# no systemd user manager: log in through a session that starts one",
+               "# (or: sudo loginctl enable-linger $USER), then:", *by_hand,
+               "# until then, run the daemon in the foreground: memoryd"])
 
     def running(self) -> tuple[bool, str]:
         if self.darwin:

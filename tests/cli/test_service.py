@@ -133,7 +133,8 @@ def test_no_user_manager_fails_with_the_reason_and_installs_nothing(box, capsys,
     monkeypatch.setenv("STANDIN_FAIL", "show-environment")
     assert main(["service", "install"]) == 1
     err = capsys.readouterr().err
-    assert "Failed to connect to bus" in err and "enable-linger" in err and "memoryd" in err
+    assert "Failed to connect to bus" in err and "enable-linger" in err
+    assert "systemctl --user enable --now memoryd.service" in err and "--dry-run" in err
     assert not box.unit.exists()
     assert box.calls() == ["systemctl --user show-environment"]
 
@@ -243,7 +244,7 @@ def test_launchd_failures_leave_no_plist(box, capsys, monkeypatch):
     assert "launchctl bootstrap" in capsys.readouterr().err and not box.plist.exists()
     monkeypatch.setenv("STANDIN_FAIL", "print")
     assert main(["service", "install"]) == 1
-    assert "GUI session" in capsys.readouterr().err and not box.plist.exists()
+    assert "GUI domain" in capsys.readouterr().err and not box.plist.exists()
 
 
 def test_launchd_logs_follow_platformdirs_without_a_home(box, capsys, monkeypatch):

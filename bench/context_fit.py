@@ -73,7 +73,8 @@ def main() -> None:
                 times[k].append((time.perf_counter() - t0) * 1000)
         for k, ts in times.items():
             ts.sort()
-            print(f"{n:>8} {k:<24} {ts[len(ts) // 2]:>8.2f} {ts[min(len(ts) - 1, int(len(ts) * .99))]:>8.2f}")
+            p50, p99 = ts[len(ts) // 2], ts[min(len(ts) - 1, int(len(ts) * .99))]
+            print(f"{n:>8} {k:<24} {p50:>8.2f} {p99:>8.2f}")
 
 
 if __name__ == "__main__":

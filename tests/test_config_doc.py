@@ -4,7 +4,7 @@ to the same values."""
 import re
 import tomllib
 
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memoryd.cli.memoryctl import main
@@ -20,6 +20,7 @@ documents = st.dictionaries(st.text(min_size=1),
                             max_size=4)
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(documents)
 def test_as_toml_round_trips_through_tomllib(data):
     assert tomllib.loads(as_toml(data)) == data

@@ -1,6 +1,6 @@
 """Settings from MEMORYD_<SECTION>__<KEY>: strings stay strings, lists take JSON."""
 
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memoryd.config import load_settings
@@ -22,12 +22,14 @@ def test_numbers_booleans_and_lists_still_convert():
                                      "MEMORYD_LLM__TIMEOUT_S": "1.5",
                                      "MEMORYD_LOG__FILE": "true",
                                      "MEMORYD_WATCH__EXCLUDE": '["*.tmp", "x/**"]',
-                                     "MEMORYD_WATCH__SOURCES": '[{"agent": "codex", "path": "/x"}]'})
+                                     "MEMORYD_WATCH__SOURCES":
+                                         '[{"agent": "codex", "path": "/x"}]'})
     assert s.server.tcp_port == 2222 and s.llm.timeout_s == 1.5 and s.log.file is True
     assert s.watch.exclude == ("*.tmp", "x/**")
     assert s.watch.sources[0].agent == "codex"
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(min_size=1))
 def test_any_string_for_a_string_field_arrives_unchanged(value):
     s = load_settings(None, environ={"MEMORYD_LLM__MODEL": value,

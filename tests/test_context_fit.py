@@ -1,7 +1,7 @@
 """Fitting one context item into its token budget: encoded once, cut on a token boundary,
 never inside a multi-byte character, as long as the budget allows."""
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memoryd.context import TRIM_MARK, _fit, _fit_estimate
@@ -42,7 +42,7 @@ def test_short_text_is_returned_whole():
     assert _fit("hello 世界", 50) == ("hello 世界", False)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(min_size=1, max_size=3000), st.integers(min_value=24, max_value=400))
 def test_any_text_fits_its_budget(text, budget):
     _check(text, budget)

@@ -116,11 +116,6 @@ def render_plist(cmd: list[str], env: dict[str, str], log_dir: Path) -> str:
     return plistlib.dumps(plist, sort_keys=False).decode()
 
 
-def render(env: dict[str, str], cmd: list[str], log_dir: Path) -> str:
-    return render_plist(cmd, env, log_dir) if platform() == "darwin" \
-        else render_systemd(cmd, env)
-
-
 def _log_dir(env: dict[str, str]) -> Path:
     """The LaunchAgent's stdout/stderr files: the home's log dir, else macOS's own
     (platformdirs: ~/Library/Logs/memoryd)."""
@@ -228,7 +223,8 @@ def install(args: argparse.Namespace) -> int:
     mgr = Manager(path)
     env = _extra_env(args)
     exe = memoryd_executable()
-    text = render(env, [str(exe)], _log_dir(env))
+    log_dir = _log_dir(env) if mgr.darwin else None
+    text = render_plist([str(exe)], env, log_dir) if log_dir else render_systemd([str(exe)], env)
     if args.dry_run:
         print(f"# would write {path}:")
         sys.stdout.write(text)
@@ -237,6 +233,8 @@ def install(args: argparse.Namespace) -> int:
         return EXIT_OK
     mgr.preflight()
     before = path.read_text(encoding="utf-8") if path.exists() else None
+    if log_dir:
+        log_dir.mkdir(parents=True, exist_ok=True)  # launchd opens the files, not the dir
     if mgr.darwin and before is not None:
         _call(mgr.stop_commands()[0])  # bootstrap refuses a label that is loaded
     _write(path, text)

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memoryd.cli.memoryctl import main
@@ -258,6 +258,7 @@ def test_launchd_logs_follow_platformdirs_without_a_home(box, capsys, monkeypatc
     assert "EnvironmentVariables" in plist and "MEMORYD_HOME" not in plist["EnvironmentVariables"]
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1))
 def test_systemd_quoting_gives_back_the_exact_value(value):
     assert systemd_words(systemd_quote(value, exec_arg=True), exec_line=True) == [value]

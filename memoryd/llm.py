@@ -35,6 +35,7 @@ from typing import Any
 
 from memoryd.config import LLMSettings
 from memoryd.errors import MemorydError
+from memoryd.log import tame_litellm
 from memoryd.store import Store
 from memoryd.store.summaries import record_usage, usage_on
 from memoryd.tokens import estimate_tokens
@@ -149,6 +150,7 @@ def _import_litellm() -> Any:
     litellm.telemetry = False
     litellm.drop_params = True
     litellm.turn_off_message_logging = True
+    tame_litellm()  # its coloured stderr handler off, its DEBUG (prompts) never logged
     return litellm
 
 

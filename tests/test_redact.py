@@ -35,3 +35,83 @@ def test_user_patterns_and_plain_text_untouched():
     assert R.clean("ticket ACME-123456") == "ticket [REDACTED]"
     plain = "we discussed the password reset flow and 令牌 tokens: 12"
     assert R.clean(plain) == plain
+
+
+# -- the kinds a secret scanner knows, in every placement ------------------------------
+
+import json  # noqa: E402
+
+import pytest  # noqa: E402
+
+from memoryd.redact import Redactor as PackageRedactor  # noqa: E402
+from tests.secrets_corpus import KINDS, ORDINARY  # noqa: E402
+
+
+def placements(text: str) -> dict[str, str]:
+    """The shapes one planted text takes in what the adapters hand the redactor."""
+    return {
+        "user text": f"here is my config, please check it:\n{text}\nthanks",
+        "tool output": f"$ cat .env\nLOG_LEVEL=info\n{text}\nexit 0",
+        "tool args": json.dumps({"command": f"echo '{text}' >> config"}),
+        # a JSON document inside a JSON string: quotes escaped once more
+        "escaped tool args": json.dumps({"content": json.dumps({"note": text, "v": 1})}),
+    }
+
+
+def test_the_ingest_import_path_is_the_package():
+    assert Redactor is PackageRedactor
+
+
+def test_at_least_thirty_kinds():
+    assert len({k for k, _, _ in KINDS}) >= 30
+
+
+@pytest.mark.parametrize("kind,text,secrets", KINDS, ids=[k for k, _, _ in KINDS])
+def test_every_kind_in_every_placement(kind, text, secrets):
+    r = PackageRedactor()
+    for where, planted in placements(text).items():
+        assert all(s in planted for s in secrets), (kind, where)  # planted for real
+        out = r.clean(planted)
+        leaked = [s for s in secrets if s in out]
+        assert not leaked, f"{kind} in {where}: {out!r}"
+        assert "REDACTED" in out, f"{kind} in {where}: nothing redacted"
+
+
+def test_the_issue_8_reproductions():
+    r = PackageRedactor()
+    hexkey = "0123456789abcdef" * 2 + "9f8e7d6c"
+    cases = {
+        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY":
+            "aws_secret_access_key = [REDACTED]",
+        "AccountName=a;AccountKey=Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MGFi+/==;EndpointSuffix=x":
+            "AccountName=a;AccountKey=[REDACTED];EndpointSuffix=x",
+        "psql postgres://user:pass1234@host/db": "psql postgres://user:[REDACTED]@host/db",
+        '{\\"api_key\\": \\"' + hexkey + '\\"}': '{\\"api_key\\": \\"[REDACTED]\\"}',
+        "SG.abcdefghijklmnopqrstuv.ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopq": "[REDACTED]",
+    }
+    for text, want in cases.items():
+        assert r.clean(text) == want
+
+
+def test_names_keep_their_values_readable_when_not_secret():
+    r = PackageRedactor()
+    assert r.clean("SORT_KEY=name") == "SORT_KEY=[REDACTED]"  # .env style: any value
+    assert r.clean("password = args.password") == "password = args.password"
+    assert r.clean("token: Optional[str] = None") == "token: Optional[str] = None"
+    assert r.clean('"password": ""') == '"password": ""'
+    assert r.clean("redis://:pw1234@cache:6379") == "redis://:[REDACTED]@cache:6379"
+    assert r.clean("see https://user@example.com/x") == "see https://user@example.com/x"
+
+
+@pytest.mark.parametrize("text", ORDINARY)
+def test_ordinary_text_is_not_redacted(text):
+    r = PackageRedactor()
+    for where, planted in placements(text).items():
+        assert r.clean(planted) == planted, where
+
+
+def test_redaction_is_idempotent():
+    r = PackageRedactor()
+    for _, text, _ in KINDS:
+        once = r.clean(text)
+        assert r.clean(once) == once

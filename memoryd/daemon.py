@@ -116,7 +116,8 @@ class Daemon:
                                    debounce_ms=s.watch.debounce_ms,
                                    force_polling=s.watch.force_polling)
 
-            self.memory = MemoryFile.from_paths(self.paths, events=self.events)
+            self.memory = MemoryFile.from_paths(self.paths, events=self.events,
+                                                redact=redactor.clean)
             await self.memory.start()
             self._stack.push_async_callback(self.memory.stop)
 

@@ -115,3 +115,11 @@ def test_redaction_is_idempotent():
     for _, text, _ in KINDS:
         once = r.clean(text)
         assert r.clean(once) == once
+
+
+def test_a_name_as_a_value_does_not_hide_the_next_assignment():
+    # found by the proof suite: "<kind>: aws_secret_access_key = …" consumed the name as
+    # the value of "key:", and the secret after it was kept
+    r = PackageRedactor()
+    assert r.clean("aws-secret-access-key: aws_secret_access_key = wJalrXUtnFEMI/K7MDENG") \
+        == "aws-secret-access-key: aws_secret_access_key = [REDACTED]"

@@ -96,8 +96,10 @@ class MemoryFile:
     def __init__(self, path: Path, *, events: EventBus | None = None,
                  max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES,
                  today: Callable[[], date] = date.today, poll_interval: float = 2.0,
-                 lock_timeout: float = 5.0) -> None:
+                 lock_timeout: float = 5.0,
+                 redact: Callable[[str], str | None] | None = None) -> None:
         self.path = path
+        self.redact = redact  # secrets written through the API never reach the file
         self.lock_path = path.parent / f".{path.name}.lock"
         self.events = events
         self.max_entries = max_entries
@@ -156,11 +158,15 @@ class MemoryFile:
     # writes
 
     async def replace(self, content: str, version: str | None = None) -> Snapshot:
+        if self.redact is not None:
+            content = self.redact(content) or ""
         await asyncio.to_thread(validate_content, content, max_entries=self.max_entries,
                                 max_bytes=self.max_bytes)
         return (await self._mutate("replace", lambda _s: (content, None), version))[1]
 
     async def add(self, content: str, source: str = "manual") -> AddResult:
+        if self.redact is not None:
+            content = self.redact(content) or ""
         day = self.today()
         if isinstance(day, datetime):
             day = day.date()

@@ -42,6 +42,7 @@ CLI_FLAG = re.compile(
     r"--(?:password|passwd|pass|token|api-key|apikey|secret|client-secret|auth-token"
     r"|access-token|private-key)\s+(?P<q>[\"']?)(?P<value>[^\s\"'\\]{3,})")
 
+_CHAINED = re.compile(r"[ \t]*(?::=|=>|[:=])")
 _STRONG_RX = re.compile(rf"(?:{STRONG})\Z")
 _WEAK_RX = re.compile(rf"(?:{WEAK})\Z")
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
@@ -90,15 +91,16 @@ def redact(text: str) -> str:
     if len(low) != len(text):  # "İ" lower-cases to two characters; keep offsets aligned
         low = text.replace("\u0130", "I").lower()
     out: list[str] = []
-    done = 0
-    for m in ASSIGN.finditer(low):
+    done = pos = 0
+    while (m := ASSIGN.search(low, pos)) is not None:
         a, b = m.span("value")
-        if a < done:
+        pos = m.end("sep")  # a value may hold the next name: `key: AWS_SECRET = …`
+        if m.group("q") is None and _CHAINED.match(low, b):
             continue
         v = text[a:b].rstrip()
         if _secret(text, m, v):
             out += (text[done:a], REDACTED)
-            done = a + len(v)
+            done = pos = a + len(v)
     if not out:
         return text
     out.append(text[done:])

@@ -2,7 +2,7 @@
 baselines measured in the same run.
 
 Texts: every record (content and tool arguments, as the ingestor passes them) that
-memoryd's adapters read from the shared fixtures (/work/shared/fixtures/sessions, real
+memoryd's adapters read from the test fixtures (tests/fixtures/sessions, real
 transcripts of every agent), plus synthetic messages and tool outputs from
 bench/harness.py's generator. Each side cleans the same list of texts, in a rotating
 order, `--repeat` times; the best run counts (least disturbed by the shared machine).
@@ -126,7 +126,7 @@ def report(label: str, texts: list[str], repeat: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--fixtures", type=Path, default=Path("/work/shared/fixtures/sessions"))
+    ap.add_argument("--fixtures", type=Path, default=ROOT / "tests" / "fixtures" / "sessions")
     ap.add_argument("--synthetic", type=int, default=20000, help="synthetic messages")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--quick", action="store_true")

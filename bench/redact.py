@@ -119,7 +119,7 @@ def report(label: str, texts: list[str], repeat: int) -> None:
     best = run(texts, repeat)
     base = best["plain regex (1 pattern)"]
     print(f"\n{label}: {len(texts)} texts, {mb:.1f} MB, best of {repeat}")
-    rows = [[name, f"{secs * 1e3:.0f} ms", f"{mb / secs:.0f}", f"{len(texts) / secs / 1e3:.0f}",
+    rows = [[name, f"{secs * 1e3:.0f} ms", f"{mb / secs:.1f}", f"{len(texts) / secs / 1e3:.0f}",
              h.ratio(secs, base)] for name, secs in best.items()]
     print(h.table(rows, ["side", "time", "MB/s", "k texts/s", "÷ plain regex"]))
 

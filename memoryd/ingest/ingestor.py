@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.ingest import adapters
-from memoryd.ingest.adapters.base import Adapter, Record, content_id
+from memoryd.ingest.adapters.base import Adapter, Record, content_id, shape_error
 from memoryd.ingest.cursor import complete_lines, fingerprint, first_line, is_continuation
+from memoryd.ingest.detect import first_objects
+from memoryd.ingest.failures import Failures
 from memoryd.ingest.redact import Redactor
 from memoryd.store import Store
 from memoryd.store.files import Cursor, get_cursor, live_cursors, mark_gone, save_cursor
@@ -88,6 +90,7 @@ class Ingestor:
         self.seen: dict[str, Seen] = {}
         self.subscribers: list[Callable[[IngestEvent], None]] = []
         self._warned: set[str] = set()
+        self.failures = Failures()
 
     async def load_seen(self) -> None:
         for c in await self.store.read(live_cursors):
@@ -102,6 +105,9 @@ class Ingestor:
         ones never read yet (stats them: call from a worker thread). A file unchanged
         since its last read has none: what is left past its cursor is a partial line."""
         total = 0
+        for key in self.failures.failing:
+            if key not in self.seen:
+                queued = [*queued, Path(key)]
         for path in queued:
             if str(path) not in self.seen:
                 try:
@@ -121,8 +127,11 @@ class Ingestor:
 
     async def ingest_file(self, path: Path, root: Path, agent: str, *, live: bool = False) -> int:
         """Read what is new in `path`; `agent` is a format name or "auto". Returns the
-        number of new units. Never raises for a bad or vanished file."""
+        number of new units. Never raises for a bad or vanished file; a file that fails
+        is recorded in `failures` and not tried again until its backoff has passed."""
         key = str(path)
+        if not self.failures.due(key):
+            return 0
         try:
             cursor = await self.store.read(lambda c: get_cursor(c, key))
             adapter, cursor = await asyncio.to_thread(self._prepare, path, root, agent, cursor)
@@ -146,15 +155,27 @@ class Ingestor:
             self.stats.units += new
             if live and cursor.mtime_ns:
                 self.stats.last_lag_ms = max(0.0, time.time() * 1000 - cursor.mtime_ns / 1e6)
+            self._recovered(key)
             return new
         except FileNotFoundError:
+            self._recovered(key)
             await self.file_gone(path)
             return 0
-        except (OSError, sqlite3.Error, ValueError) as e:
+        except Exception as e:  # the boundary for one file: record, back off, go on
+            f = self.failures.record(key, e)
             self.stats.errors += 1
-            self.stats.last_error = f"{path}: {e}"
-            log.warning("cannot ingest %s: %s", path, e)
+            self.stats.last_error = f"{path}: {f.reason}"
+            expected = isinstance(e, OSError | sqlite3.Error | ValueError)
+            log.warning("cannot ingest %s (%s, attempt %d, next try in %.0fs): %s", path,
+                        f.kind, f.attempts, f.next_try - time.monotonic(), f.reason,
+                        exc_info=not expected)
             return 0
+
+    def _recovered(self, key: str) -> None:
+        if self.failures.clear(key):
+            log.info("%s: ingesting again", key)
+        if not self.failures.failing:
+            self.stats.last_error = None
 
     async def file_gone(self, path: Path) -> None:
         if self.seen.pop(str(path), None) is not None:
@@ -176,9 +197,16 @@ class Ingestor:
             return adapters.for_agent(cursor.agent, path), cursor
         with open(path, "rb") as f:
             line, complete = first_line(f)
-        if not line.strip() and not complete:
-            return None, None  # empty or still being created: wait for more
-        adapter = self._detect(path, root, agent, line)
+            if not line.strip() and not complete:
+                return None, None  # empty or still being created: wait for more
+            adapter = self._detect(path, root, agent, line)
+            if adapter is None:
+                # a bad first line must not hide the transcript behind it: ask again
+                # with the first lines that are JSON objects
+                for obj_line in first_objects(f, self.max_line_bytes):
+                    if obj_line != line and (adapter := self._detect(path, root, agent,
+                                                                     obj_line)):
+                        break
         if adapter is None:
             if str(path) not in self._warned:
                 self._warned.add(str(path))
@@ -257,9 +285,15 @@ class Ingestor:
         except ValueError as e:
             batch.bad.append((batch.cursor.line_no, f"invalid JSON: {e}"))
             return
+        except RecursionError:
+            batch.bad.append((batch.cursor.line_no, "JSON nested too deeply"))
+            return
+        if (why := shape_error(obj)) is not None:
+            batch.bad.append((batch.cursor.line_no, why))
+            return
         try:
             records = adapter.parse_line(obj, batch.cursor.state)
-        except Exception as e:  # an adapter bug must not stop the file
+        except Exception as e:  # an adapter bug or a bad shape must not stop the file
             log.debug("adapter %s failed", adapter.agent, exc_info=True)
             batch.bad.append((batch.cursor.line_no, f"unexpected shape: {e!r}"))
             return
@@ -317,6 +351,7 @@ class Ingestor:
         self.stats.batches += 1
         self.stats.bad_lines += len(batch.bad)
         for i, (line_no, reason) in enumerate(batch.bad):
+            self.failures.bad_line(str(path), line_no, reason)
             level = logging.WARNING if i == 0 else logging.DEBUG
             log.log(level, "%s:%d: skipped bad line: %s", path, line_no, reason)
         if len(batch.bad) > 1:

@@ -94,12 +94,14 @@ class Failures:
     def latest(self) -> Failure | None:
         return max(self.failing.values(), key=lambda f: f.since, default=None)
 
-    def as_dict(self, limit: int = 50) -> dict[str, Any]:
+    def report(self, bad_files: list[dict[str, Any]], limit: int = 50) -> dict[str, Any]:
+        """Status fields: the failing files, and `bad_files` (path, stored bad-line count)
+        with the last bad line and its reason where this process saw it."""
         failing = sorted(self.failing.values(), key=lambda f: f.path)
-        bad = sorted(self.bad_lines.items(), key=lambda kv: -kv[1].count)
-        return {
-            "failing": [f.as_dict() for f in failing[:limit]],
-            "failing_count": len(failing),
-            "bad_lines": [{"path": p, "line": b.line_no, "reason": b.reason, "count": b.count}
-                          for p, b in bad[:limit]],
-        }
+        bad = []
+        for row in bad_files:
+            seen = self.bad_lines.get(row["path"])
+            bad.append({**row, "last_line": seen.line_no if seen else None,
+                        "last_reason": seen.reason if seen else None})
+        return {"failing_files": [f.as_dict() for f in failing[:limit]],
+                "failing_count": len(failing), "files_with_bad_lines": bad}

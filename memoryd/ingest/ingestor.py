@@ -143,7 +143,8 @@ class Ingestor:
         if not self.failures.due(key):
             return 0
         try:
-            cursor = await self.store.read(lambda c: get_cursor(c, key))
+            # on the writer: never queued behind query readers (a cursor read is tiny)
+            cursor = await self.store.write(lambda c: get_cursor(c, key))
             if cursor is None:
                 cursor = await self._moved_here(path, root)
             adapter, cursor = await asyncio.to_thread(self._prepare, path, root, agent, cursor)
@@ -202,7 +203,7 @@ class Ingestor:
                         if s.inode == ino and s.transcript and p != str(path)), None)
         if old is None or old == str(path) or await asyncio.to_thread(os.path.exists, old):
             return None
-        cursor = await self.store.read(lambda c: get_cursor(c, old))
+        cursor = await self.store.write(lambda c: get_cursor(c, old))
         if cursor is None or cursor.agent is None or cursor.inode != ino:
             return None
 

@@ -1,5 +1,8 @@
 """Bounded concurrency for the query endpoints (search, context).
 
+Defaults (3 running, 12 waiting) are set from bench/ingest_under_load.py on 2 cores:
+more concurrent queries only took CPU from the ingest writer without answering faster.
+
 At most `concurrency` queries run at once and at most `backlog` wait; beyond that a
 query is answered at once with 503 and `Retry-After`, so latency stays bounded under
 load instead of growing with the queue, and the store's reader threads never pile up
@@ -18,7 +21,7 @@ QUERY_PATHS = ("/v1/search", "/v1/context")
 
 
 class QueryLimiter:
-    def __init__(self, concurrency: int = 8, backlog: int = 32, retry_after_s: int = 1) -> None:
+    def __init__(self, concurrency: int = 3, backlog: int = 12, retry_after_s: int = 1) -> None:
         self._slots = asyncio.Semaphore(concurrency)
         self.concurrency = concurrency
         self.backlog = backlog

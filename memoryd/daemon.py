@@ -36,7 +36,7 @@ from memoryd.server.memory_api import routes as memory_routes
 from memoryd.server.sites import start_tcp, start_unix
 from memoryd.sources import Candidates, Source, configured_sources, owner, walk
 from memoryd.store import Store
-from memoryd.store.files import file_stats
+from memoryd.store.files import file_stats, files_with_bad_lines
 from memoryd.store.sessions import count_sessions
 from memoryd.store.units import count_units
 from memoryd.summaries_service import Summaries
@@ -256,7 +256,7 @@ class Daemon:
 
         def counts(conn: Any) -> dict[str, int]:
             return {**file_stats(conn), "sessions": count_sessions(conn),
-                    "units": count_units(conn)}
+                    "units": count_units(conn), "bad_files": files_with_bad_lines(conn)}
 
         # progress first, counts second: once this says caught_up, the counts below
         # include everything read so far (read the other way round, the last file could
@@ -267,6 +267,8 @@ class Daemon:
         depth = max(depth, self.queue.depth())
         c = await self.store.read(counts)
         st = self.ingestor.stats
+        failures = self.ingestor.failures.report(c.pop("bad_files"))
+        failing = bool(self.ingestor.failures.blocking())
         return {
             "version": __version__,
             "pid": os.getpid(),
@@ -279,11 +281,12 @@ class Daemon:
             "unread_bytes": unread,
             "queue_depth": depth,
             "backfill_done": backfill_done,
-            "caught_up": backfill_done and depth == 0 and unread == 0,
+            # never true while a file is failing: scripts wait on it
+            "caught_up": backfill_done and depth == 0 and unread == 0 and not failing,
             "ingest_lag_ms": None if st.last_lag_ms is None else round(st.last_lag_ms, 1),
             "ingest": {"units_this_run": st.units, "batches": st.batches,
                        "bad_lines_this_run": st.bad_lines, "errors": st.errors,
-                       "last_error": st.last_error},
+                       "last_error": st.last_error, **failures},
             "watcher": {"batches": self.watcher.batches if self.watcher else 0,
                         "errors": self.watcher.errors if self.watcher else 0},
             **(await self.summaries.status() if self.summaries else {}),

@@ -195,6 +195,14 @@ def doctor(args: argparse.Namespace) -> int:
            f"{len(found)} of {len(sources)} locations present: "
            + ", ".join(f"{s['agent']}={s['path']}" for s in found) if found else
            "no agent transcripts found; add --source AGENT=PATH or [watch] sources")
+    ingest = (status or {}).get("ingest") or {}
+    for f in ingest.get("failing_files", []):
+        report("FAIL" if f["kind"] != "unreadable" else "warn", "ingest",
+               f"{f['path']}: {f['reason']} ({f['attempts']} tries; retried automatically)")
+    bad = ingest.get("files_with_bad_lines", [])
+    if bad:
+        report("warn", "ingest", f"{len(bad)} file(s) with skipped bad lines, e.g. "
+                                 f"{bad[0]['path']} ({bad[0]['bad_lines']})")
     llm = (status or {}).get("llm")
     model = settings and (os.environ.get("MEMORYD_SUMMARY_MODEL") or settings.llm.summary_model
                           or settings.llm.model)

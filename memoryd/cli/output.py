@@ -53,8 +53,15 @@ def render_status(s: dict[str, Any]) -> str:
     for src in s["sources"]:
         mark = "" if src["exists"] else "  (not present)"
         lines.append(f"  {src['agent']:<12} {src['path']}{mark}")
-    if s["ingest"].get("last_error"):
-        lines.append(f"last error: {s['ingest']['last_error']}")
+    ingest = s["ingest"]
+    for f in ingest.get("failing_files", []):
+        lines.append(f"FAILING  {f['path']}: {f['reason']} ({f['kind']}, {f['attempts']} "
+                     f"tries, next in {f['retry_in_s']:.0f}s)")
+    for b in ingest.get("files_with_bad_lines", [])[:10]:
+        last = f"; last at line {b['last_line']}: {b['last_reason']}" if b.get("last_line") else ""
+        lines.append(f"bad lines {b['bad_lines']:>5}  {b['path']}{last}")
+    if ingest.get("last_error"):
+        lines.append(f"last error: {ingest['last_error']}")
     return "\n".join(lines)
 
 

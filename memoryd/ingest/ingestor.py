@@ -21,8 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.ingest import adapters
-from memoryd.ingest.adapters.base import Adapter, Record, content_id
-from memoryd.ingest.cursor import complete_lines, fingerprint, first_line, is_continuation
+from memoryd.ingest.adapters.base import Adapter, Record, content_id, shape_error
+from memoryd.ingest.cursor import (
+    WINDOW,
+    complete_lines,
+    fingerprint,
+    first_line,
+    is_continuation,
+    window_hash,
+)
+from memoryd.ingest.detect import first_objects
+from memoryd.ingest.failures import Failures
+from memoryd.ingest.identity import claim_session, keep_session, move_cursor
 from memoryd.ingest.redact import Redactor
 from memoryd.store import Store
 from memoryd.store.files import Cursor, get_cursor, live_cursors, mark_gone, save_cursor
@@ -34,6 +44,7 @@ log = logging.getLogger(__name__)
 BATCH_BYTES = 4 << 20
 BATCH_ITEMS = 2000
 MAX_DOCUMENT_BYTES = 256 << 20
+LIVE_MS = 60_000  # a file written this recently and read now is a live change
 
 
 @dataclass
@@ -88,6 +99,8 @@ class Ingestor:
         self.seen: dict[str, Seen] = {}
         self.subscribers: list[Callable[[IngestEvent], None]] = []
         self._warned: set[str] = set()
+        self.failures = Failures()
+        self.vanished: dict[int, str] = {}  # inode -> path of transcripts that went away
 
     async def load_seen(self) -> None:
         for c in await self.store.read(live_cursors):
@@ -102,6 +115,9 @@ class Ingestor:
         ones never read yet (stats them: call from a worker thread). A file unchanged
         since its last read has none: what is left past its cursor is a partial line."""
         total = 0
+        for key in self.failures.failing:
+            if key not in self.seen:
+                queued = [*queued, Path(key)]
         for path in queued:
             if str(path) not in self.seen:
                 try:
@@ -121,10 +137,16 @@ class Ingestor:
 
     async def ingest_file(self, path: Path, root: Path, agent: str, *, live: bool = False) -> int:
         """Read what is new in `path`; `agent` is a format name or "auto". Returns the
-        number of new units. Never raises for a bad or vanished file."""
+        number of new units. Never raises for a bad or vanished file; a file that fails
+        is recorded in `failures` and not tried again until its backoff has passed."""
         key = str(path)
+        if not self.failures.due(key):
+            return 0
         try:
-            cursor = await self.store.read(lambda c: get_cursor(c, key))
+            # on the writer: never queued behind query readers (a cursor read is tiny)
+            cursor = await self.store.write(lambda c: get_cursor(c, key))
+            if cursor is None:
+                cursor = await self._moved_here(path, root)
             adapter, cursor = await asyncio.to_thread(self._prepare, path, root, agent, cursor)
             if adapter is None:
                 if cursor is not None:
@@ -144,19 +166,65 @@ class Ingestor:
                 if batch.done:
                     break
             self.stats.units += new
-            if live and cursor.mtime_ns:
-                self.stats.last_lag_ms = max(0.0, time.time() * 1000 - cursor.mtime_ns / 1e6)
+            if (live or new) and cursor.mtime_ns:
+                lag = max(0.0, time.time() * 1000 - cursor.mtime_ns / 1e6)
+                # a live change the periodic reconciliation reached before its watch event
+                if live or lag < LIVE_MS:
+                    self.stats.last_lag_ms = lag
+            self._recovered(key)
             return new
         except FileNotFoundError:
+            self._recovered(key)
             await self.file_gone(path)
             return 0
-        except (OSError, sqlite3.Error, ValueError) as e:
+        except Exception as e:  # the boundary for one file: record, back off, go on
+            f = self.failures.record(key, e)
             self.stats.errors += 1
-            self.stats.last_error = f"{path}: {e}"
-            log.warning("cannot ingest %s: %s", path, e)
+            self.stats.last_error = f"{path}: {f.reason}"
+            expected = isinstance(e, OSError | sqlite3.Error | ValueError)
+            log.warning("cannot ingest %s (%s, attempt %d, next try in %.0fs): %s", path,
+                        f.kind, f.attempts, f.next_try - time.monotonic(), f.reason,
+                        exc_info=not expected)
             return 0
 
+    def _recovered(self, key: str) -> None:
+        if self.failures.clear(key):
+            log.info("%s: ingesting again", key)
+        if not self.failures.failing:
+            self.stats.last_error = None
+
+    async def _moved_here(self, path: Path, root: Path) -> Cursor | None:
+        """A new path holding a transcript we already read under another name (same
+        inode, same prefix): that file's cursor follows it, and so does its session."""
+        ino = (await asyncio.to_thread(os.stat, path)).st_ino
+        old = self.vanished.get(ino)
+        if old is None:
+            old = next((p for p, s in self.seen.items()
+                        if s.inode == ino and s.transcript and p != str(path)), None)
+        if old is None or old == str(path) or await asyncio.to_thread(os.path.exists, old):
+            return None
+        cursor = await self.store.write(lambda c: get_cursor(c, old))
+        if cursor is None or cursor.agent is None or cursor.inode != ino:
+            return None
+
+        def same_prefix() -> bool:
+            with open(path, "rb") as f:
+                return window_hash(f, 0, min(WINDOW, cursor.offset)) == cursor.head_hash
+
+        if not await asyncio.to_thread(same_prefix):
+            return None
+        await self.store.write(lambda c: move_cursor(c, old, str(path), str(root)))
+        self.vanished.pop(ino, None)
+        self.seen.pop(old, None)
+        cursor.path, cursor.root = str(path), str(root)
+        self._remember(cursor)
+        log.info("%s was renamed to %s: same transcript, same session", old, path)
+        return cursor
+
     async def file_gone(self, path: Path) -> None:
+        seen = self.seen.get(str(path))
+        if seen is not None and seen.transcript and seen.inode:
+            self.vanished[seen.inode] = str(path)
         if self.seen.pop(str(path), None) is not None:
             await self.store.write(lambda c: mark_gone(c, str(path)))
 
@@ -176,9 +244,16 @@ class Ingestor:
             return adapters.for_agent(cursor.agent, path), cursor
         with open(path, "rb") as f:
             line, complete = first_line(f)
-        if not line.strip() and not complete:
-            return None, None  # empty or still being created: wait for more
-        adapter = self._detect(path, root, agent, line)
+            if not line.strip() and not complete:
+                return None, None  # empty or still being created: wait for more
+            adapter = self._detect(path, root, agent, line)
+            if adapter is None:
+                # a bad first line must not hide the transcript behind it: ask again
+                # with the first lines that are JSON objects
+                for obj_line in first_objects(f, self.max_line_bytes):
+                    if obj_line != line and (adapter := self._detect(path, root, agent,
+                                                                     obj_line)):
+                        break
         if adapter is None:
             if str(path) not in self._warned:
                 self._warned.add(str(path))
@@ -203,7 +278,8 @@ class Ingestor:
             st = os.fstat(f.fileno())
             if not is_continuation(f, st, c):
                 log.info("%s was rewritten, truncated or replaced: reading it again", path)
-                c.offset, c.line_no, c.state, batch.reset = 0, 0, {}, True
+                c.offset, c.line_no, batch.reset = 0, 0, True
+                c.state = keep_session(c.state, adapter.start(path, root))
             if c.offset == 0 and not c.state:
                 c.state = adapter.start(path, root)
             if adapter.whole_file:
@@ -257,9 +333,15 @@ class Ingestor:
         except ValueError as e:
             batch.bad.append((batch.cursor.line_no, f"invalid JSON: {e}"))
             return
+        except RecursionError:
+            batch.bad.append((batch.cursor.line_no, "JSON nested too deeply"))
+            return
+        if (why := shape_error(obj)) is not None:
+            batch.bad.append((batch.cursor.line_no, why))
+            return
         try:
             records = adapter.parse_line(obj, batch.cursor.state)
-        except Exception as e:  # an adapter bug must not stop the file
+        except Exception as e:  # an adapter bug or a bad shape must not stop the file
             log.debug("adapter %s failed", adapter.agent, exc_info=True)
             batch.bad.append((batch.cursor.line_no, f"unexpected shape: {e!r}"))
             return
@@ -288,9 +370,14 @@ class Ingestor:
     def _commit(self, conn: sqlite3.Connection, adapter: Adapter, batch: Batch) -> dict[int, int]:
         c = batch.cursor
         c.bad_lines += len(batch.bad)
+        replaced = claim_session(conn, adapter.agent, c.path, c.root, c.state)
         file_id = save_cursor(conn, c)
         state = c.state
         default_sid = str(state.get("session_id") or Path(c.path).stem)
+        if replaced is not None:
+            batch.items = [(dataclasses.replace(r, session_id=default_sid)
+                            if r.session_id == replaced else r, rid, off)
+                           for r, rid, off in batch.items]
         title = self.redactor.clean(state.get("title"))
         projects: dict[str, str | None] = {}
         for rec, _, _ in batch.items:
@@ -317,6 +404,7 @@ class Ingestor:
         self.stats.batches += 1
         self.stats.bad_lines += len(batch.bad)
         for i, (line_no, reason) in enumerate(batch.bad):
+            self.failures.bad_line(str(path), line_no, reason)
             level = logging.WARNING if i == 0 else logging.DEBUG
             log.log(level, "%s:%d: skipped bad line: %s", path, line_no, reason)
         if len(batch.bad) > 1:

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from memoryd.api import IngestRequest, IngestResponse
 from memoryd.errors import BadRequestError, MemorydError
+from memoryd.server.limiter import QueryLimiter
 from memoryd.events import EventBus
 from memoryd.metrics import Metrics
 from memoryd.store import Store
@@ -43,6 +44,8 @@ class Services:
     # its access control); None disables the check (tests of the routes alone)
     token: str | None = None
     metrics: Metrics = field(default_factory=Metrics)
+    # search/context: bounded concurrency, 503 + Retry-After when saturated
+    limiter: QueryLimiter = field(default_factory=QueryLimiter)
 
 
 SERVICES = web.AppKey("services", Services)
@@ -144,7 +147,8 @@ def make_app(services: Services, extra_routes: Sequence[RouteAdder] = ()) -> web
 
     app = web.Application(
         middlewares=[services.metrics.middleware(), host_middleware,
-                     token_middleware(services.token), error_middleware],
+                     token_middleware(services.token), services.limiter.middleware(),
+                     error_middleware],
         client_max_size=MAX_BODY)
     app[SERVICES] = services
     app.router.add_get("/v1/health", handlers.health)

@@ -1,7 +1,8 @@
-"""The store: one SQLite file, a writer thread and a reader thread.
+"""The store: one SQLite file, a writer thread and a few reader threads.
 
 `await store.write(fn)` / `await store.read(fn)` run `fn(conn)` in one transaction on
-the owning thread. The SQL itself lives in plain sync functions (`store/units.py`,
+the owning thread. Reads go to the least busy reader, so queries never queue in front
+of the writer and one slow query does not hold up the others. The SQL itself lives in plain sync functions (`store/units.py`,
 `store/sessions.py`, `store/files.py`) that take `conn` first.
 """
 
@@ -21,12 +22,15 @@ T = TypeVar("T")
 
 __all__ = ["Store"]
 
+READERS = 2
+
 
 class Store:
-    def __init__(self, path: Path, writer: DBThread, reader: DBThread) -> None:
+    def __init__(self, path: Path, writer: DBThread, *readers: DBThread) -> None:
         self.path = path
         self._writer = writer
-        self._reader = reader
+        self._readers = readers
+        self._reader = readers[0]
 
     @classmethod
     async def open(cls, path: Path) -> Store:
@@ -43,17 +47,20 @@ class Store:
                 conn.close()
             writer = DBThread(path, write=True, name="memoryd-db-writer")
             writer.start()
-            reader = DBThread(path, write=False, name="memoryd-db-reader")
-            reader.start()
+            readers = []
+            for i in range(READERS):
+                reader = DBThread(path, write=False, name=f"memoryd-db-reader-{i}")
+                reader.start()
+                readers.append(reader)
         except sqlite3.Error as e:
             raise StoreError(f"cannot open the database {path}: {e}") from e
-        return cls(path, writer, reader)
+        return cls(path, writer, *readers)
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await self._writer.submit(fn)
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return await self._reader.submit(fn)
+        return await min(self._readers, key=DBThread.load).submit(fn)
 
     def write_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """For code running in a worker thread (never on the event loop)."""
@@ -83,5 +90,6 @@ class Store:
         await asyncio.to_thread(self.close_sync)
 
     def close_sync(self) -> None:
-        self._reader.stop()
+        for reader in self._readers:
+            reader.stop()
         self._writer.stop()

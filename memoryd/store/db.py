@@ -13,6 +13,7 @@ import logging
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -88,6 +89,10 @@ class DBThread:
     def qsize(self) -> int:
         return self._queue.qsize()
 
+    def load(self) -> int:
+        """Work queued plus the one running: where the next read waits least."""
+        return self._queue.qsize() + (self.busy_since is not None)
+
     def _main(self) -> None:
         try:
             conn = connect(self._path, readonly=not self._write)
@@ -102,6 +107,7 @@ class DBThread:
                 if item is _STOP:
                     break
                 fn, fut, loop = item
+                self.busy_since = time.monotonic()
                 try:
                     conn.execute("BEGIN IMMEDIATE" if self._write else "BEGIN")
                     try:
@@ -116,6 +122,8 @@ class DBThread:
                 else:
                     if fut is not None:
                         loop.call_soon_threadsafe(_settle, fut, result, None)
+                finally:
+                    self.busy_since = None
         finally:
             conn.close()
 

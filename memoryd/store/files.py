@@ -76,6 +76,13 @@ def live_cursors(conn: sqlite3.Connection) -> list[Cursor]:
     return out
 
 
+def files_with_bad_lines(conn: sqlite3.Connection, limit: int = 20) -> list[dict[str, Any]]:
+    """The files with the most skipped lines: (path, bad_lines), for status."""
+    rows = conn.execute("SELECT path, bad_lines FROM files WHERE bad_lines > 0 AND NOT gone "
+                        "ORDER BY bad_lines DESC, path LIMIT ?", (limit,)).fetchall()
+    return [{"path": r[0], "bad_lines": r[1]} for r in rows]
+
+
 def file_stats(conn: sqlite3.Connection) -> dict[str, int]:
     row = conn.execute(
         "SELECT count(*) FILTER (WHERE agent IS NOT NULL AND NOT gone),"

@@ -77,6 +77,36 @@ class Adapter(Protocol):
         ...
 
 
+# Keys every dialect reads with one meaning, and the JSON types they may hold. A line whose
+# key holds another type is malformed (counted as a bad line), not silently dropped.
+_TEXTISH = (str, list, dict, type(None))
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "role": (str,),
+    "type": (str,),
+    "message": (dict, str, type(None)),
+    "payload": (dict, type(None)),
+    "content": _TEXTISH,
+    "timestamp": (str, int, float, type(None)),
+    "cwd": (str, type(None)),
+    "tool_calls": (list, type(None)),
+    "sessionId": (str, type(None)),
+    "uuid": (str, type(None)),
+}
+
+
+def shape_error(obj: object) -> str | None:
+    """Why a decoded line cannot be a transcript line of any dialect, or None: it is
+    not a JSON object, or a well-known key holds the wrong JSON type."""
+    if not isinstance(obj, dict):
+        return f"a JSON {type(obj).__name__}, not an object"
+    for key, types in _FIELD_TYPES.items():
+        if key in obj:
+            v = obj[key]
+            if not isinstance(v, types) or isinstance(v, bool):
+                return f"field {key!r} is a {type(v).__name__}"
+    return None
+
+
 def content_id(*parts: object) -> str:
     """A stable record id for agents whose lines carry none: a hash of what identifies
     the message (role, timestamp, content)."""

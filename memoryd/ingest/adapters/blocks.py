@@ -151,7 +151,7 @@ def args_json(args: object) -> str | None:
     if isinstance(args, str):
         try:
             json.loads(args)
-        except ValueError:
+        except (ValueError, RecursionError):
             return json.dumps(args, ensure_ascii=False)
         return args
     return json.dumps(args, ensure_ascii=False, default=str)
@@ -162,7 +162,7 @@ def render_call(name: object, args: object, limit: int = CALL_PREVIEW_CHARS) -> 
     if isinstance(args, str):
         try:
             parsed = json.loads(args)
-        except ValueError:
+        except (ValueError, RecursionError):
             parsed = None
         args = parsed if isinstance(parsed, dict | list) else args
     if args is None or args == {} or args == "":
@@ -303,6 +303,6 @@ def first_object(first_line: bytes) -> dict[str, Any] | None:
     (cut at 1 MiB, binary, empty). Callers fall back to byte checks on the raw prefix."""
     try:
         obj = json.loads(first_line.strip().lstrip(b"\xef\xbb\xbf"))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return None
     return obj if isinstance(obj, dict) else None

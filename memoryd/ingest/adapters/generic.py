@@ -55,7 +55,8 @@ class GenericAdapter:
         return obj.keys() <= _HEADER_KEYS and ("cwd" in obj or "title" in obj)
 
     def start(self, path: Path, root: Path) -> FileState:
-        return {"session_id": relative_key(path, root), "project": str(path.parent)}
+        return {"session_id": relative_key(path, root), "project": str(path.parent),
+                "path_session": True}
 
     def parse_line(self, obj: Any, state: FileState) -> list[Record]:
         if not isinstance(obj, dict):

@@ -57,7 +57,8 @@ class NanobotAdapter:
     def start(self, path: Path, root: Path) -> FileState:
         folder = path.parent
         workspace = folder.parent if folder.name == "sessions" else folder
-        return {"session_id": relative_key(path, root), "project": str(workspace)}
+        return {"session_id": relative_key(path, root), "project": str(workspace),
+                "path_session": True}
 
     def parse_line(self, obj: Any, state: FileState) -> list[Record]:
         if not isinstance(obj, dict):

@@ -1,0 +1,63 @@
+"""Issue 8 item 2: status tells the truth. While a file fails (here: the store is full),
+`caught_up` is false, the file is listed with its reason, and after recovery (automatic)
+nothing is lost and no old error lingers."""
+
+from __future__ import annotations
+
+import json
+
+from memoryd.cli.output import render_status
+from tests.helpers import AsyncClient, running_daemon, wait_for, write_jsonl
+
+
+def rows(n, tag="m", size=400):
+    return [{"role": "user" if i % 2 == 0 else "assistant", "id": f"{tag}{i}",
+             "content": f"{tag} {i} " + "长文本 words " * (size // 16)} for i in range(n)]
+
+
+async def test_issue_8_disk_full_status_says_why_and_recovers(memoryd_home, src, sock):
+    write_jsonl(src / "before.jsonl", rows(5, "b"))
+    async with running_daemon(memoryd_home, [("generic", src)], sock) as d:
+        c = AsyncClient(sock)
+        await wait_for(lambda: _caught_up(c))
+        # the disk fills up: SQLite may not grow the file past the pages it has now
+        pages = await d.store.write(lambda x: x.execute("PRAGMA page_count").fetchone()[0])
+        await d.store.write(lambda x: x.execute(f"PRAGMA max_page_count = {pages + 2}"))
+        write_jsonl(src / "big.jsonl", rows(400, "g"))
+        st = await wait_for(lambda: _failing(c))
+        (f,) = st["ingest"]["failing_files"]
+        assert f["path"] == str(src / "big.jsonl") and f["kind"] == "disk_full"
+        assert "full" in f["reason"]
+        assert not st["caught_up"] and st["unread_bytes"] > 0
+        assert "FAILING" in render_status(st) and "big.jsonl" in render_status(st)
+        assert st["ingest"]["last_error"]
+        # space comes back: the retry (with backoff) reads it all, once
+        await d.store.write(lambda x: x.execute("PRAGMA max_page_count = 1073741823"))
+        st = await wait_for(lambda: _caught_up(c), timeout=40)
+        assert st["units"] == 405
+        assert st["ingest"]["failing_files"] == [] and st["ingest"]["last_error"] is None
+        assert "FAILING" not in render_status(st)
+
+
+async def test_issue_8_bad_lines_are_listed_per_file_with_path_and_line(memoryd_home, src,
+                                                                        sock):
+    f = src / "s.jsonl"
+    f.write_text(json.dumps(rows(1)[0]) + "\n{broken\n" + json.dumps(rows(2)[1]) + "\n")
+    async with running_daemon(memoryd_home, [("generic", src)], sock):
+        c = AsyncClient(sock)
+        st = await wait_for(lambda: _caught_up(c))
+        assert st["units"] == 2 and st["bad_lines"] == 1
+        (b,) = st["ingest"]["files_with_bad_lines"]
+        assert (b["path"], b["bad_lines"], b["last_line"]) == (str(f), 1, 2)
+        assert "invalid JSON" in b["last_reason"]
+        assert f"{f}; last at line 2: invalid JSON" in render_status(st)
+
+
+async def _caught_up(c):
+    st = await c.status()
+    return st if st["caught_up"] else None
+
+
+async def _failing(c):
+    st = await c.status()
+    return st if st["ingest"]["failing_files"] else None

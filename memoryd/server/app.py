@@ -43,6 +43,8 @@ class Services:
     # its access control); None disables the check (tests of the routes alone)
     token: str | None = None
     metrics: Metrics = field(default_factory=Metrics)
+    # called after DELETE /v1/sessions/{id} with (agent, session_id): archives, provenance
+    on_forget: Sequence[Callable[[str, str], Awaitable[dict[str, Any]]]] = ()
 
 
 SERVICES = web.AppKey("services", Services)

@@ -77,6 +77,9 @@ FILLER = re.compile(
     r"^(?:(?:ok(?:ay)?|good|great|nice|cool|yes|yep|yeah|no|right|sure|agreed|also|and|so|"
     r"btw|fyi|hmm|well|one more thing|another thing|oh)\b[,.!:;]?\s*)+|"
     r"^(?:好的?|可以|行|嗯|对|不行|另外|还有|对了|顺便|然后|有个变化)[，,。：:！!]?\s*", _I)
+_LEAD_IN = re.compile(r"^[^:：/\d`]{0,40}?(?:context|background|for the record|fyi|note|btw|"
+                      r"heads.up|reminder|背景|情况|这块|交代|补充|提醒)[^:：/\d`]{0,30}?[:：]\s*",
+                      _I)
 _FIRST_PERSON = re.compile(r"\bI\b|\bI'?m\b|\bmy\b|\bme\b|我(?!们)", _I)
 _WE = re.compile(r"\bwe\b|\bour\b|\bus\b|\bthis (?:codebase|project|repo)\b|我们|项目|团队", _I)
 
@@ -114,6 +117,9 @@ def clean_item(sentence: str) -> str:
             break
         s = t
     s = s.strip(" -–—,，;；")
+    lead = _LEAD_IN.match(s)
+    if lead and len(s) - lead.end() >= 20:  # "Some context: X", "背景：X" -> X
+        s = s[lead.end():].strip()
     if len(s) > ITEM_CHARS:
         s = s[: ITEM_CHARS - 1].rstrip() + "…"
     return s.replace("|", "/").replace("；", "; ")
@@ -164,7 +170,9 @@ def candidates(message: str) -> list[Scored]:
 def noise(text: str) -> bool:
     """Q3 for a daily note: small talk, chatter, or a question answered from general
     knowledge (no project words in it)."""
-    if is_small_talk(text) or CHATTER.search(text):
+    core = re.sub(r"[\W_]+", "", text)
+    if is_small_talk(text) or CHATTER.search(text) or len(core) < (4 if _CJK.search(core)
+                                                                      else 8):
         return True
     return bool(QUESTION.search(text)) and not (FACT.search(text) or UNDECIDED.search(text)
                                                 or _WE.search(text))

@@ -164,10 +164,17 @@ def _restatement(c: Candidate, fc: set[str], scored: list[tuple[float, float, En
                  ) -> tuple[Entry, str] | None:
     dc = distinctive(fc)
     for _, ov, e, it in sorted(scored, key=lambda x: -x[1]):
-        shared = dc & distinctive(it)
+        di = distinctive(it)
+        shared = dc & di
+        if not c.repeat and _specific(dc - di) and _specific(di - dc):
+            continue  # other numbers, versions or paths: another fact, not a restatement
         if ov >= RESTATE_OVERLAP or len(shared) >= 2 or (c.repeat and (ov >= 0.3 or shared)):
             return e, it
     return None
+
+
+def _specific(tokens: set[str]) -> bool:
+    return any(any(ch.isdigit() or ch == "/" for ch in t) for t in tokens)
 
 
 def _add(lines: list[str], entries: list[Entry], items: dict[int, list[str]], iso: str,
@@ -186,20 +193,24 @@ def _demote(p: Plan, entries: list[Entry], items: dict[int, list[str]],
     """Demote memoryd-made entries past the TTL (low importance, never re-confirmed) and,
     over the cap, the least useful ones. Returns True when something moved."""
     iso = day.isoformat()
-    fresh = {c.key for c in p.added}
+    fresh = {c.key: {"importance": c.importance, "confirmations": 0, "last_confirmed": iso}
+             for c in p.added}
 
-    def prov(e: Entry) -> Mapping[str, Any] | None:
+    def prov(e: Entry, ttl: bool = False) -> Mapping[str, Any] | None:
         its = items.get(e.line) or []
-        if len(its) != 1 or item_key(its[0]) in fresh:
+        if len(its) != 1:
             return None
-        return provenance.get(item_key(its[0]))
+        k = item_key(its[0])
+        if k in fresh:
+            return None if ttl else fresh[k]
+        return provenance.get(k)
 
     moved = False
     live = [e for e in entries if items.get(e.line)]
     if ttl_days:
         cutoff = (day - dt.timedelta(days=ttl_days)).isoformat()
         for e in live:
-            pr = prov(e)
+            pr = prov(e, ttl=True)
             if pr and pr["importance"] < TTL_IMPORTANCE and pr["last_confirmed"] < cutoff:
                 moved |= _move(p, e, items, iso, f"not confirmed since {pr['last_confirmed']}")
     live = [e for e in entries if items.get(e.line)]

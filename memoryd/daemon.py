@@ -126,7 +126,7 @@ class Daemon:
             await self.memory.start()
             self._stack.push_async_callback(self.memory.stop)
             self.consolidator = Consolidator(s, self.store, self.memory, self.paths.memory_dir,
-                                             clock=self.clock)
+                                             clock=self.clock, llm=self.summaries.llm)
             self.retention = Retention(s.retention, self.store, self.paths.memory_dir,
                                        self.paths.data_dir / "archive", self.consolidator.tz,
                                        clock=self.clock)

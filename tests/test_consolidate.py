@@ -17,6 +17,7 @@ from memoryd.config import load_settings
 from memoryd.consolidate.clock import SettableClock
 from memoryd.daemon import Daemon
 from memoryd.paths import resolve_paths
+from tests.fakes import fake_llm  # noqa: F401
 from tests.helpers import AsyncClient, wait_for, write_jsonl
 
 TZ = "Asia/Shanghai"
@@ -279,3 +280,42 @@ def test_auto_summary_switch_and_settings_errors():
         load_settings(None, environ={"MEMORYD_CONSOLIDATE__TIMEZONE": "Mars/Olympus"})
     with pytest.raises(ConfigError, match="retention.cron"):
         load_settings(None, environ={"MEMORYD_RETENTION__CRON": "every day"})
+
+
+@pytest.mark.timeout(400)  # the first model call imports litellm: minutes on a loaded box
+async def test_model_admission_validated_with_extractive_fallback(tmp_path, src, sock,
+                                                                  fake_llm):
+    secret = "sk-proj-" + "A1b2C3d4E5f6G7h8J9k0" * 2
+    day1 = [("user", f"Use the key {secret} for the staging deploy."),
+            ("user", "I always indent with tabs, never spaces."),
+            ("user", "The CI was flaky this morning.")]
+    day2 = [("user", "Remember that the release branch is called ship-it.")]
+    write_jsonl(src / "p" / "s1.jsonl", msgs("s1", "2026-10-05", day1))
+    write_jsonl(src / "p" / "s2.jsonl", msgs("s2", "2026-10-06", day2))
+    clock = SettableClock(dt.datetime(2026, 10, 5, 22, tzinfo=dt.UTC).timestamp())
+    home = tmp_path / "home"
+    llm = {"model": "openai/fake", "api_base": fake_llm.url, "timeout_s": 5.0,
+           "max_retries": 0}
+    async with daemon(tmp_path, src, sock, clock, llm=llm) as (d, c):
+        await ingested(c, len(day1) + len(day2))
+        fake_llm.replies.append(json.dumps({"items": [
+            {"text": "User indents with tabs, never spaces", "route": "Q1", "scope": "user",
+             "importance": 8, "reason": "stated preference"},
+            {"text": "CI was flaky this morning", "route": "Q2", "scope": "project"}]}))
+        slow = AsyncClient(sock)
+        slow.sync.timeout = 360  # the first model call imports litellm (seconds, more on CI)
+        r = (await slow.run_job("consolidate", {"date": "2026-10-05"}))["result"]
+        assert r["candidates_by"] == {"openai/fake": 1}
+        mem = memory(home)
+        assert "2026-10-05|generic|User indents with tabs, never spaces" in mem
+        assert "flaky" not in mem
+        sent = json.dumps(fake_llm.requests)
+        assert "tabs" in sent and secret not in sent  # redacted before it was stored
+        why = await c.request("GET", "/v1/memory/why/1")
+        p = why["items"][0]["provenance"]
+        assert p["made_by"] == "openai/fake" and p["prompt_version"] == "admission-llm-1"
+
+        fake_llm.garbage_next()
+        r = (await c.run_job("consolidate", {"date": "2026-10-06"}))["result"]
+        assert r["candidates_by"] == {"extractive": 1}
+        assert "ship-it" in memory(home)

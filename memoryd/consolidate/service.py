@@ -11,17 +11,21 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoryd.config import Settings
 from memoryd.consolidate import admission, daily, history
 from memoryd.consolidate.admission import Candidate, Plan
 from memoryd.consolidate.candidates import admission_candidates, note_items
 from memoryd.consolidate.clock import Clock, day_bounds, local_day, parse_day, zone
+from memoryd.consolidate.model import model_candidates
 from memoryd.errors import BadRequestError, NotFoundError
 from memoryd.memory import Document, MemoryFile
 from memoryd.store import Store
 from memoryd.store import memories as sql
+
+if TYPE_CHECKING:
+    from memoryd.llm import LLM
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +42,9 @@ def flag(v: Any, field: str) -> bool:
 
 class Consolidator:
     def __init__(self, settings: Settings, store: Store, memory: MemoryFile, memory_dir: Path,
-                 *, clock: Clock = time.time) -> None:
+                 *, clock: Clock = time.time, llm: LLM | None = None) -> None:
         self.settings = settings
+        self.llm = llm
         self.cfg = settings.consolidate
         self.store = store
         self.memory = memory
@@ -91,11 +96,15 @@ class Consolidator:
             items: list[daily.NoteItem] = []
             dropped: list[str] = []
             cands: list[Candidate] = []
+            made_by: dict[str, int] = {}
             for s, units, whole in rows:
                 got, noise = note_items(s, units, whole_session=whole)
                 items += got
                 dropped += noise
-                cands += admission_candidates(s, units)
+                found = await self._candidates(s, units)
+                for c in found:
+                    made_by[c.made_by] = made_by.get(c.made_by, 0) + 1
+                cands += found
             iso = day.isoformat()
             added = await asyncio.to_thread(daily.write_note, self.memory_dir, iso, items,
                                             dry_run)
@@ -104,7 +113,8 @@ class Consolidator:
                   "daily": {"path": str(daily.note_path(self.memory_dir, iso)),
                             "added": len(added), "items": [i.line() for i in added],
                             "dropped": dropped},
-                  "memory": mem, "seconds": round(time.monotonic() - t0, 3)}
+                  "memory": mem, "candidates_by": made_by,
+                  "seconds": round(time.monotonic() - t0, 3)}
         self.last_run = {"date": iso, "at": self.clock(), "dry_run": dry_run,
                          "added": len(mem["added"]), "daily_added": len(added)}
         log.info("consolidated %s: %d sessions, %d note items, memory +%d ~%d -%d%s", iso,
@@ -123,11 +133,20 @@ class Consolidator:
             return rows[0], sql.day_units(c, rows[0]["pk"], None, None)
 
         s, units = await self.store.read(load)
-        cands = admission_candidates(s, units)
+        cands = await self._candidates(s, units)
         async with self._lock:
             mem = await self._admit(cands, self.today(), dry_run)
         return {"agent": s["agent"], "session_id": s["session_id"], "dry_run": dry_run,
                 "memory": mem}
+
+    async def _candidates(self, s: dict[str, Any], units: list[dict[str, Any]]
+                          ) -> list[Candidate]:
+        """The model's Q1 items when one is usable, else (or on garbage) the scorer's."""
+        if self.llm is not None and await self.llm.available() is None:
+            found = await model_candidates(self.llm, s, units)
+            if found is not None:
+                return found
+        return admission_candidates(s, units)
 
     async def _admit(self, cands: Sequence[Candidate], day: dt.date,
                      dry_run: bool) -> dict[str, Any]:

@@ -319,3 +319,30 @@ async def test_model_admission_validated_with_extractive_fallback(tmp_path, src,
         r = (await c.run_job("consolidate", {"date": "2026-10-06"}))["result"]
         assert r["candidates_by"] == {"extractive": 1}
         assert "ship-it" in memory(home)
+
+
+async def test_context_scopes_project_entries_and_reads_daily_on_recent_time(tmp_path, src,
+                                                                             sock):
+    write_jsonl(src / "shelfie" / "s1.jsonl", msgs("s1", "2026-10-05", DAY1))
+    write_jsonl(src / "kline" / "z1.jsonl", msgs("z1", "2026-10-05", ZH, hour=7))
+    clock = SettableClock(dt.datetime(2026, 10, 5, 22, tzinfo=dt.UTC).timestamp())
+    async with daemon(tmp_path, src, sock, clock) as (d, c):
+        await ingested(c, len(DAY1) + len(ZH))
+        await c.run_job("consolidate", {"date": "2026-10-05"})
+
+        async def long_term(cwd: Path, query: str = "") -> tuple[str, dict[str, Any]]:
+            cwd.mkdir(parents=True, exist_ok=True)
+            r = await c.request("POST", "/v1/context", {"cwd": str(cwd), "query": query or None,
+                                                        "budget_tokens": 4000})
+            return "\n".join("；".join(i["items"]) for i in r["long_term"]), r
+
+        here, _ = await long_term(tmp_path / "code" / "shelfie")
+        assert "Jest" in here and "Conventional" in here and "先给结论" in here
+        there, _ = await long_term(tmp_path / "code" / "kline")
+        assert "Jest" not in there and "Conventional" in there
+        _, r = await long_term(tmp_path / "code" / "kline", "what did we decide yesterday?")
+        assert r["daily"] and r["daily"][0]["date"] == "2026-10-05"
+        _, r = await long_term(tmp_path / "code" / "kline", "上周做了什么")
+        assert r["daily"]
+        _, r = await long_term(tmp_path / "code" / "kline", "adj_factor table")
+        assert not r["daily"]

@@ -346,3 +346,95 @@ async def test_context_scopes_project_entries_and_reads_daily_on_recent_time(tmp
         assert r["daily"]
         _, r = await long_term(tmp_path / "code" / "kline", "adj_factor table")
         assert not r["daily"]
+
+
+async def test_memoryctl_consolidation_verbs(tmp_path, src, sock, capsys):
+    import asyncio
+
+    from memoryd.cli.memoryctl import main
+
+    async def ctl(*args: str) -> tuple[int, str, str]:
+        code = await asyncio.to_thread(main, ["--socket", str(sock), *args])
+        cap = capsys.readouterr()
+        return code, cap.out, cap.err
+
+    write_jsonl(src / "shelfie" / "s1.jsonl", msgs("s1", "2026-03-02", DAY1))
+    clock = SettableClock(dt.datetime(2026, 3, 2, 22, tzinfo=dt.UTC).timestamp())
+    async with daemon(tmp_path, src, sock, clock) as (d, c):
+        await ingested(c, len(DAY1))
+        code, out, _ = await ctl("run", "consolidate", "--date", "2026-03-02", "--dry-run")
+        assert code == 0 and "dry run: nothing written" in out and "added:" in out
+        code, out, _ = await ctl("run", "consolidate", "--date", "2026-03-02")
+        assert code == 0 and "consolidated 2026-03-02" in out and "Conventional" in out
+        code, out, err = await ctl("run", "consolidate", "--date", "March")
+        assert code == 2 and "date" in err
+        code, out, _ = await ctl("memory", "why", "1")
+        assert code == 0 and "made by extractive" in out and "shelfie/s1" in out
+        code, out, _ = await ctl("daily")
+        assert code == 0 and out.strip() == "2026-03-02"
+        code, out, _ = await ctl("daily", "2026-03-02")
+        assert code == 0 and "## Topics" in out
+        code, out, _ = await ctl("sessions", "summarize", "shelfie/s1", "--to-memory")
+        assert code == 0 and "MEMORY.md:" in out and "confirmed" in out
+        clock.set(dt.datetime(2026, 10, 2, tzinfo=dt.UTC))
+        code, out, _ = await ctl("run", "retention", "--dry-run")
+        assert code == 0 and "1 sessions (7 units) archived" in out
+        code, out, _ = await ctl("run", "retention")
+        assert code == 0 and "-> 2026-03" in out
+        code, out, _ = await ctl("archive", "list")
+        assert code == 0 and "units-2026-03.jsonl.gz" in out
+        code, out, _ = await ctl("search", "--archive", "conventional")
+        assert code == 0 and "1 matches, showing 1" in out
+        code, out, _ = await ctl("archive", "restore", "shelfie/s1")
+        assert code == 0 and "7 restored" in out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+async def test_ninety_days_bounded_memory_notes_history(tmp_path, src, sock):
+    from memoryd.consolidate.scorer import similarity
+
+    start = dt.date(2026, 6, 1)
+    tools = ["ruff", "pnpm", "cargo", "helm", "bun", "nix", "make"]
+    for i in range(90):
+        day = (start + dt.timedelta(days=i)).isoformat()
+        turns = [("user", f"The {tools[i % 7]} build looks off today, can you check?"),
+                 ("assistant", "Checked: a stale cache; cleared it."),
+                 ("user", "What is the tallest mountain in Africa?"),
+                 ("user", "thanks")]
+        if i % 3 == 0:
+            turns.insert(1, ("user", f"Remember that job {i} deploys to region r{i} via "
+                                     f"{tools[i % 7]}, always."))
+        if i % 10 == 0:
+            turns += ZH
+        write_jsonl(src / f"p{i % 2}" / f"d{i}.jsonl", msgs(f"d{i}", day, turns))
+    clock = SettableClock()
+    home = tmp_path / "home"
+    async with daemon(tmp_path, src, sock, clock, consolidate={"max_entries": 20}) as (d, c):
+        await wait_for(lambda: _units(c, 90 * 4), timeout=120)
+        for i in range(90):
+            day = start + dt.timedelta(days=i)
+            clock.set(dt.datetime.combine(day, dt.time(23), tzinfo=dt.UTC))
+            await c.run_job("consolidate", {"date": day.isoformat()})
+        clock.set(dt.datetime.combine(start + dt.timedelta(days=90), dt.time(12),
+                                      tzinfo=dt.UTC))
+        r = (await c.run_job("retention", {}))["result"]
+        assert len(r["daily_notes"]["folded"]) == 90 - 30
+        notes = sorted((home / "data" / "memory").glob("????-??-??.md"))
+        assert len(notes) == 30
+        for n in notes:
+            text = n.read_text()
+            items = [ln for ln in text.splitlines() if ln.startswith("- ")]
+            assert len(items) == len(set(items))
+            assert all(f"## {s}" in text for s in ("Topics", "Decisions", "Tool Activity",
+                                                   "Open Questions"))
+            assert "tallest mountain" not in text
+        h = history(home)
+        assert h.count("**2026-06-") == 30 and "demoted:" in h
+        entries = [ln for ln in memory(home).splitlines() if ln[:4].isdigit()]
+        assert 0 < len(entries) <= 20
+        items = [ln.split("|", 2)[2] for ln in entries]
+        assert all(similarity(a, b) < 0.8 for i, a in enumerate(items) for b in items[i + 1:])
+        for n in range(1, len(entries) + 1):
+            why = await c.request("GET", f"/v1/memory/why/{n}")
+            assert why["items"][0]["provenance"] is not None

@@ -65,6 +65,10 @@ GOAL = re.compile(
 CONVENTION = re.compile(
     r"\b(?:in|use|write) (?:English|Chinese)\b|\b(?:format|style|convention|naming|exports?)\b|"
     r"用(?:中文|英文)|格式|风格|命名|规范|注释|日志", _I)
+GENERAL = re.compile(
+    r"\bexplain\b|\bexplanation\b|\bbasic question\b|\btrivia\b|\brandom question\b|"
+    r"\bhistory of\b|\bwhat'?s (?:it|the difference)\b|科普|讲讲|解释一下|是怎么算的|"
+    r"什么意思|哪一年", _I)
 REPEAT = re.compile(
     r"\bagain\b|\bI (?:told|said) (?:you|this)\b|\blast time\b|\bas I said\b|\bonce more\b|"
     r"\balready (?:said|told)\b|说过|上次|又|再说一遍|一再", _I)
@@ -171,11 +175,11 @@ def noise(text: str) -> bool:
     """Q3 for a daily note: small talk, chatter, or a question answered from general
     knowledge (no project words in it)."""
     core = re.sub(r"[\W_]+", "", text)
-    if is_small_talk(text) or CHATTER.search(text) or len(core) < (4 if _CJK.search(core)
+    if is_small_talk(text) or CHATTER.search(text) or GENERAL.search(text) or len(core) < (4 if _CJK.search(core)
                                                                       else 8):
         return True
     return bool(QUESTION.search(text)) and not (FACT.search(text) or UNDECIDED.search(text)
-                                                or _WE.search(text))
+                                                or _WE.search(text) or REQUEST.search(text))
 
 
 def features(text: str) -> set[str]:

@@ -17,7 +17,7 @@ from memoryd.config import load_settings
 from memoryd.consolidate.clock import SettableClock
 from memoryd.daemon import Daemon
 from memoryd.paths import resolve_paths
-from tests.fakes import fake_llm  # noqa: F401
+from tests.fakes import fake_llm  # noqa: F401 - a fixture
 from tests.helpers import AsyncClient, wait_for, write_jsonl
 
 TZ = "Asia/Shanghai"
@@ -284,7 +284,7 @@ def test_auto_summary_switch_and_settings_errors():
 
 @pytest.mark.timeout(400)  # the first model call imports litellm: minutes on a loaded box
 async def test_model_admission_validated_with_extractive_fallback(tmp_path, src, sock,
-                                                                  fake_llm):
+                                                                  fake_llm):  # noqa: F811
     secret = "sk-proj-" + "A1b2C3d4E5f6G7h8J9k0" * 2
     day1 = [("user", f"Use the key {secret} for the staging deploy."),
             ("user", "I always indent with tabs, never spaces."),

@@ -46,10 +46,12 @@ TRANSIENT = re.compile(
     r"\bat the moment\b|\bfor now\b|\byesterday\b|\btomorrow\b|\bdown\b|\boutage\b|"
     r"\b50[0-9]\b|\brate.?limit|\bflak|\btimed? ?out\b|\bbroke\b|\bfailing\b|\berror\b|"
     r"\bbug\b|\bcrash\w*|报错|错误|"
-    r"今天|今晚|今早|明天|昨天|前天|刚才|刚刚|现在|这会儿|暂时|先不|目前|限流|挂了|超时|宕机|下午|上午", _I)
+    r"今天|今晚|今早|明天|昨天|前天|刚才|刚刚|现在|这会儿|暂时|先不|目前|限流|挂了|超时|宕机|"
+    r"下午|上午", _I)
 UNDECIDED = re.compile(
     r"\bopen question\b|\bnot sure\b|\bhaven'?t (?:made up|decided)\b|\bdon'?t know yet\b|"
-    r"\bundecided\b|\bdecide later\b|\blater\b|没想清楚|还没定|没定|先记着|再讨论|再说|再决定|要不要", _I)
+    r"\bundecided\b|\bdecide later\b|\blater\b|没想清楚|还没定|没定|先记着|再讨论|再说|"
+    r"再决定|要不要", _I)
 REQUEST = re.compile(
     r"^(?:can|could|would|will) you\b|\bshow me\b|\blet'?s\b|\bplease (?:check|look|run|show|"
     r"fix|draft|ping|add|do|make)\b|\btake a look\b|\bcan you\b|帮我|看一下|看看|跑一下|查查|"
@@ -89,12 +91,12 @@ _WE = re.compile(r"\bwe\b|\bour\b|\bus\b|\bthis (?:codebase|project|repo)\b|我�
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _WORD = re.compile(r"[a-z0-9][a-z0-9_.+#/-]*[a-z0-9+#]|[a-z0-9]", _I)
-_STOP = frozenset((
+_STOP = frozenset(
     "the a an and or but to of in on at for with by is are was were be been it this that "
     "these those we our you your i my me as from so if then than not no do does did have "
     "has had will would can could should just also all any some only into out up about "
     "there here what which who when where why how its it's they them their please use "
-    "using used always never don't dont".split()))
+    "using used always never don't dont".split())
 _CJK_STOP = frozenset("一下 一个 这个 那个 我们 你们 他们 就是 不是 还是 可以 然后 所以 因为 但是 "
                       "已经 现在 今天 的话 什么 怎么 这种 那种 上面 下面".split())
 
@@ -175,8 +177,8 @@ def noise(text: str) -> bool:
     """Q3 for a daily note: small talk, chatter, or a question answered from general
     knowledge (no project words in it)."""
     core = re.sub(r"[\W_]+", "", text)
-    if is_small_talk(text) or CHATTER.search(text) or GENERAL.search(text) or len(core) < (4 if _CJK.search(core)
-                                                                      else 8):
+    short = len(core) < (4 if _CJK.search(core) else 8)
+    if short or is_small_talk(text) or CHATTER.search(text) or GENERAL.search(text):
         return True
     return bool(QUESTION.search(text)) and not (FACT.search(text) or UNDECIDED.search(text)
                                                 or _WE.search(text) or REQUEST.search(text))

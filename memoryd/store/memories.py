@@ -58,7 +58,8 @@ def record_item(conn: sqlite3.Connection, *, key: str, item: str, source: str,
         "INSERT INTO memory_items (item_key, item, source, scope, importance, reasons, "
         "first_seen, last_confirmed, made_by, prompt_version, created_at, updated_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (item_key) DO UPDATE SET "
-        "state = 'active', superseded_by = NULL, importance = max(importance, excluded.importance), "
+        "state = 'active', superseded_by = NULL, "
+        "importance = max(importance, excluded.importance), "
         "last_confirmed = max(last_confirmed, excluded.last_confirmed), updated_at = ?",
         (key, item, source, scope, importance, json.dumps(reasons, ensure_ascii=False), day, day,
          made_by, prompt_version, now, now, now))

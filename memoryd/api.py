@@ -121,6 +121,7 @@ class Forgotten(BaseModel):
     agent: str
     session_id: str
     units_deleted: int
+    archived_units_deleted: int = 0
 
 
 class IngestRequest(_Request):

@@ -93,6 +93,58 @@ class SummarySettings(_Section):
     one_liner_message_chars: int = Field(1_500, ge=0)  # shorter messages: no one-liner
     one_liner_batch: int = Field(20, ge=1, le=200)  # units per LLM call
     workers: int = Field(2, ge=1, le=32)
+    enabled: bool = True  # automatic summaries and consolidation; manual runs always work
+
+
+def _check_cron(v: str) -> str:
+    from apscheduler.triggers.cron import CronTrigger
+
+    try:
+        CronTrigger.from_crontab(v)
+    except ValueError as e:
+        raise ValueError(f"not a cron expression (minute hour day month weekday): {e}") from None
+    return v
+
+
+class ConsolidateSettings(_Section):
+    enabled: bool = True  # scheduled consolidation (daily notes, MEMORY.md admission)
+    cron: str = "0 */2 * * *"  # the day-so-far run: every 2 hours
+    nightly_cron: str = "30 3 * * *"  # finishes yesterday's notes
+    timezone: str = ""  # IANA name for local days ("" = the system's zone)
+    misfire_grace_s: int = Field(6 * 3600, ge=1)  # a run missed in sleep catches up once
+    max_entries: int = Field(200, ge=1, le=10_000)  # MEMORY.md cap; least useful demoted
+    ttl_days: int = Field(120, ge=0)  # low-importance entries never confirmed again: demoted
+    similarity: float = Field(0.8, gt=0, le=1)  # a new item this similar confirms an entry
+
+    @field_validator("cron", "nightly_cron")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        return _check_cron(v)
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, v: str) -> str:
+        if v:
+            import zoneinfo
+
+            try:
+                zoneinfo.ZoneInfo(v)
+            except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+                raise ValueError(f"unknown time zone {v!r} (an IANA name such as "
+                                 "'Asia/Shanghai')") from None
+        return v
+
+
+class RetentionSettings(_Section):
+    enabled: bool = True
+    cron: str = "15 4 * * *"  # daily
+    daily_keep_days: int = Field(30, ge=1)  # older daily notes fold into HISTORY.md
+    units_keep_days: int = Field(180, ge=0)  # older sessions' units go to archive/; 0: keep all
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        return _check_cron(v)
 
 
 class LogSettings(_Section):
@@ -111,12 +163,14 @@ class Settings(_Section):
     privacy: PrivacySettings = PrivacySettings()
     llm: LLMSettings = LLMSettings()
     summary: SummarySettings = SummarySettings()
+    consolidate: ConsolidateSettings = ConsolidateSettings()
+    retention: RetentionSettings = RetentionSettings()
     log: LogSettings = LogSettings()
 
 
 ENV_PREFIX = "MEMORYD_"
 _TOP_LEVEL_ENV = {"MEMORYD_HOME", "MEMORYD_CONFIG", "MEMORYD_SOCKET", "MEMORYD_SHARED",
-                  "MEMORYD_SUMMARY_MODEL"}
+                  "MEMORYD_SUMMARY_MODEL", "MEMORYD_AUTO_SUMMARY"}
 
 
 def load_settings(
@@ -141,6 +195,10 @@ def load_settings(
                 raise ConfigError(f"{path}: {section}: expected a [{section}] table")
             data[section] = dict(values)
     env_keys = _merge_env(data, environ)
+    auto = environ.get("MEMORYD_AUTO_SUMMARY")
+    if auto is not None and "enabled" not in data.get("summary", {}):
+        data.setdefault("summary", {})["enabled"] = _env_value(auto)
+        env_keys["summary.enabled"] = "MEMORYD_AUTO_SUMMARY"
     for section, values in (overrides or {}).items():
         data.setdefault(section, {}).update(values)
     try:

@@ -11,6 +11,8 @@ items are trimmed or cut, and every cut is reported.
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -144,9 +146,9 @@ class ContextBuilder:
         session = await self.store.read(lambda c: _session(c, req.session_id, req.agent))
         sections = {
             "session_summary": self._summary_section(req, session, include),
-            "long_term": await self._long_term(query, include),
+            "long_term": await self._long_term(query, include, root),
             "recalled": await self._recalled(req, query, root, session, include),
-            "daily": await self._daily(include),
+            "daily": await self._daily(include, query),
         }
         # fitting runs the tokenizer many times (and loads it the first time): off the loop
         return await asyncio.to_thread(self._assemble, req, sections, root)
@@ -171,17 +173,24 @@ class ContextBuilder:
                             "_body": session["summary"]})
         return s
 
-    async def _long_term(self, query: str, include: set[str]) -> Section:
+    async def _long_term(self, query: str, include: set[str], root: str | None) -> Section:
+        """User-wide entries everywhere, a project's entries (source `agent:project`)
+        only in that project; relevant ones first, this project's before the rest."""
         s = Section("long_term", "Long-term memory")
         if "long_term" not in include:
             s.reason = "not included"
             return s
+        here = os.path.basename(root.rstrip("/")) if root else None
         terms = plan_query(query).terms if query else []
         relevant = list((await self.memory.search(terms, "or", 50)).results) if terms else []
         seen = {e.line for e in relevant}
         recent = [e for e in await self.memory.recent(50) if e.line not in seen]
-        for e, why in [*((e, "matches the query") for e in relevant),
-                       *((e, "recent") for e in recent)]:
+        ranked = [*((e, "matches the query") for e in relevant),
+                  *((e, "recent") for e in recent)]
+        scoped = [(e, why + (" (this project)" if _project(e) else ""))
+                  for e, why in ranked if _project(e) in (None, here)]
+        scoped.sort(key=lambda ew: (ew[1].startswith("recent"), _project(ew[0]) is None))
+        for e, why in scoped:
             s.items.append(_entry_item(e, why))
         if not s.items:
             s.reason = "MEMORY.md has no entries"
@@ -222,12 +231,14 @@ class ContextBuilder:
                         else "the query has no searchable words")
         return s
 
-    async def _daily(self, include: set[str]) -> Section:
+    async def _daily(self, include: set[str], query: str = "") -> Section:
         s = Section("daily", "Recent daily notes")
-        if "daily" not in include:
-            s.reason = "not asked for (include=daily)"
+        asked = RECENT_TIME.search(query) if query else None
+        if "daily" not in include and asked is None:
+            s.reason = "not asked for (include=daily, or a query about a recent time)"
             return s
-        notes = await asyncio.to_thread(_read_daily, self.memory_dir, 3)
+        week = asked is not None and WEEK.search(asked.group()) is not None
+        notes = await asyncio.to_thread(_read_daily, self.memory_dir, 7 if week else 3)
         for day, text in notes:
             s.items.append({"date": day, "text": text, "why": "recent daily note",
                             "_head": f"### {day}\n"})
@@ -313,6 +324,19 @@ def _session(conn: sqlite3.Connection, session_id: str | None,
         args.append(agent)
     row = conn.execute(sql + " ORDER BY last_ts DESC LIMIT 1", args).fetchone()
     return dict(row) if row else None
+
+
+# a query about a recent time reads the daily notes
+RECENT_TIME = re.compile(r"\b(?:yesterday|today|last (?:week|few days|night)|this week|"
+                         r"recently|the other day|earlier this week)\b|昨天|前天|今天|上周|"
+                         r"这周|本周|最近|上个星期|这几天", re.IGNORECASE)
+WEEK = re.compile(r"week|周|星期", re.IGNORECASE)
+
+
+def _project(e: Entry) -> str | None:
+    """The project of a project entry (`agent:project` source), None for user-wide."""
+    _, sep, project = e.source.partition(":")
+    return project if sep and project else None
 
 
 def _entry_item(e: Entry, why: str) -> dict[str, Any]:

@@ -21,6 +21,9 @@ from aiohttp import web
 from memoryd import __version__, _sdnotify
 from memoryd.api import IngestRequest, IngestResponse
 from memoryd.config import Settings, settings_summary
+from memoryd.consolidate.clock import Clock
+from memoryd.consolidate.retention import Retention
+from memoryd.consolidate.service import Consolidator
 from memoryd.context import ContextBuilder
 from memoryd.errors import AlreadyRunningError, BadRequestError
 from memoryd.events import EventBus
@@ -29,7 +32,7 @@ from memoryd.ingest.queue import IngestQueue
 from memoryd.ingest.redact import Redactor
 from memoryd.memory import MemoryFile
 from memoryd.paths import Paths
-from memoryd.server import summaries_api
+from memoryd.server import consolidate_api, summaries_api
 from memoryd.server.app import JobFn, Services, make_app
 from memoryd.server.context_api import routes as context_routes
 from memoryd.server.memory_api import routes as memory_routes
@@ -64,8 +67,9 @@ def ensure_token(path: Path) -> str:
 
 class Daemon:
     def __init__(self, settings: Settings, paths: Paths,
-                 environ: Mapping[str, str] = os.environ) -> None:
+                 environ: Mapping[str, str] = os.environ, *, clock: Clock = time.time) -> None:
         self.settings = settings
+        self.clock = clock
         self.paths = paths
         self.environ = environ
         self.socket_path = Path(settings.server.socket or environ.get("MEMORYD_SOCKET")
@@ -87,6 +91,8 @@ class Daemon:
         self.watcher: Watcher | None = None
         self.memory: MemoryFile | None = None
         self.summaries: Summaries | None = None
+        self.consolidator: Consolidator | None = None
+        self.retention: Retention | None = None
 
     def sources(self) -> list[Source]:
         return self._sources + self._adhoc
@@ -108,7 +114,7 @@ class Daemon:
             self._sources = configured_sources(s, self.environ)
             self.ingestor.subscribers.append(self._on_ingest)
             self.summaries = Summaries(s, self.store, self.events, environ=self.environ,
-                                       busy=lambda: not self.backfill_done)
+                                       clock=self.clock, busy=lambda: not self.backfill_done)
             self.ingestor.subscribers.append(self.summaries.on_ingest)
             self.queue = IngestQueue(self.ingestor, self.sources)
             candidate = self.candidate = Candidates(s.watch.exclude, self.paths.owned_dirs())
@@ -120,6 +126,11 @@ class Daemon:
                                                 redact=redactor.clean)
             await self.memory.start()
             self._stack.push_async_callback(self.memory.stop)
+            self.consolidator = Consolidator(s, self.store, self.memory, self.paths.memory_dir,
+                                             clock=self.clock, llm=self.summaries.llm)
+            self.retention = Retention(s.retention, self.store, self.paths.memory_dir,
+                                       self.paths.data_dir / "archive", self.consolidator.tz,
+                                       clock=self.clock)
 
             await self._serve()
             self._spawn(self.queue.run(), "ingest")
@@ -128,6 +139,7 @@ class Daemon:
             self._spawn(self._reconcile_loop(), "reconcile")
             await self.summaries.start()  # triggers last: the exit stack stops them first
             self._stack.push_async_callback(self.summaries.stop)
+            self._schedule()
             if (period := _sdnotify.watchdog_interval()) is not None:
                 self._spawn(self._watchdog(period), "watchdog")
         except BaseException:
@@ -139,6 +151,20 @@ class Daemon:
                  tcp, platform.python_version(), platform.platform(terse=True),
                  settings_summary(s))
         _sdnotify.notify("READY=1")
+
+    def _schedule(self) -> None:
+        """Consolidation and retention on their crons, in the user's zone."""
+        assert self.summaries is not None and self.consolidator is not None
+        assert self.retention is not None
+        s, cons, ret = self.settings, self.consolidator, self.retention
+        add, tz = self.summaries.triggers.add_cron, cons.tz
+        grace = s.consolidate.misfire_grace_s
+        if s.summary.enabled and s.consolidate.enabled:
+            add("consolidate", s.consolidate.cron, tz, lambda: cons.scheduled("day"), grace)
+            add("consolidate_nightly", s.consolidate.nightly_cron, tz,
+                lambda: cons.scheduled("nightly"), grace)
+        if s.retention.enabled:
+            add("retention", s.retention.cron, tz, ret.scheduled, grace)
 
     def _lock(self) -> None:
         f = open(self.paths.lock, "a+")  # noqa: SIM115 - held for the daemon's lifetime
@@ -158,8 +184,10 @@ class Daemon:
         assert self.store is not None and self.memory is not None
         app = make_app(Services(store=self.store, status=self.status, version=__version__,
                                 events=self.events, jobs=self.jobs(), ingest=self.ingest,
-                                token=ensure_token(self.paths.token_file)),
-                       extra_routes=[summaries_api.routes(self.summaries),
+                                token=ensure_token(self.paths.token_file),
+                                on_forget=(self._forgotten,)),
+                       extra_routes=[summaries_api.routes(self.summaries, self._to_memory),
+                                     consolidate_api.routes(self.consolidator, self.retention),
                                      memory_routes(self.memory), context_routes(
                            ContextBuilder(self.store, self.memory, self.paths.memory_dir))])
         runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0,
@@ -191,8 +219,21 @@ class Daemon:
             assert self.watcher is not None
             return {"queued": await self.watcher.reconcile(urgent=True)}
 
-        assert self.summaries is not None
-        return {"reconcile": reconcile, **self.summaries.jobs}
+        assert self.summaries is not None and self.consolidator is not None
+        assert self.retention is not None
+        return {"reconcile": reconcile, **self.summaries.jobs,
+                "consolidate": self.consolidator.run_job, "retention": self.retention.run_job}
+
+    async def _forgotten(self, agent: str, session_id: str) -> dict[str, Any]:
+        """After `sessions forget`: its archived units and memory provenance go too."""
+        assert self.consolidator is not None and self.retention is not None
+        archived = await self.retention.forget(agent, session_id)
+        await self.consolidator.on_forget()
+        return {"archived_units_deleted": archived}
+
+    async def _to_memory(self, session_id: str, agent: str | None) -> dict[str, Any]:
+        assert self.consolidator is not None
+        return await self.consolidator.admit_session(session_id, agent)
 
     async def ingest(self, req: IngestRequest) -> IngestResponse:
         """Backfill a file or folder now (POST /v1/ingest)."""
@@ -269,6 +310,7 @@ class Daemon:
         st = self.ingestor.stats
         failures = self.ingestor.failures.report(c.pop("bad_files"))
         failing = bool(self.ingestor.failures.blocking())
+        s = self.settings
         return {
             "version": __version__,
             "pid": os.getpid(),
@@ -290,6 +332,10 @@ class Daemon:
             "watcher": {"batches": self.watcher.batches if self.watcher else 0,
                         "errors": self.watcher.errors if self.watcher else 0},
             **(await self.summaries.status() if self.summaries else {}),
+            "consolidation": {
+                "enabled": s.summary.enabled and s.consolidate.enabled,
+                "last_run": self.consolidator.last_run if self.consolidator else None,
+                "retention_last_run": self.retention.last_run if self.retention else None},
         }
 
     def request_stop(self) -> None:

@@ -69,11 +69,14 @@ class Triggers:
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._scheduler: Any = None
+        self._crons: list[tuple[str, str, Any, Callable[[], Awaitable[Any]], int]] = []
 
     # -- ingest-driven: threshold and interval -------------------------------------------
 
     def on_ingest(self, event: IngestEvent) -> None:
         """Subscriber of the ingestor (called on the loop after each committed batch)."""
+        if not self.settings.enabled:  # summary.enabled = false: manual runs only
+            return
         now = self.clock()
         for pk in event.new_units:
             self._dirty.add(pk)
@@ -164,12 +167,15 @@ class Triggers:
         sched = AsyncIOScheduler(timezone=dt.UTC,
                                  job_defaults={"coalesce": True, "max_instances": 1,
                                                "misfire_grace_time": 300})
-        sched.add_job(self._fire_idle, "interval", seconds=s.sweep_seconds, id="idle_sweep")
+        if s.enabled:
+            sched.add_job(self._fire_idle, "interval", seconds=s.sweep_seconds, id="idle_sweep")
         if self.upgrade is not None:
             sched.add_job(self._fire_upgrade, "interval", seconds=s.upgrade_minutes * 60,
                           id="upgrade")
         sched.start()
         self._scheduler = sched
+        for cron in self._crons:
+            self._add_cron(*cron)
         self.spawn(self._check_loop(), "summary-triggers")
 
     async def stop(self) -> None:
@@ -199,6 +205,25 @@ class Triggers:
     async def _fire_upgrade(self) -> None:
         if self.upgrade is not None:
             self.spawn(self.upgrade(), "upgrade")
+
+    def add_cron(self, job_id: str, crontab: str, tz: Any,
+                 fn: Callable[[], Awaitable[Any]], misfire_grace_s: int) -> None:
+        """A cron job (consolidation, retention) in the user's zone. A laptop that slept
+        through runs catches up once on wake (coalesce), if within the grace time."""
+        self._crons.append((job_id, crontab, tz, fn, misfire_grace_s))
+        if self._scheduler is not None:
+            self._add_cron(job_id, crontab, tz, fn, misfire_grace_s)
+
+    def _add_cron(self, job_id: str, crontab: str, tz: Any,
+                  fn: Callable[[], Awaitable[Any]], misfire_grace_s: int) -> None:
+        from apscheduler.triggers.cron import CronTrigger
+
+        async def fire() -> None:
+            self.spawn(fn(), job_id)
+
+        self._scheduler.add_job(fire, CronTrigger.from_crontab(crontab, timezone=tz),
+                                id=job_id, replace_existing=True, coalesce=True,
+                                misfire_grace_time=misfire_grace_s)
 
     def next_runs(self) -> dict[str, str | None]:
         if self._scheduler is None:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from memoryd import __version__
-from memoryd.cli import output
+from memoryd.cli import consolidation, output
 from memoryd.client import ApiError, DaemonNotRunning, MemorydClient
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING, EXIT_MISMATCH = 0, 1, 2, 3, 4
@@ -100,6 +100,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--list", action="store_true", help="list the jobs")
     r.add_argument("--session", help="session id, for session jobs")
     r.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
+    consolidation.add_parsers(sub, r, ms, sss, s)
     ing = sub.add_parser("ingest", help="read a file or folder now")
     ing.add_argument("path")
     ing.add_argument("--agent", default="auto")
@@ -204,6 +205,10 @@ def cmd_status(args: argparse.Namespace, c: MemorydClient) -> Result:
 
 
 def cmd_search(args: argparse.Namespace, c: MemorydClient) -> Result:
+    if args.archive:
+        found = consolidation.archive_search(c, " ".join(args.query), args.max_results,
+                                             args.agent)
+        return found  # type: ignore[no-any-return]
     data = c.search(query=" ".join(args.query), mode=args.mode, max_results=args.max_results,
                     agent=args.agent, project=args.project, session_id=args.session_id)
     return data, output.render_search
@@ -247,6 +252,8 @@ def cmd_sessions(args: argparse.Namespace, c: MemorydClient) -> Result:
     if action == "list":
         return c.sessions(agent=args.agent, project=args.project, since=args.since,
                           limit=args.limit), output.render_sessions
+    if action == "summarize":
+        return consolidation.cmd_summarize(args, c)  # type: ignore[no-any-return]
     if action == "show":
         data = c.session(args.id, args.agent)
         data["messages"] = c.messages(args.id, agent=args.agent, after_seq=max(
@@ -276,6 +283,8 @@ def cmd_memory(args: argparse.Namespace, c: MemorydClient) -> Result:
         return c.memory_recent(args.count), output.render_memory_entries
     if a == "stats":
         return c.memory_stats(), output.render_memory_stats
+    if a == "why":
+        return c.request("GET", f"/v1/memory/why/{args.line}"), consolidation.render_why
     if a == "search":
         return c.memory_search(args.keywords, args.mode, args.max_results), \
             output.render_memory_search
@@ -287,7 +296,7 @@ def cmd_memory(args: argparse.Namespace, c: MemorydClient) -> Result:
 def cmd_run(args: argparse.Namespace, c: MemorydClient) -> Result:
     if args.list or not args.job:
         return c.request("GET", "/v1/jobs"), lambda d: "\n".join(d["jobs"]) or "no jobs"
-    params: dict[str, Any] = {}
+    params: dict[str, Any] = consolidation.job_params(args)
     if args.session:
         params["session_id"] = args.session
     for kv in args.param:
@@ -296,7 +305,8 @@ def cmd_run(args: argparse.Namespace, c: MemorydClient) -> Result:
             print(f"memoryctl: --param {kv}: expected KEY=VALUE", file=sys.stderr)
             return EXIT_USAGE
         params[k] = v
-    return c.run_job(args.job, params), output.render_job
+    return c.run_job(args.job, params), \
+        lambda d: consolidation.render_run(d) or output.render_job(d)
 
 
 def cmd_ingest(args: argparse.Namespace, c: MemorydClient) -> Result:
@@ -315,6 +325,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, MemorydClient], Result]] = {
     "status": cmd_status, "search": cmd_search, "context": cmd_context, "hook": cmd_hook,
     "sessions": cmd_sessions,
     "memory": cmd_memory, "run": cmd_run, "ingest": cmd_ingest, "backup": cmd_backup,
+    "daily": consolidation.cmd_daily, "archive": consolidation.cmd_archive,
 }
 
 

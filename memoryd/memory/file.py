@@ -178,6 +178,18 @@ class MemoryFile:
 
         return (await self._mutate("add", plan))[0]
 
+    async def rewrite(self, op: str, plan: Callable[[Document], tuple[list[str] | None, T]]
+                      ) -> T:
+        """Apply `plan` (run in a thread, under the file lock) to the file as it is on
+        disk now: a change the user made since the last read is planned on, never
+        overwritten. `plan` returns the new lines (None: leave the file) and a result;
+        it may run again if the file changes while it plans."""
+        def on_snapshot(s: Snapshot) -> tuple[str | None, T]:
+            lines, result = plan(s.doc)
+            return (None if lines is None else format_lines(lines)), result
+
+        return (await self._mutate(op, on_snapshot))[0]
+
     async def delete(self, lines: Sequence[int], version: str | None = None) -> Snapshot:
         """Delete entry lines (1-based, as numbered in the file now)."""
         return (await self._mutate("delete", lambda s: (format_lines(plan_delete(s.doc, lines)),

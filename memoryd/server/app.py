@@ -46,6 +46,8 @@ class Services:
     metrics: Metrics = field(default_factory=Metrics)
     # search/context: bounded concurrency, 503 + Retry-After when saturated
     limiter: QueryLimiter = field(default_factory=QueryLimiter)
+    # called after DELETE /v1/sessions/{id} with (agent, session_id): archives, provenance
+    on_forget: Sequence[Callable[[str, str], Awaitable[dict[str, Any]]]] = ()
 
 
 SERVICES = web.AppKey("services", Services)

@@ -86,6 +86,8 @@ async def forget_session(request: web.Request) -> web.Response:
         return {"agent": row["agent"], "session_id": sid, "units_deleted": n}
 
     data = await services.store.write(forget)
+    for hook in services.on_forget:
+        data.update(await hook(data["agent"], sid))
     services.events.publish("session_forgotten", agent=data["agent"], session_id=sid)
     return web.json_response(Forgotten.model_validate(data).model_dump())
 

@@ -11,7 +11,7 @@ anchored by the action suffix. Register these before any catch-all
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -34,6 +34,7 @@ class SummarizeQuery(BaseModel):
     agent: str | None = Field(None, max_length=100)
     wait: bool = False
     timeout: float = Field(300.0, gt=0, le=3600)
+    to_memory: bool = False  # then wait, and send the summary through MEMORY.md admission
 
 
 class RecentMessage(BaseModel):
@@ -59,6 +60,8 @@ class SessionSummary(BaseModel):
     job_id: int | None = None
     state: str | None = None
     result: dict[str, Any] | None = None
+    to_memory: dict[str, Any] | None = Field(None, description="with to_memory=true: what "
+                                             "admission added, confirmed, superseded, and why")
 
 
 _DOCS = [
@@ -70,7 +73,11 @@ _DOCS = [
 openapi.EXTRA_ROUTES.extend(r for r in _DOCS if r not in openapi.EXTRA_ROUTES)
 
 
-def routes(service: Summaries) -> Callable[[web.Application], None]:
+ToMemory = Callable[[str, "str | None"], Awaitable[dict[str, Any]]]
+
+
+def routes(service: Summaries, to_memory: ToMemory | None = None
+           ) -> Callable[[web.Application], None]:
     async def get_summary(request: web.Request) -> web.Response:
         q = SummaryQuery.model_validate(dict(request.query))
         body = await service.get_summary(request.match_info["id"], q.agent, q.recent)
@@ -78,9 +85,12 @@ def routes(service: Summaries) -> Callable[[web.Application], None]:
 
     async def summarize(request: web.Request) -> web.Response:
         q = SummarizeQuery.model_validate(dict(request.query))
-        body = await service.summarize(request.match_info["id"], q.agent, wait=q.wait,
+        wait = q.wait or (q.to_memory and to_memory is not None)
+        body = await service.summarize(request.match_info["id"], q.agent, wait=wait,
                                        timeout=q.timeout)
-        return web.json_response(body, status=200 if q.wait else 202)
+        if q.to_memory and to_memory is not None:
+            body["to_memory"] = (await to_memory(body["session_id"], body["agent"]))["memory"]
+        return web.json_response(body, status=200 if wait else 202)
 
     def add(app: web.Application) -> None:
         app.router.add_get("/v1/sessions/{id:.+}/summary", get_summary)

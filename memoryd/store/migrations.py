@@ -194,7 +194,53 @@ def m003_units_id_session(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX units_id_session ON units (id, session_pk, seq)")
 
 
-MIGRATIONS: list[Migration] = [m001_initial, m002_jobs_and_summaries, m003_units_id_session]
+def m004_memory_provenance(conn: sqlite3.Connection) -> None:
+    """Where each MEMORY.md item came from (sessions, units, first seen, last confirmed,
+    what made it), and which sessions' units live in archive files. Links to sessions
+    cascade, so forgetting a session drops its share of the provenance."""
+    _script(
+        conn,
+        """
+        CREATE TABLE memory_items (
+            id INTEGER PRIMARY KEY,
+            item_key TEXT NOT NULL UNIQUE,
+            item TEXT NOT NULL,
+            source TEXT NOT NULL,
+            scope TEXT,
+            importance INTEGER NOT NULL DEFAULT 0,
+            reasons TEXT NOT NULL DEFAULT '[]',
+            first_seen TEXT NOT NULL,
+            last_confirmed TEXT NOT NULL,
+            confirmations INTEGER NOT NULL DEFAULT 0,
+            made_by TEXT NOT NULL,
+            prompt_version TEXT NOT NULL,
+            state TEXT NOT NULL DEFAULT 'active'
+                CHECK (state IN ('active', 'superseded', 'demoted')),
+            superseded_by TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        CREATE TABLE memory_item_sessions (
+            item_id INTEGER NOT NULL REFERENCES memory_items (id) ON DELETE CASCADE,
+            session_pk INTEGER NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            unit_ids TEXT NOT NULL DEFAULT '[]',
+            day TEXT NOT NULL,
+            PRIMARY KEY (item_id, session_pk)
+        );
+        CREATE INDEX memory_item_sessions_session ON memory_item_sessions (session_pk);
+
+        CREATE TABLE archived_sessions (
+            session_pk INTEGER PRIMARY KEY REFERENCES sessions (id) ON DELETE CASCADE,
+            month TEXT NOT NULL,
+            units INTEGER NOT NULL,
+            archived_at REAL NOT NULL
+        )
+        """,
+    )
+
+
+MIGRATIONS: list[Migration] = [m001_initial, m002_jobs_and_summaries, m003_units_id_session,
+                               m004_memory_provenance]
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

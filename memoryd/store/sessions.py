@@ -120,11 +120,18 @@ def forget_session(conn: sqlite3.Connection, pk: int) -> int:
     """Delete a session everywhere: its units, their index rows, its summary (on the
     session row) and anything keyed to it. File cursors stay where they are, so the
     forgotten lines are not read again unless the file grows."""
+    n = delete_session_units(conn, pk)
+    # jobs still waiting for it; summaries go with the session row (ON DELETE CASCADE)
+    conn.execute("DELETE FROM jobs WHERE target = ? AND state = 'pending'", (f"session:{pk}",))
+    conn.execute("DELETE FROM sessions WHERE id = ?", (pk,))
+    return int(n)
+
+
+def delete_session_units(conn: sqlite3.Connection, pk: int) -> int:
+    """Delete a session's units and their index rows (forget, and archival: the session
+    row with its summary stays there)."""
     n = conn.execute("SELECT count(*) FROM units WHERE session_pk = ?", (pk,)).fetchone()[0]
     conn.execute("DELETE FROM units_fts WHERE rowid IN "
                  "(SELECT id FROM units WHERE session_pk = ?)", (pk,))
     conn.execute("DELETE FROM units WHERE session_pk = ?", (pk,))
-    # jobs still waiting for it; summaries go with the session row (ON DELETE CASCADE)
-    conn.execute("DELETE FROM jobs WHERE target = ? AND state = 'pending'", (f"session:{pk}",))
-    conn.execute("DELETE FROM sessions WHERE id = ?", (pk,))
     return int(n)

@@ -1,0 +1,247 @@
+"""Admission benchmark: memoryd's consolidation on the labelled admission set, scored.
+
+Runs a real Daemon in this process with a settable clock, on a copy of the set's
+`*/*.jsonl` sessions (never labels.json) as a generic source, consolidates day by day
+(POST /v1/jobs/consolidate/run with each date, the clock set to that evening) and prints
+the scorer's table (../shared/eval/admission/score.py). Extractive mode: no model.
+
+Then two figures, each against a raw baseline measured in the same run:
+- consolidation time for 1,000 synthetic sessions (10 days x 100) vs. reading the same
+  units straight from SQLite;
+- MEMORY.md size after a 90-day simulation (the set's sessions replayed with shifted
+  dates, plus synthetic sessions with new preferences every few days and chatter).
+
+    .venv/bin/python bench/admission.py [--set dev] [--tz Asia/Shanghai] [--skip-sim]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from bench.harness import ms, table  # noqa: E402
+from memoryd.client import MemorydClient  # noqa: E402
+from memoryd.config import load_settings  # noqa: E402
+from memoryd.consolidate.clock import SettableClock  # noqa: E402
+from memoryd.daemon import Daemon  # noqa: E402
+from memoryd.paths import resolve_paths  # noqa: E402
+
+SHARED = Path(os.environ.get("MEMORYD_SHARED", "/work/shared"))
+EVAL = SHARED / "eval" / "admission"
+
+
+def settings(src: Path, sock: Path, tz: str, **consolidate: Any) -> Any:
+    return load_settings(None, environ={}, overrides={
+        "watch": {"sources": [{"agent": "generic", "path": src}], "default_sources": False},
+        "server": {"socket": sock, "tcp_enabled": False},
+        "summary": {"enabled": False},  # deterministic: consolidation reads the units
+        "consolidate": {"timezone": tz, **consolidate},
+        "retention": {"enabled": False},
+    })
+
+
+def session_days(src: Path) -> list[str]:
+    days = set()
+    for f in src.rglob("*.jsonl"):
+        for line in f.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                days.add(json.loads(line)["timestamp"][:10])
+    return sorted(days)
+
+
+async def run_daemon(home: Path, src: Path, tz: str, days: list[str], **cons: Any
+                     ) -> tuple[list[dict[str, Any]], float]:
+    """Start memoryd on `src`, wait for the backfill, consolidate each day in order."""
+    sock_dir = Path(tempfile.mkdtemp(prefix="mdb", dir="/tmp"))
+    clock = SettableClock()
+    d = Daemon(settings(src, sock_dir / "m.sock", tz, **cons), resolve_paths(home),
+               environ={}, clock=clock)
+    await d.start()
+    reports = []
+    try:
+        c = MemorydClient(sock_dir / "m.sock", timeout=600)
+        while not (await asyncio.to_thread(c.status))["caught_up"]:
+            await asyncio.sleep(0.1)
+        t = 0.0
+        for day in days:
+            clock.set(dt.datetime.fromisoformat(f"{day}T22:00:00").replace(
+                tzinfo=d.consolidator.tz))
+            t0 = time.perf_counter()
+            reports.append(await asyncio.to_thread(c.run_job, "consolidate", {"date": day}))
+            t += time.perf_counter() - t0
+    finally:
+        await d.stop()
+        shutil.rmtree(sock_dir, ignore_errors=True)
+    return reports, t
+
+
+def score(home: Path, which: str) -> tuple[str, dict[str, Any]]:
+    cmd = [sys.executable, str(EVAL / "score.py"), "--set", which, "--home", str(home)]
+    text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    js = json.loads(subprocess.run(cmd + ["--json"], capture_output=True, text=True,
+                                   check=True).stdout)
+    return text, js
+
+
+def copy_set(which: str, dst: Path) -> Path:
+    src = EVAL / "data" / which
+    for f in src.glob("*/*.jsonl"):
+        (dst / f.parent.name).mkdir(parents=True, exist_ok=True)
+        shutil.copy(f, dst / f.parent.name / f.name)
+    return dst
+
+
+# -- synthetic sessions ------------------------------------------------------------------
+
+TOOLS = ["pnpm", "ruff", "cargo", "make", "pytest", "docker", "terraform", "bun", "nix", "helm"]
+THINGS = ["logs", "config files", "migrations", "fixtures", "commit messages", "branch names",
+          "API responses", "error messages", "docs", "dashboards"]
+
+
+def synthetic_session(rng: random.Random, day: dt.date, n: int, project: str,
+                      new_fact: bool) -> list[dict[str, Any]]:
+    base = dt.datetime.combine(day, dt.time(3, 0), tzinfo=dt.UTC) + dt.timedelta(minutes=n)
+    rows = []
+    sid = f"syn-{day.isoformat()}-{n}"
+
+    def add(role: str, content: str, **kw: Any) -> None:
+        ts = base + dt.timedelta(seconds=20 * len(rows))
+        rows.append({"role": role, "content": content, "id": f"{sid}-{len(rows):03d}",
+                     "timestamp": ts.strftime("%Y-%m-%dT%H:%M:%SZ"), **kw})
+
+    add("user", f"Morning. The {rng.choice(THINGS)} in {project} look off today, can you check?")
+    add("assistant", "Sure, looking at it now.")
+    add("tool", f"$ {rng.choice(TOOLS)} check\n" + "\n".join(
+        f"line {i}: ok" for i in range(rng.randint(3, 30))), tool_name="bash")
+    if new_fact:
+        tool, thing = rng.choice(TOOLS), rng.choice(THINGS)
+        k = rng.randint(1, 10_000)
+        add("user", f"Remember that we always use {tool} for {thing} in {project}, rule {k}.")
+    add("user", "What is the capital of Australia?")
+    add("assistant", "Canberra.")
+    add("user", "Let's decide to keep the current layout for now.")
+    add("user", "thanks!")
+    return rows
+
+
+def write_sessions(src: Path, sessions: list[tuple[str, list[dict[str, Any]]]]) -> None:
+    for name, rows in sessions:
+        p = src / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+def raw_read(db: Path, start: str, end: str) -> float:
+    """Baseline: read the same day's units and sessions with bare sqlite3."""
+    t0 = time.perf_counter()
+    con = sqlite3.connect(db)
+    a = dt.datetime.fromisoformat(start).replace(tzinfo=dt.UTC).timestamp()
+    b = dt.datetime.fromisoformat(end).replace(tzinfo=dt.UTC).timestamp()
+    con.execute("SELECT s.*, u.* FROM units u JOIN sessions s ON s.id = u.session_pk "
+                "WHERE u.ts >= ? AND u.ts < ?", (a, b)).fetchall()
+    con.close()
+    return time.perf_counter() - t0
+
+
+async def thousand_sessions(tmp: Path, tz: str) -> list[str]:
+    rng = random.Random(7)
+    src = tmp / "k-src"
+    start = dt.date(2026, 3, 2)
+    days = [start + dt.timedelta(days=i) for i in range(10)]
+    write_sessions(src, [(f"p{i % 5}/{d.isoformat()}-{i}.jsonl",
+                          synthetic_session(rng, d, i, f"p{i % 5}", rng.random() < 0.2))
+                         for d in days for i in range(100)])
+    home = tmp / "k-home"
+    _, t = await run_daemon(home, src, "UTC", [d.isoformat() for d in days])
+    db = resolve_paths(home).db
+    base = sum(raw_read(db, d.isoformat(), (d + dt.timedelta(days=1)).isoformat())
+               for d in days)
+    return ["consolidate 1,000 sessions (10 days)", ms(t), ms(base), f"{t / base:.0f}x"]
+
+
+async def ninety_days(tmp: Path, tz: str, which: str) -> list[str]:
+    rng = random.Random(11)
+    src = tmp / "n-src"
+    dev = EVAL / "data" / which
+    base_days = session_days(dev)
+    start = dt.date.fromisoformat(base_days[0])
+    out: list[tuple[str, list[dict[str, Any]]]] = []
+    for week in range(13):  # the dev set's five days, replayed every week
+        shift = dt.timedelta(days=7 * week)
+        for f in dev.glob("*/*.jsonl"):
+            rows = []
+            for line in f.read_text(encoding="utf-8").splitlines():
+                r = json.loads(line)
+                ts = dt.datetime.fromisoformat(r["timestamp"].replace("Z", "+00:00")) + shift
+                r["timestamp"] = ts.strftime("%Y-%m-%dT%H:%M:%SZ")
+                r["id"] = f"w{week}-{r['id']}"
+                rows.append(r)
+            out.append((f"{f.parent.name}/w{week}-{f.name}", rows))
+    days = [start + dt.timedelta(days=i) for i in range(91)]
+    for i, d in enumerate(days):  # a synthetic session a day; a new fact every 3rd day
+        out.append((f"syn/{d.isoformat()}.jsonl",
+                    synthetic_session(rng, d, i, "syn", i % 3 == 0)))
+    write_sessions(src, out)
+    home = tmp / "n-home"
+    _, t = await run_daemon(home, src, tz, [d.isoformat() for d in days])
+    mem = resolve_paths(home).memory_dir / "MEMORY.md"
+    text = mem.read_text(encoding="utf-8") if mem.exists() else ""
+    entries = sum(1 for ln in text.splitlines() if ln[:4].isdigit())
+    raw_bytes = sum(len(json.dumps(r)) for _, rows in out for r in rows if r["role"] == "user")
+    return ["MEMORY.md after 90 days", f"{entries} entries, {len(text.encode()):,} B",
+            f"user text {raw_bytes:,} B", f"{len(text.encode()) / raw_bytes:.3f}x"
+            f" ({ms(t)} for 91 runs)"]
+
+
+async def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--set", default="dev")
+    ap.add_argument("--tz", default="Asia/Shanghai")
+    ap.add_argument("--skip-sim", action="store_true", help="only the scored set")
+    ap.add_argument("--keep", type=Path, help="leave the memoryd home here")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="md-adm") as t:
+        tmp = Path(t)
+        src = copy_set(args.set, tmp / "src")
+        home = args.keep or tmp / "home"
+        reports, took = await run_daemon(home, src, args.tz, session_days(src))
+        text, js = score(home, args.set)
+        print(text.rstrip())
+        m = js.get("metrics", js)
+        goals = [("q1_recall", ">=", 0.7), ("q3_leak_memory", "<=", 0.05), ("dup", "<=", 0.0),
+                 ("sup_ok", ">=", 0.8)]
+        rows = []
+        for k, op, goal in goals:
+            v = m.get(k)
+            ok = v is not None and (v >= goal if op == ">=" else v <= goal)
+            rows.append([k, f"{v}", f"{op} {goal}", "ok" if ok else "MISSED"])
+        print()
+        print(table(rows, ["goal (extractive)", "value", "target", ""]))
+        print(f"\nconsolidated {len(reports)} days in {ms(took)}")
+        if not args.skip_sim:
+            print()
+            print(table([await thousand_sessions(tmp, args.tz),
+                         await ninety_days(tmp, args.tz, args.set)],
+                        ["figure", "memoryd", "raw baseline", "ratio"]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))

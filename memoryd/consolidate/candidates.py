@@ -1,0 +1,71 @@
+"""What a day (or one session) offers consolidation: daily-note items from session
+summaries and admission candidates from what the user said, built from rows the store
+returned (pure functions)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from memoryd import extractive
+from memoryd.consolidate.admission import Candidate
+from memoryd.consolidate.daily import FROM_SUMMARY, NoteItem
+from memoryd.consolidate.scorer import candidates as q1_sentences
+from memoryd.consolidate.scorer import noise
+
+NOTE_ITEMS_PER_SECTION = 8
+
+
+def project_name(project: str | None) -> str | None:
+    if not project:
+        return None
+    return os.path.basename(project.rstrip("/")) or project
+
+
+def note_items(session: Mapping[str, Any], units: Sequence[Mapping[str, Any]], *,
+               whole_session: bool) -> tuple[list[NoteItem], list[str]]:
+    """The day's note items for one session (and the noise left out): from its summary
+    when the summary covers exactly this day's part, else an extractive summary of the
+    day's units. Summaries, never copies of the transcript."""
+    if whole_session and session.get("summary"):
+        parts = extractive.parse(str(session["summary"]))
+    else:
+        parts = extractive.parse(extractive.summarize(list(units), max_words=400))
+    agent, project = str(session["agent"]), project_name(session.get("project")) or "-"
+    items: list[NoteItem] = []
+    dropped: list[str] = []
+    for key, section in FROM_SUMMARY.items():
+        for text in parts.get(key, [])[:NOTE_ITEMS_PER_SECTION]:
+            text = " ".join(text.split()).strip(" ;；")
+            if not text:
+                continue
+            if key != "tools" and noise(text):
+                dropped.append(text)
+                continue
+            items.append(NoteItem(section, text, agent, project))
+    return items, dropped
+
+
+def admission_candidates(session: Mapping[str, Any],
+                         units: Sequence[Mapping[str, Any]]) -> list[Candidate]:
+    """One candidate per user message holding Q1 sentences (the deterministic scorer)."""
+    agent = str(session["agent"])
+    project = project_name(session.get("project"))
+    out: list[Candidate] = []
+    for u in units:
+        if u.get("role") != "user" or u.get("kind") != "message":
+            continue
+        found = q1_sentences(str(u.get("content") or ""))
+        if not found:
+            continue
+        user_wide = project is None or all(f.user_wide for f in found)
+        out.append(Candidate(
+            text=" ".join(f.text for f in found),
+            importance=max(f.score for f in found),
+            source=agent if user_wide else f"{agent}:{project}",
+            scope=None if user_wide else project,
+            session_pk=int(session["pk"]), unit_ids=[int(u["id"])],
+            reasons=sorted({r for f in found for r in f.reasons}),
+            repeat=any(f.repeat for f in found), change=any(f.change for f in found)))
+    return out

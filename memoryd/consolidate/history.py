@@ -1,0 +1,48 @@
+"""HISTORY.md: the grep-able archive beside MEMORY.md. Superseded and demoted entries
+move here (one line each, with a pointer to what replaced them), and daily notes past
+the retention window are folded in as one dated paragraph each. Appends are atomic
+rewrites and idempotent: a line already present is not written twice."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from memoryd.consolidate.atomic import write_atomic
+
+FILENAME = "HISTORY.md"
+HEADER = "# HISTORY\n\nSuperseded and demoted MEMORY.md entries, and past daily notes.\n\n"
+
+
+def history_path(memory_dir: Path) -> Path:
+    return memory_dir / FILENAME
+
+
+def read(memory_dir: Path) -> str:
+    try:
+        return history_path(memory_dir).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""
+
+
+def append(memory_dir: Path, blocks: Sequence[str], dry_run: bool = False) -> list[str]:
+    """Append each block (a line or a paragraph) not already in the file; returns those
+    appended. Runs in a thread."""
+    text = read(memory_dir)
+    new = [b.strip("\n") for b in blocks if b.strip() and b.strip("\n") not in text]
+    new = list(dict.fromkeys(new))
+    if new and not dry_run:
+        body = text or HEADER
+        if not body.endswith("\n"):
+            body += "\n"
+        body += "".join(f"{b}\n" for b in new)
+        write_atomic(history_path(memory_dir), body.encode("utf-8"))
+    return new
+
+
+def superseded_line(day: str, entry_text: str, successor: str, why: str) -> str:
+    return f"- {day} superseded: {entry_text.strip()} → replaced by: {successor} ({why})"
+
+
+def demoted_line(day: str, entry_text: str, why: str) -> str:
+    return f"- {day} demoted: {entry_text.strip()} ({why})"

@@ -1,0 +1,176 @@
+"""Retention: what is kept hot, for how long (DESIGN §6).
+
+- Daily notes older than `daily_keep_days` are folded into HISTORY.md (one dated
+  paragraph each, every item kept) and removed.
+- Sessions idle for more than `units_keep_days` move their units to the monthly archive
+  files and leave the hot store; the session row keeps its summary and title, so it
+  stays listed and its summary searchable. `restore` brings the units back.
+
+Each step writes its destination before it removes its source, and both writes are
+idempotent, so a kill -9 anywhere loses and duplicates nothing: the next run finishes
+the move. `dry_run` reports what would move and changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from memoryd.config import RetentionSettings
+from memoryd.consolidate import archive, daily, history
+from memoryd.consolidate.atomic import clean_temps, remove_durably
+from memoryd.consolidate.clock import Clock, local_day
+from memoryd.errors import ConflictError, NotFoundError
+from memoryd.store import Store
+from memoryd.store import archive as sql
+
+log = logging.getLogger(__name__)
+DAY_S = 86400.0
+
+
+def compact(day: str, text: str) -> str:
+    """One dated paragraph (a single grep-able line) holding every item of a note."""
+    parts = []
+    for section, items in daily.sections_of(text).items():
+        if items:
+            parts.append(f"{section}: " + "; ".join(items))
+    body = " | ".join(parts) if parts else "(empty)"
+    return f"**{day}** — {body}"
+
+
+class Retention:
+    def __init__(self, settings: RetentionSettings, store: Store, memory_dir: Path,
+                 archive_dir: Path, tz: dt.tzinfo, *, clock: Clock = time.time) -> None:
+        self.settings = settings
+        self.store = store
+        self.memory_dir = memory_dir
+        self.archive_dir = archive_dir
+        self.tz = tz
+        self.clock = clock
+        self._lock = asyncio.Lock()
+        self.last_run: dict[str, Any] | None = None
+
+    async def run_job(self, params: dict[str, Any]) -> dict[str, Any]:
+        from memoryd.consolidate.service import flag
+        from memoryd.errors import BadRequestError
+
+        unknown = set(params) - {"dry_run"}
+        if unknown:
+            f = sorted(unknown)[0]
+            raise BadRequestError(f"{f}: unknown field", field=f)
+        return await self.run(dry_run=flag(params.get("dry_run"), "dry_run"))
+
+    async def scheduled(self) -> None:
+        try:
+            await self.run()
+        except Exception:
+            log.exception("retention run failed")
+
+    async def run(self, dry_run: bool = False) -> dict[str, Any]:
+        async with self._lock:
+            t0 = time.monotonic()
+            notes = await self._fold_notes(dry_run)
+            units = await self._archive_units(dry_run)
+        report = {"dry_run": dry_run, "daily_notes": notes, "archived": units,
+                  "seconds": round(time.monotonic() - t0, 3)}
+        self.last_run = {"at": self.clock(), "dry_run": dry_run,
+                         "notes": len(notes["folded"]), "sessions": len(units["sessions"])}
+        log.info("retention: %d daily notes folded into HISTORY.md, %d sessions (%d units) "
+                 "archived%s", len(notes["folded"]), len(units["sessions"]), units["units"],
+                 " (dry run)" if dry_run else "")
+        return report
+
+    # -- daily notes -> HISTORY.md -------------------------------------------------------
+
+    async def _fold_notes(self, dry_run: bool) -> dict[str, Any]:
+        today = local_day(self.clock(), self.tz)
+        cutoff = (today - dt.timedelta(days=self.settings.daily_keep_days)).isoformat()
+
+        def fold() -> list[str]:
+            clean_temps(self.memory_dir)
+            done = []
+            for day in daily.list_notes(self.memory_dir):
+                if day >= cutoff:
+                    continue
+                path = daily.note_path(self.memory_dir, day)
+                text = path.read_text(encoding="utf-8", errors="replace")
+                if not dry_run:
+                    history.append(self.memory_dir, [compact(day, text)])
+                    remove_durably(path)
+                done.append(day)
+            return done
+
+        folded = await asyncio.to_thread(fold)
+        return {"before": cutoff, "folded": folded}
+
+    # -- units -> archive files ----------------------------------------------------------
+
+    async def _archive_units(self, dry_run: bool) -> dict[str, Any]:
+        keep = self.settings.units_keep_days
+        if keep == 0:
+            return {"before": None, "sessions": [], "units": 0}
+        before = self.clock() - keep * DAY_S
+        await asyncio.to_thread(clean_temps, self.archive_dir)
+        sessions = await self.store.read(lambda c: sql.sessions_to_archive(c, before))
+        moved: list[dict[str, Any]] = []
+        total = 0
+        for s in sessions:
+            month = dt.datetime.fromtimestamp(s["last_ts"], self.tz).strftime("%Y-%m")
+            rows = await self.store.read(lambda c, pk=s["pk"]: sql.session_units(c, pk))
+            if not dry_run:
+                recs = [{"agent": s["agent"], "session_id": s["session_id"],
+                         "project": s["project"], **r} for r in rows]
+                await asyncio.to_thread(archive.add, self.archive_dir, month, recs)
+                # the file holds them (fsync'd): only now may the store let them go
+                await self.store.write(lambda c, pk=s["pk"]: sql.mark_archived(c, pk, month))
+            moved.append({"agent": s["agent"], "session_id": s["session_id"], "month": month,
+                          "units": len(rows)})
+            total += len(rows)
+        stamp = dt.datetime.fromtimestamp(before, self.tz).isoformat(timespec="seconds")
+        return {"before": stamp, "sessions": moved, "units": total}
+
+    # -- archive access ------------------------------------------------------------------
+
+    async def archive_list(self) -> dict[str, Any]:
+        files = await asyncio.to_thread(lambda: [
+            {"month": m, "path": str(p), "bytes": p.stat().st_size}
+            for m, p in archive.months(self.archive_dir)])
+        sessions = await self.store.read(sql.archived)
+        return {"files": files, "sessions": sessions}
+
+    async def archive_search(self, query: str, limit: int,
+                             agent: str | None = None) -> dict[str, Any]:
+        total, hits = await asyncio.to_thread(archive.search, self.archive_dir, query, limit,
+                                              agent)
+        return {"query": query, "total": total, "results": hits,
+                "message": f"{total} matches, showing {len(hits)}"}
+
+    async def restore(self, session_id: str, agent: str | None = None,
+                      dry_run: bool = False) -> dict[str, Any]:
+        rows = await self.store.read(lambda c: sql.find_session(c, session_id, agent))
+        if not rows:
+            raise NotFoundError(f"no session {session_id!r}", field="session_id")
+        if len(rows) > 1:
+            raise ConflictError(f"session id {session_id!r} exists for several agents; "
+                                "pass agent", field="agent")
+        s = rows[0]
+        recs = await asyncio.to_thread(archive.take, self.archive_dir, s["agent"],
+                                       s["session_id"], remove=False)
+        if dry_run or not recs:
+            return {"agent": s["agent"], "session_id": session_id, "dry_run": dry_run,
+                    "archived_units": len(recs), "restored": 0}
+        n = await self.store.write(lambda c: sql.restore_units(c, s["pk"], recs))
+        # in the store now (committed): only now leave the archive file
+        await asyncio.to_thread(archive.take, self.archive_dir, s["agent"], s["session_id"],
+                                remove=True)
+        return {"agent": s["agent"], "session_id": session_id, "dry_run": False,
+                "archived_units": len(recs), "restored": n}
+
+    async def forget(self, agent: str, session_id: str) -> int:
+        """`sessions forget`: the session's archived units go too."""
+        return len(await asyncio.to_thread(archive.take, self.archive_dir, agent, session_id,
+                                           remove=True))

@@ -1,0 +1,222 @@
+"""The deterministic admission scorer (no model): which sentences of a day are worth
+long-term memory, in English and Chinese.
+
+Each user sentence gets a score from signal families: explicit requests ("remember",
+"from now on", "记住", "以后") and standing rules ("always", "never", "统一", "别") and
+stated preferences and environment or project facts score up; transient states
+("today", "down", "限流"), questions, one-off requests and small talk score down.
+Items at or above `Q1_MIN` are Q1 (MEMORY.md); the rest are left to the daily note
+(Q2) or dropped (Q3). Also here: the token features behind similarity, and the change
+markers that make a new item supersede an old one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from memoryd.extractive import is_small_talk, sentences
+
+Q1_MIN = 3
+ITEM_CHARS = 220
+
+_I = re.IGNORECASE
+EXPLICIT = re.compile(
+    r"\bremember(?: that)?\b|\bkeep in mind\b|\bfrom now on\b|\bgoing forward\b|"
+    r"\bfor the record\b|\bfrom today\b|\bnote that\b|\bfyi\b|"
+    r"记住|记一下|记得|以后|今后|往后|从现在开始|从今天起|从今以后|今后", _I)
+RULE = re.compile(
+    r"\balways\b|\bnever\b|\bevery time\b|\beverywhere\b|\bby default\b|\bdon'?t\b|"
+    r"\bdo not\b|\bno more\b|\bonly (?:use|through|changes|via)\b|\bmust\b|\bshould always\b|"
+    r"统一|一律|不要|别用|别再|别写|不许|禁止|永远|总是|始终|都用|全用|只用|必须|不准|作废", _I)
+PREF = re.compile(
+    r"\bI (?:prefer|want|like|need|use|work|always|never)\b|\bI'?d rather\b|\bI'?m on\b|"
+    r"\bI'?m using\b|\bmy (?:setup|machine|laptop|mac)\b|\bwe use\b|\bwe only\b|"
+    r"我习惯|我喜欢|我希望|我偏好|我一般|我们用|尽量", _I)
+FACT = re.compile(
+    r"\b(?:macOS|Linux|Windows|Ubuntu|CentOS|Debian|Fedora|Apple Silicon|M[1-4]|Homebrew)\b|"
+    r"\b(?:Python|Node|Java|Go|Ruby|PHP|Postgres(?:QL)?|MySQL|Redis|ClickHouse|SQLite)\b|"
+    r"\b\d+\.\d+\b|(?:^|\s)/(?:opt|usr|home|etc|var|srv)/|\bserver\b|\bdeploy|\bdatabase\b|"
+    r"\bDB\b|\bprod(?:uction)?\b|\bregion\b|\bcron(?:tab)?\b|\bthe goal\b|\bdeadline\b|"
+    r"\bour (?:tests|app|db|stack|api|repo|codebase|team)\b|\bwe (?:deploy|run|talk|store)\b|"
+    r"\bcodebase\b|\btests? (?:are|run)\b|\bruns? on\b|\blives? in\b|"
+    r"服务器|部署|数据库|环境|生产|目标|项目|路径|版本|上线|团队|数据源|写进|代码|测试", _I)
+TRANSIENT = re.compile(
+    r"\btoday\b|\btonight\b|\bthis (?:morning|afternoon|evening|week)\b|\bright now\b|"
+    r"\bat the moment\b|\bfor now\b|\byesterday\b|\btomorrow\b|\bdown\b|\boutage\b|"
+    r"\b50[0-9]\b|\brate.?limit|\bflak|\btimed? ?out\b|\bbroke\b|\bfailing\b|\berror\b|"
+    r"\bbug\b|\bcrash\w*|报错|错误|"
+    r"今天|今晚|今早|明天|昨天|前天|刚才|刚刚|现在|这会儿|暂时|先不|目前|限流|挂了|超时|宕机|"
+    r"下午|上午", _I)
+UNDECIDED = re.compile(
+    r"\bopen question\b|\bnot sure\b|\bhaven'?t (?:made up|decided)\b|\bdon'?t know yet\b|"
+    r"\bundecided\b|\bdecide later\b|\blater\b|没想清楚|还没定|没定|先记着|再讨论|再说|"
+    r"再决定|要不要", _I)
+REQUEST = re.compile(
+    r"^(?:can|could|would|will) you\b|\bshow me\b|\blet'?s\b|\bplease (?:check|look|run|show|"
+    r"fix|draft|ping|add|do|make)\b|\btake a look\b|\bcan you\b|帮我|看一下|看看|跑一下|查查|"
+    r"给我|拉一下|顺便", _I)
+QUESTION = re.compile(r"[?？]\s*$|^(?:what|why|how|who|which)\b|吗[。？?]?$", _I)
+CHATTER = re.compile(
+    r"\b(?:lol|haha|thanks|thank you|good night|morning|hey|hi|hello|random question|trivia|"
+    r"fun|concert|weekend|lunch|dinner|recipe)\b|哈哈|谢谢|谢啦|晚安|早[。！]|吃|周末|拉面|演唱会",
+    _I)
+GOAL = re.compile(
+    r"\bthe goal\b|\bour goal\b|\bwe'?re aiming\b|\bdeadline\b|\blaunch date\b|"
+    r"\bdata source\b|\bbackground\b|\bcontext for\b|目标是|背景|数据源|截止", _I)
+CONVENTION = re.compile(
+    r"\b(?:in|use|write) (?:English|Chinese)\b|\b(?:format|style|convention|naming|exports?)\b|"
+    r"用(?:中文|英文)|格式|风格|命名|规范|注释|日志", _I)
+GENERAL = re.compile(
+    r"\bexplain\b|\bexplanation\b|\bbasic question\b|\btrivia\b|\brandom question\b|"
+    r"\bhistory of\b|\bwhat'?s (?:it|the difference)\b|科普|讲讲|解释一下|是怎么算的|"
+    r"什么意思|哪一年", _I)
+REPEAT = re.compile(
+    r"\bagain\b|\bI (?:told|said) (?:you|this)\b|\blast time\b|\bas I said\b|\bonce more\b|"
+    r"\balready (?:said|told)\b|说过|上次|又|再说一遍|一再", _I)
+CHANGE = re.compile(
+    r"\bfrom now on\b|\bfrom today\b|\bno longer\b|\binstead of\b|\bmoving (?:\w+ )*?off\b|"
+    r"\bswitch(?:ing|ed)? (?:to|from)\b|\bmigrat\w+ (?:to|from|off)\b|\breplac\w+\b|"
+    r"\bgoes away\b|\bnot .{1,40} anymore\b|\bscrap\b|\bchange of plan\b|"
+    r"从现在开始|从今天起|作废|改成|改为|换成|改用|不再|之前说的", _I)
+FILLER = re.compile(
+    r"^(?:(?:ok(?:ay)?|good|great|nice|cool|yes|yep|yeah|no|right|sure|agreed|also|and|so|"
+    r"btw|fyi|hmm|well|one more thing|another thing|oh)\b[,.!:;]?\s*)+|"
+    r"^(?:好的?|可以|行|嗯|对|不行|另外|还有|对了|顺便|然后|有个变化)[，,。：:！!]?\s*", _I)
+_LEAD_IN = re.compile(r"^[^:：/\d`]{0,40}?(?:context|background|for the record|fyi|note|btw|"
+                      r"heads.up|reminder|背景|情况|这块|交代|补充|提醒)[^:：/\d`]{0,30}?[:：]\s*",
+                      _I)
+_FIRST_PERSON = re.compile(r"\bI\b|\bI'?m\b|\bmy\b|\bme\b|我(?!们)", _I)
+_WE = re.compile(r"\bwe\b|\bour\b|\bus\b|\bthis (?:codebase|project|repo)\b|我们|项目|团队", _I)
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_WORD = re.compile(r"[a-z0-9][a-z0-9_.+#/-]*[a-z0-9+#]|[a-z0-9]", _I)
+_STOP = frozenset(
+    "the a an and or but to of in on at for with by is are was were be been it this that "
+    "these those we our you your i my me as from so if then than not no do does did have "
+    "has had will would can could should just also all any some only into out up about "
+    "there here what which who when where why how its it's they them their please use "
+    "using used always never don't dont".split())
+_CJK_STOP = frozenset("一下 一个 这个 那个 我们 你们 他们 就是 不是 还是 可以 然后 所以 因为 但是 "
+                      "已经 现在 今天 的话 什么 怎么 这种 那种 上面 下面".split())
+
+
+@dataclass
+class Scored:
+    text: str
+    score: int
+    reasons: list[str] = field(default_factory=list)
+    repeat: bool = False
+    change: bool = False
+    user_wide: bool = False
+
+    @property
+    def q1(self) -> bool:
+        return self.score >= Q1_MIN
+
+
+def clean_item(sentence: str) -> str:
+    s = " ".join(sentence.split())
+    for _ in range(3):
+        t = FILLER.sub("", s).strip()
+        if t == s:
+            break
+        s = t
+    s = s.strip(" -–—,，;；")
+    lead = _LEAD_IN.match(s)
+    if lead and len(s) - lead.end() >= 20:  # "Some context: X", "背景：X" -> X
+        s = s[lead.end():].strip()
+    if len(s) > ITEM_CHARS:
+        s = s[: ITEM_CHARS - 1].rstrip() + "…"
+    return s.replace("|", "/").replace("；", "; ")
+
+
+def score(sentence: str) -> Scored:
+    text = clean_item(sentence)
+    s = " ".join(sentence.split())
+    out = Scored(text, 0)
+    if len(text) < 6 or is_small_talk(text):
+        out.score, out.reasons = -9, ["small talk"]
+        return out
+    explicit = bool(EXPLICIT.search(s))
+    rest = EXPLICIT.sub(" ", s)  # "from today", "从现在开始" are not transient
+    add = [("explicit request", 4 if explicit else 0),
+           ("standing rule", 3 if RULE.search(s) else 0),
+           ("preference", 2 if PREF.search(s) else 0),
+           ("goal or background", 2 if GOAL.search(s) else 0),
+           ("convention", 1 if CONVENTION.search(s) else 0),
+           ("environment/project fact", min(3, len(FACT.findall(s)))),
+           ("transient", -3 if TRANSIENT.search(rest) else 0),
+           ("undecided", -4 if UNDECIDED.search(rest) else 0),
+           ("one-off request", -2 if REQUEST.search(s) else 0),
+           ("question", -4 if QUESTION.search(s) else 0),
+           ("chatter", -4 if CHATTER.search(s) else 0),
+           ("too long", -2 if len(sentence) > 400 else 0)]
+    out.score = sum(v for _, v in add)
+    out.reasons = [f"{name} {v:+d}" for name, v in add if v]
+    out.repeat = bool(REPEAT.search(s))
+    out.change = bool(CHANGE.search(s))
+    if out.repeat and out.score >= 1:  # a correction the user repeats: a standing preference
+        out.score = max(out.score, Q1_MIN)
+        out.reasons.append("repeated correction")
+    out.user_wide = bool(_FIRST_PERSON.search(s)) and not _WE.search(s)
+    return out
+
+
+def candidates(message: str) -> list[Scored]:
+    """The Q1-worthy sentences of one user message (possibly none)."""
+    out = []
+    for sent in sentences(message):
+        sc = score(sent)
+        if sc.q1 and sc.text:
+            out.append(sc)
+    return out
+
+
+def noise(text: str) -> bool:
+    """Q3 for a daily note: small talk, chatter, or a question answered from general
+    knowledge (no project words in it)."""
+    core = re.sub(r"[\W_]+", "", text)
+    short = len(core) < (4 if _CJK.search(core) else 8)
+    if short or is_small_talk(text) or CHATTER.search(text) or GENERAL.search(text):
+        return True
+    return bool(QUESTION.search(text)) and not (FACT.search(text) or UNDECIDED.search(text)
+                                                or _WE.search(text) or REQUEST.search(text))
+
+
+def features(text: str) -> set[str]:
+    """Latin words and numbers (stop words out) and CJK character bigrams."""
+    low = text.casefold()
+    feats = {w for w in _WORD.findall(low) if w not in _STOP}
+    for run in _CJK.findall(low):
+        if len(run) == 1:
+            feats.add(run)
+        feats.update(b for b in (run[i:i + 2] for i in range(len(run) - 1))
+                     if b not in _CJK_STOP)
+    return feats
+
+
+def similarity(a: str | set[str], b: str | set[str]) -> float:
+    """Dice coefficient of the two texts' features (0..1)."""
+    fa = features(a) if isinstance(a, str) else a
+    fb = features(b) if isinstance(b, str) else b
+    if not fa or not fb:
+        return 0.0
+    return 2 * len(fa & fb) / (len(fa) + len(fb))
+
+
+def overlap(a: str | set[str], b: str | set[str]) -> float:
+    """Share of the smaller text's features found in the other (0..1)."""
+    fa = features(a) if isinstance(a, str) else a
+    fb = features(b) if isinstance(b, str) else b
+    if not fa or not fb:
+        return 0.0
+    return len(fa & fb) / min(len(fa), len(fb))
+
+
+def distinctive(text: str | set[str]) -> set[str]:
+    """Names, versions and paths: the Latin features with a digit, a dot, a slash, or
+    longer than three letters."""
+    f = features(text) if isinstance(text, str) else text
+    return {w for w in f if w.isascii() and (any(c.isdigit() or c in "./-_" for c in w)
+                                             or len(w) > 3)}

@@ -191,8 +191,13 @@ class Daemon:
             assert self.watcher is not None
             return {"queued": await self.watcher.reconcile(urgent=True)}
 
+        async def reindex(params: dict[str, Any]) -> dict[str, Any]:
+            assert self.store is not None
+            self.store.index.request_rebuild()
+            return {"index": "rebuilding"}
+
         assert self.summaries is not None
-        return {"reconcile": reconcile, **self.summaries.jobs}
+        return {"reconcile": reconcile, "reindex": reindex, **self.summaries.jobs}
 
     async def ingest(self, req: IngestRequest) -> IngestResponse:
         """Backfill a file or folder now (POST /v1/ingest)."""
@@ -265,6 +270,7 @@ class Daemon:
         depth = self.queue.depth()
         unread = await asyncio.to_thread(self.ingestor.unread_bytes, self.queue.queued())
         depth = max(depth, self.queue.depth())
+        index = self.store.index.status()
         c = await self.store.read(counts)
         st = self.ingestor.stats
         return {
@@ -279,7 +285,8 @@ class Daemon:
             "unread_bytes": unread,
             "queue_depth": depth,
             "backfill_done": backfill_done,
-            "caught_up": backfill_done and depth == 0 and unread == 0,
+            "caught_up": backfill_done and depth == 0 and unread == 0 and index["caught_up"],
+            "index": index,
             "ingest_lag_ms": None if st.last_lag_ms is None else round(st.last_lag_ms, 1),
             "ingest": {"units_this_run": st.units, "batches": st.batches,
                        "bad_lines_this_run": st.bad_lines, "errors": st.errors,

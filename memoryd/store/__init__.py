@@ -1,8 +1,10 @@
-"""The store: one SQLite file, a writer thread and a reader thread.
+"""The store: one SQLite file (the truth), a writer thread and a reader thread, and the
+tantivy search index that follows it (`store.index`, `memoryd.index`).
 
 `await store.write(fn)` / `await store.read(fn)` run `fn(conn)` in one transaction on
 the owning thread. The SQL itself lives in plain sync functions (`store/units.py`,
-`store/sessions.py`, `store/files.py`) that take `conn` first.
+`store/sessions.py`, `store/files.py`) that take `conn` first. Every committed write
+wakes the index writer, which indexes what changed (`memoryd.index.indexer`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from memoryd.errors import StoreError
+from memoryd.index import SearchIndex
 from memoryd.store.db import DBThread, connect
 from memoryd.store.migrations import migrate
 
@@ -23,17 +26,21 @@ __all__ = ["Store"]
 
 
 class Store:
-    def __init__(self, path: Path, writer: DBThread, reader: DBThread) -> None:
+    def __init__(self, path: Path, writer: DBThread, reader: DBThread,
+                 index: SearchIndex) -> None:
         self.path = path
         self._writer = writer
         self._reader = reader
+        self.index = index
 
     @classmethod
-    async def open(cls, path: Path) -> Store:
-        return await asyncio.to_thread(cls.open_sync, path)
+    async def open(cls, path: Path, index_dir: Path | None = None) -> Store:
+        return await asyncio.to_thread(cls.open_sync, path, index_dir)
 
     @classmethod
-    def open_sync(cls, path: Path) -> Store:
+    def open_sync(cls, path: Path, index_dir: Path | None = None) -> Store:
+        """Open (and migrate) the database at `path` and its search index (by default
+        the `index` directory beside it)."""
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = connect(path)
@@ -47,17 +54,35 @@ class Store:
             reader.start()
         except sqlite3.Error as e:
             raise StoreError(f"cannot open the database {path}: {e}") from e
-        return cls(path, writer, reader)
+        index = SearchIndex(index_dir or path.parent / "index", path)
+        try:
+            index.open(lambda upto: writer.call(lambda c: c.execute(
+                "DELETE FROM index_pending WHERE id <= ?", (upto,))))
+        except (OSError, ValueError) as e:
+            reader.stop()
+            writer.stop()
+            raise StoreError(f"cannot open the search index {index.root}: {e}") from e
+        return cls(path, writer, reader, index)
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return await self._writer.submit(fn)
+        try:
+            return await self._writer.submit(fn)
+        finally:
+            self.index.notify_write()
+
+    async def indexed(self) -> None:
+        """Until everything written so far is searchable."""
+        await self.index.wait_indexed()
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await self._reader.submit(fn)
 
     def write_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """For code running in a worker thread (never on the event loop)."""
-        return self._writer.call(fn)
+        try:
+            return self._writer.call(fn)
+        finally:
+            self.index.notify_write()
 
     def read_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return self._reader.call(fn)
@@ -83,5 +108,6 @@ class Store:
         await asyncio.to_thread(self.close_sync)
 
     def close_sync(self) -> None:
+        self.index.close()
         self._reader.stop()
         self._writer.stop()

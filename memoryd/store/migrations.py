@@ -6,8 +6,6 @@ import sqlite3
 import time
 from collections.abc import Callable
 
-from memoryd.store.fts import TOKENIZER
-
 Migration = Callable[[sqlite3.Connection], None]
 
 
@@ -112,7 +110,7 @@ def m001_initial(conn: sqlite3.Connection) -> None:
 
         -- rowid = units.id, body = the unit text with CJK runs as bigrams.
         CREATE VIRTUAL TABLE units_fts USING fts5 (
-            body, one_liner, tokenize = '{TOKENIZER}'
+            body, one_liner, tokenize = 'porter unicode61 remove_diacritics 2'
         );
         """
     )
@@ -194,7 +192,25 @@ def m003_units_id_session(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX units_id_session ON units (id, session_pk, seq)")
 
 
-MIGRATIONS: list[Migration] = [m001_initial, m002_jobs_and_summaries, m003_units_id_session]
+def m004_tantivy_index(conn: sqlite3.Connection) -> None:
+    """Search moves to the tantivy index (`memoryd.index`), derived from this database:
+    the FTS5 table and its copy of every unit's text go. `index_pending` holds the units
+    changed after they were indexed (merged pieces, one-liners, forgotten sessions),
+    written in the change's own transaction and cleared once the index has them."""
+    _script(
+        conn,
+        """
+        DROP TABLE IF EXISTS units_fts;
+        CREATE TABLE index_pending (
+            id INTEGER PRIMARY KEY,
+            unit_id INTEGER NOT NULL
+        )
+        """,
+    )
+
+
+MIGRATIONS: list[Migration] = [m001_initial, m002_jobs_and_summaries, m003_units_id_session,
+                               m004_tantivy_index]
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

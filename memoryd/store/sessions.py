@@ -121,8 +121,8 @@ def forget_session(conn: sqlite3.Connection, pk: int) -> int:
     session row) and anything keyed to it. File cursors stay where they are, so the
     forgotten lines are not read again unless the file grows."""
     n = conn.execute("SELECT count(*) FROM units WHERE session_pk = ?", (pk,)).fetchone()[0]
-    conn.execute("DELETE FROM units_fts WHERE rowid IN "
-                 "(SELECT id FROM units WHERE session_pk = ?)", (pk,))
+    conn.execute("INSERT INTO index_pending (unit_id) "
+                 "SELECT id FROM units WHERE session_pk = ?", (pk,))
     conn.execute("DELETE FROM units WHERE session_pk = ?", (pk,))
     # jobs still waiting for it; summaries go with the session row (ON DELETE CASCADE)
     conn.execute("DELETE FROM jobs WHERE target = ? AND state = 'pending'", (f"session:{pk}",))

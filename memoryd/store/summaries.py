@@ -3,8 +3,8 @@
 A session's summary covers its units up to `summary_upto` (a seq); everything after
 is "unsummarized". Each stored summary is also kept in `summaries` (the history of
 segments, for daily notes) with what made it (`extractive` or the model) and the
-prompt version. Setting a one-liner updates `units_fts.one_liner` in the same
-transaction, so search sees it at once.
+prompt version. Setting a one-liner queues the unit for the search index
+(`index_pending`) in the same transaction; the index picks it up with its next commit.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from memoryd.store.fts import index_text
 
 EXTRACTIVE = "extractive"
 
@@ -207,8 +206,7 @@ def save_one_liners(conn: sqlite3.Connection, items: list[tuple[int, str, str, s
             sql += " AND one_liner_by = ?"
             args.append(only_if_by)
         if conn.execute(sql, args).rowcount:
-            conn.execute("UPDATE units_fts SET one_liner = ? WHERE rowid = ?",
-                         (index_text(line), uid))
+            conn.execute("INSERT INTO index_pending (unit_id) VALUES (?)", (uid,))
             n += 1
     return n
 

@@ -222,6 +222,7 @@ class Daemon:
         before = self.ingestor.stats.units
         if req.wait:
             await self.queue.process(files)
+            await self.store.indexed()  # waited for: searchable, not only stored
             return IngestResponse(path=str(path), files=len(files),
                                   new_units=self.ingestor.stats.units - before)
         for f in files:
@@ -270,7 +271,7 @@ class Daemon:
         depth = self.queue.depth()
         unread = await asyncio.to_thread(self.ingestor.unread_bytes, self.queue.queued())
         depth = max(depth, self.queue.depth())
-        index = self.store.index.status()
+        index = await self.store.read(self.store.index.status)
         c = await self.store.read(counts)
         st = self.ingestor.stats
         return {

@@ -292,7 +292,8 @@ def _hits(conn: sqlite3.Connection, index: SearchIndex, top: list[dict[str, Any]
           plan: QueryPlan, neighbours: int, p: Params) -> list[Hit]:
     ids = [c["unit_id"] for c in top]
     rows = units_by_id(conn, ids)
-    matched = index.matched(conn, plan.terms, ids)
+    matched = index.matched(plan.terms, {
+        i: r["content"] + "\n" + (r["one_liner"] or "") for i, r in rows.items()})
     # split the score by field only for hits with a one-liner
     with_one_liner = [i for i in ids if (r := rows.get(i)) and r["one_liner"]]
     cols = index.field_scores(plan.terms, with_one_liner, w_body=p.w_body,

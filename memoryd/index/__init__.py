@@ -9,7 +9,6 @@ searches fall back to a scan of recent units (`memoryd.index.fallback`).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -23,8 +22,16 @@ import tantivy
 
 from memoryd.index import fallback
 from memoryd.index.indexer import Indexer
-from memoryd.index.query import Filters, filter_clauses, ids_query, restricted, text_query
+from memoryd.index.query import (
+    Filters,
+    filter_clauses,
+    ids_query,
+    restricted,
+    term_tokens,
+    text_query,
+)
 from memoryd.index.schema import ANALYZER, SCHEMA_VERSION, build_analyzer, build_schema
+from memoryd.index.text import index_text, is_cjk
 
 __all__ = ["Filters", "SearchIndex"]
 
@@ -42,8 +49,7 @@ class SearchIndex:
         self.analyzer = build_analyzer()
         self.state = "rebuilding"
         self.upto = 0              # the largest unit id in the index
-        self.write_gen = 0         # store writes seen ...
-        self.indexed_gen = 0       # ... and the last one the index has caught up with
+        self.pending_done = 0      # the last index_pending row the index has committed
         self._index: tantivy.Index | None = None
         self._writer: Any = None
         self._rebuild = threading.Event()
@@ -138,28 +144,23 @@ class SearchIndex:
 
     def notify_write(self) -> None:
         """The store committed a write: the index may have something to follow."""
-        self.write_gen += 1
         if self._indexer is not None:
             self._indexer.wake()
 
-    def is_caught_up(self) -> bool:
-        return self.state == "ready" and self.indexed_gen >= self.write_gen
+    def is_caught_up(self, conn: sqlite3.Connection) -> bool:
+        """Everything committed to the database (as `conn` sees it) is searchable: the
+        newest unit is indexed and no change waits in `index_pending`. Two index seeks."""
+        if self.state != "ready":
+            return False
+        top = conn.execute("SELECT coalesce(max(id), 0) FROM units").fetchone()[0]
+        if top > self.upto:
+            return False
+        return conn.execute("SELECT NOT EXISTS (SELECT 1 FROM index_pending WHERE id > ?)",
+                            (self.pending_done,)).fetchone()[0] == 1
 
-    async def wait_indexed(self, timeout: float = 30.0) -> None:
-        """Until everything the store has committed so far is searchable."""
-        gen = self.write_gen
-        self.notify_write()
-        gen += 1
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while self.indexed_gen < gen or self.state != "ready":
-            if loop.time() > deadline:
-                raise TimeoutError("the search index did not catch up")
-            await asyncio.sleep(0.005)
-
-    def status(self) -> dict[str, Any]:
+    def status(self, conn: sqlite3.Connection) -> dict[str, Any]:
         out: dict[str, Any] = {"state": self.state, "units": self.docs(), "upto": self.upto,
-                               "caught_up": self.is_caught_up()}
+                               "caught_up": self.is_caught_up(conn)}
         if self._indexer is not None and self._indexer.error:
             out["error"] = self._indexer.error
         return out
@@ -196,29 +197,23 @@ class SearchIndex:
         found = [(int(u), float(sc)) for u, (sc, _) in zip(uids, res.hits, strict=True)]
         return (res.count if count and res.count is not None else len(found)), found
 
-    def matched(self, conn: sqlite3.Connection, terms: list[str], ids: list[int]
-                ) -> dict[int, set[int]]:
-        """Which of `terms` (by index) each of the given units matches."""
+    def matched(self, terms: list[str], texts: dict[int, str]) -> dict[int, set[int]]:
+        """Which of `terms` (by index) each text (unit id -> content and one-liner)
+        contains, by the index's own analysis (a phrase: all of its tokens; a single CJK
+        character: as a prefix). No search: the hits' text is at hand."""
+        wanted = [(i, term_tokens(self.analyzer, t), is_cjk(t) and len(t) == 1)
+                  for i, t in enumerate(terms)]
         out: dict[int, set[int]] = {}
-        idx = self._index
-        if not ids:
-            return out
-        if not self.searchable() or idx is None:
-            probes = [fallback.probe(t) for t in terms]
-            for uid, text in conn.execute(
-                    "SELECT id, lower(content || ' ' || coalesce(one_liner, '')) FROM units "
-                    "WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)):
-                out[uid] = {i for i, p in enumerate(probes) if p in text}
-            return out
-        s = idx.searcher()
-        only = [(tantivy.Occur.Must, ids_query(self.schema, ids))]
-        for i, t in enumerate(terms):
-            q = text_query(self.schema, self.analyzer, s, [t])
-            if q is None:
-                continue
-            res = s.search(restricted(q, only), len(ids), count=False)
-            for u in s.fast_field_values("unit_id", [a for _, a in res.hits]):
-                out.setdefault(int(u), set()).add(i)
+        for uid, text in texts.items():
+            have = set(self.analyzer.analyze(index_text(text)))
+            got = set()
+            for i, tokens, prefix in wanted:
+                if prefix:
+                    if any(h.startswith(tokens[0]) for h in have):
+                        got.add(i)
+                elif tokens and all(t in have for t in tokens):
+                    got.add(i)
+            out[uid] = got
         return out
 
     def field_scores(self, terms: list[str], ids: list[int], *, w_body: float = 1.0,

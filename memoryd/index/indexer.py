@@ -72,7 +72,6 @@ class Indexer:
         conn = _connect(self.ix.db_path)
         try:
             while not self._stop:
-                gen = self.ix.write_gen
                 self._wake.clear()
                 try:
                     while not self._stop and self._pass(conn):
@@ -83,7 +82,6 @@ class Indexer:
                     self._wake.wait(5.0)
                     continue
                 self.error = None
-                self.ix.indexed_gen = gen
                 self.ix.caught_up()
                 self._wake.wait(IDLE_POLL_S)
         finally:
@@ -116,10 +114,11 @@ class Indexer:
             w.add_document(d)
         w.commit()
         self.commits += 1
+        self.ix.committed()  # searchers see the commit before anyone is told it is done
         if rows:
             self.ix.upto = rows[-1]["unit_id"]
-        self.ix.committed()
         if pending:
+            self.ix.pending_done = pending[-1][0]
             self._clear_pending(pending[-1][0])
         return True
 

@@ -70,9 +70,15 @@ class Store:
         finally:
             self.index.notify_write()
 
-    async def indexed(self) -> None:
-        """Until everything written so far is searchable."""
-        await self.index.wait_indexed()
+    async def indexed(self, timeout: float = 30.0) -> None:
+        """Until everything written so far is searchable (tests, tools)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        self.index.notify_write()
+        while not await self.read(self.index.is_caught_up):
+            if loop.time() > deadline:
+                raise TimeoutError("the search index did not catch up")
+            await asyncio.sleep(0.005)
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await self._reader.submit(fn)

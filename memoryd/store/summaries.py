@@ -254,8 +254,11 @@ def extractive_sessions(conn: sqlite3.Connection, limit: int) -> list[int]:
 def artifact_counts(conn: sqlite3.Connection) -> dict[str, Any]:
     by_session = {r[0]: r[1] for r in conn.execute(
         "SELECT summary_by, count(*) FROM sessions WHERE summary_by IS NOT NULL GROUP BY 1")}
-    extractive_lines = conn.execute("SELECT count(*) FROM units WHERE one_liner_by = ?",
-                                    (EXTRACTIVE,)).fetchone()[0]
+    # a literal, not a bound parameter: only then can the planner use the partial index
+    # units_extractive_one_liner (2.7 ms instead of a 156 ms scan at 1M units)
+    assert EXTRACTIVE.isidentifier()
+    extractive_lines = conn.execute(
+        f"SELECT count(*) FROM units WHERE one_liner_by = '{EXTRACTIVE}'").fetchone()[0]
     return {"summaries_by": by_session, "extractive_one_liners": extractive_lines}
 
 

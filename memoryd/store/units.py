@@ -123,7 +123,9 @@ def _merge(conn: sqlite3.Connection, pk: int, rec: Record, record_id: str) -> St
 
 
 def count_units(conn: sqlite3.Connection) -> int:
-    return conn.execute("SELECT count(*) FROM units").fetchone()[0]
+    """The number of units, from the sessions' maintained counters (one row per session,
+    not per unit: `count(*)` over units reads a whole index, 100+ ms at 1M units)."""
+    return conn.execute("SELECT coalesce(sum(units), 0) FROM sessions").fetchone()[0]
 
 
 SEARCH_COLUMNS = (

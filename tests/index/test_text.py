@@ -183,7 +183,7 @@ async def test_the_index_follows_changes_and_survives_a_restart(tmp_path):
         await store.write(lambda c: save_one_liners(c, [(uid, "narwhal tusk", "x", "p")]))
         await store.indexed()
         assert await count(store, "walrus") == 3 and await count(store, "narwhal") == 1
-        assert store.index.status()["state"] == "ready"
+        assert store.index.state == "ready"
     finally:
         await store.close()
     # units written while the index was closed are indexed on the next start
@@ -217,13 +217,13 @@ async def test_a_corrupt_index_is_rebuilt_while_search_falls_back(tmp_path):
     store = await Store.open(tmp_path / "m.db")
     try:
         await store.indexed()
-        assert store.index.status()["state"] == "ready" and store.index.docs() == 5
+        assert store.index.state == "ready" and store.index.docs() == 5
         store.index.request_rebuild()
-        assert store.index.status()["state"] == "rebuilding"
+        assert store.index.state == "rebuilding"
         total, found = await store.read(lambda c: store.index.candidates(
             c, ["zebra"], Filters(), mode="or", limit=10, count=True))
         assert total == 5  # the fallback scan answers meanwhile
         await store.indexed()
-        assert store.index.status()["state"] == "ready" and store.index.docs() == 5
+        assert store.index.state == "ready" and store.index.docs() == 5
     finally:
         await store.close()

@@ -100,6 +100,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--list", action="store_true", help="list the jobs")
     r.add_argument("--session", help="session id, for session jobs")
     r.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
+    sub.add_parser("reindex", help="rebuild the search index from the database, in the "
+                   "background (search scans recent units meanwhile)")
     ing = sub.add_parser("ingest", help="read a file or folder now")
     ing.add_argument("path")
     ing.add_argument("--agent", default="auto")
@@ -299,6 +301,10 @@ def cmd_run(args: argparse.Namespace, c: MemorydClient) -> Result:
     return c.run_job(args.job, params), output.render_job
 
 
+def cmd_reindex(args: argparse.Namespace, c: MemorydClient) -> Result:
+    return c.run_job("reindex", {}), output.render_job
+
+
 def cmd_ingest(args: argparse.Namespace, c: MemorydClient) -> Result:
     path = str(Path(args.path).expanduser().absolute())
     data = c.ingest(path, agent=args.agent, wait=args.wait)
@@ -315,6 +321,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, MemorydClient], Result]] = {
     "status": cmd_status, "search": cmd_search, "context": cmd_context, "hook": cmd_hook,
     "sessions": cmd_sessions,
     "memory": cmd_memory, "run": cmd_run, "ingest": cmd_ingest, "backup": cmd_backup,
+    "reindex": cmd_reindex,
 }
 
 

@@ -194,13 +194,15 @@ def m003_units_id_session(conn: sqlite3.Connection) -> None:
 
 def m004_tantivy_index(conn: sqlite3.Connection) -> None:
     """Search moves to the tantivy index (`memoryd.index`), derived from this database:
-    the FTS5 table and its copy of every unit's text go. `index_pending` holds the units
+    the FTS5 table and its copy of every unit's text go, and with them m003's unit ->
+    session index, which only full-text joins read. `index_pending` holds the units
     changed after they were indexed (merged pieces, one-liners, forgotten sessions),
     written in the change's own transaction and cleared once the index has them."""
     _script(
         conn,
         """
         DROP TABLE IF EXISTS units_fts;
+        DROP INDEX IF EXISTS units_id_session;
         CREATE TABLE index_pending (
             id INTEGER PRIMARY KEY,
             unit_id INTEGER NOT NULL

@@ -43,15 +43,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness as h  # noqa: E402
 
 from memoryd.api import SearchRequest  # noqa: E402
-from memoryd.ingest import adapters  # noqa: E402
-from memoryd.ingest.adapters.base import content_id  # noqa: E402
-from memoryd.paths import resolve_paths  # noqa: E402
-from memoryd.search import search  # noqa: E402
-from memoryd.store import Store  # noqa: E402
 from memoryd.index.query import text_query  # noqa: E402
 from memoryd.index.schema import ANALYZER, build_analyzer, build_schema, document  # noqa: E402
 from memoryd.index.text import index_text  # noqa: E402
+from memoryd.ingest import adapters  # noqa: E402
+from memoryd.ingest.adapters.base import content_id  # noqa: E402
+from memoryd.paths import resolve_paths  # noqa: E402
 from memoryd.retrieval import plan_query  # noqa: E402
+from memoryd.search import search  # noqa: E402
+from memoryd.store import Store  # noqa: E402
 from memoryd.store.sessions import session_pk  # noqa: E402
 from memoryd.store.units import store_record  # noqa: E402
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from memoryd.api import SearchRequest, SearchResponse, SearchResult
+from memoryd.index.text import snippet
 from memoryd.retrieval import retrieve_sync
 from memoryd.store import Store
-from memoryd.index.text import snippet
 
 
 async def search(store: Store, req: SearchRequest) -> SearchResponse:

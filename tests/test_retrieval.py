@@ -197,7 +197,8 @@ async def test_filters_exclusion_and_total(store):
     await put(store, {"a": [("user", f"terraform plan {i}") for i in range(5)],
                       "b": [("user", "terraform apply")]},
               projects={"a": "/proj/a", "b": "/proj/b"})
-    r = await store.read(lambda c: retrieve_sync(c, store.index, "terraform", k=2, count=True, now=NOW))
+    r = await store.read(lambda c: retrieve_sync(c, store.index, "terraform", k=2, count=True,
+                                                  now=NOW))
     assert r.total == 6 and len(r.hits) == 2
     got = await store.read(lambda c: ids(retrieve_sync(
         c, store.index, "terraform", k=10, project="/proj/b", now=NOW).hits))

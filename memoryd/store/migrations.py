@@ -37,7 +37,7 @@ def statements(sql: str) -> list[str]:
 def m001_initial(conn: sqlite3.Connection) -> None:
     _script(
         conn,
-        f"""
+        """
         CREATE TABLE sessions (
             id INTEGER PRIMARY KEY,
             agent TEXT NOT NULL,
@@ -77,7 +77,7 @@ def m001_initial(conn: sqlite3.Connection) -> None:
             tail_hash TEXT,
             line_no INTEGER NOT NULL DEFAULT 0,
             bad_lines INTEGER NOT NULL DEFAULT 0,
-            state TEXT NOT NULL DEFAULT '{{}}',
+            state TEXT NOT NULL DEFAULT '{}',
             last_error TEXT,
             gone INTEGER NOT NULL DEFAULT 0,
             updated_at REAL

@@ -13,7 +13,6 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-
 EXTRACTIVE = "extractive"
 
 SESSION_FIELDS = (

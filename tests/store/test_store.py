@@ -2,11 +2,11 @@ import threading
 
 import pytest
 
+from memoryd.index import Filters
 from memoryd.ingest.adapters.base import Record
 from memoryd.store import Store
 from memoryd.store.migrations import MIGRATIONS
 from memoryd.store.sessions import list_sessions, session_pk
-from memoryd.index import Filters
 from memoryd.store.units import store_record
 
 

@@ -240,8 +240,8 @@ async def run(args: argparse.Namespace, dir: Path, info: dict) -> None:
     with h.short_dir() as sd:
         d = h.Memoryd(run_home, src, sd / "m.sock", log_path=dir / "memoryd.log")
         try:
-            d.wait_ready(60)
-            d.wait_caught_up(60)
+            d.wait_ready(300)  # a busy machine: imports alone can take tens of seconds
+            d.wait_caught_up(300)
             client = d.client
 
             def do_raw(q: str, mode: str, match: str) -> int:

@@ -71,6 +71,12 @@ class SearchIndex:
                 self._index = idx
                 self.upto = self._max_unit_id()
                 self.state = "ready" if meta.get("complete") else "rebuilding"
+                if self.upto > self._db_max_unit_id():
+                    # ahead of the database (restored from a backup, or a new one): its
+                    # ids mean other units now
+                    log.warning("search index at %s is ahead of the database: rebuilding",
+                                tdir)
+                    self._index = None
             except (ValueError, OSError) as e:
                 log.warning("search index at %s unreadable (%s): rebuilding", tdir, e)
                 self._index = None
@@ -251,6 +257,13 @@ class SearchIndex:
         res = s.search(tantivy.Query.all_query(), 1, count=False, order_by_field="unit_id",
                        order=tantivy.Order.Desc)
         return int(s.fast_field_values("unit_id", [res.hits[0][1]])[0])
+
+    def _db_max_unit_id(self) -> int:
+        conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True)
+        try:
+            return int(conn.execute("SELECT coalesce(max(id), 0) FROM units").fetchone()[0])
+        finally:
+            conn.close()
 
     def _read_meta(self) -> dict[str, Any]:
         try:

@@ -227,3 +227,25 @@ async def test_a_corrupt_index_is_rebuilt_while_search_falls_back(tmp_path):
         assert store.index.state == "ready" and store.index.docs() == 5
     finally:
         await store.close()
+
+
+async def test_an_index_ahead_of_its_database_is_rebuilt(tmp_path):
+    def put(c, n):
+        pk = session_pk(c, "generic", "s")
+        for i in range(n):
+            store_record(c, pk, Record("user", f"otter {i}"), f"r{i}", None, 0)
+
+    store = await Store.open(tmp_path / "a.db", tmp_path / "index")
+    try:
+        await store.write(lambda c: put(c, 5))
+        await store.indexed()
+    finally:
+        await store.close()
+    # a new database beside the old index: unit ids 1..2 now mean other units
+    store = await Store.open(tmp_path / "b.db", tmp_path / "index")
+    try:
+        await store.write(lambda c: put(c, 2))
+        await store.indexed()
+        assert store.index.docs() == 2
+    finally:
+        await store.close()

@@ -1,13 +1,12 @@
 """Context latency on a large store: `/v1/context`'s work (ContextBuilder.build, in
-process) vs a bare FTS5 MATCH of the same query, in the same run.
+process) vs a bare tantivy top-15 of the same query, in the same run.
 
 Uses the store bench/search.py builds and caches (1,000,000 units by default; sessions
 in 37 project folders /bench/projNN). Each query is asked as an agent working in one of
 those projects would: cwd = a project folder, budget 2000 tokens, the default sections
 (long-term memory from an empty MEMORY.md, recalled turns); that is two retrievals
 (this project, then everyone) plus token counting of the rendered block. The raw
-baseline is `SELECT rowid FROM t WHERE t MATCH ? ORDER BY rank LIMIT 15` on the bare
-contentless twin with the same match expression.
+baseline is the bare tantivy twin (search.py) answering the query memoryd builds, top 15.
 
     .venv/bin/python bench/context_latency.py            # 1M units (builds once: ~10 min)
     .venv/bin/python bench/context_latency.py --quick    # 100k units
@@ -19,7 +18,6 @@ import argparse
 import asyncio
 import random
 import shutil
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -44,12 +42,17 @@ async def run(args: argparse.Namespace, dir: Path) -> None:
     shutil.rmtree(run_home, ignore_errors=True)
     paths = resolve_paths(run_home)
     paths.ensure()
-    shutil.copyfile(resolve_paths(dir / "home").db, paths.db)  # memoryd may migrate it
+    built = resolve_paths(dir / "home")
+    shutil.copyfile(built.db, paths.db)  # memoryd may migrate it
+    shutil.copytree(built.data_dir / "index", paths.data_dir / "index")
     store = await Store.open(paths.db)
     memory = MemoryFile.from_paths(paths, poll_interval=0)
     builder = ContextBuilder(store, memory, paths.memory_dir)
-    raw = sqlite3.connect(f"file:{dir / 'raw.db'}?mode=ro", uri=True, isolation_level=None)
-    raw.execute("PRAGMA cache_size=-65536")
+    raw_ix = search_bench.bare_tantivy(dir / "raw-tantivy", create=False)
+
+    def raw(q: str) -> int:
+        return search_bench.do_bare(raw_ix, q, "or")
+
     rng = random.Random(7)
     t_ctx: list[float] = []
     t_raw: list[float] = []
@@ -62,25 +65,22 @@ async def run(args: argparse.Namespace, dir: Path) -> None:
             if match is None:
                 continue
             await builder.build(req)  # warm: both sides find their pages cached
-            raw.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY rank LIMIT 15",
-                        (match,)).fetchall()
+            raw(q)
             t0 = time.perf_counter()
             pack = await builder.build(req)
             t_ctx.append(time.perf_counter() - t0)
             tokens.append(pack["total_tokens"])
             t0 = time.perf_counter()
-            raw.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY rank LIMIT 15",
-                        (match,)).fetchall()
+            raw(q)
             t_raw.append(time.perf_counter() - t0)
     finally:
         await store.close()
-        raw.close()
         shutil.rmtree(run_home, ignore_errors=True)
     c, r = h.summary(t_ctx), h.summary(t_raw)
     print(f"{len(t_ctx)} queries on {args.units:,} units, budget 2000 "
           f"(median rendered {sorted(tokens)[len(tokens) // 2]} tokens, max {max(tokens)})")
     print(h.table([
-        ["raw: bare fts5 MATCH ORDER BY rank LIMIT 15", h.ms(r["p50"]), h.ms(r["p99"]), "", ""],
+        ["raw: bare tantivy, same query, top 15", h.ms(r["p50"]), h.ms(r["p99"]), "", ""],
         ["memoryd ContextBuilder.build", h.ms(c["p50"]), h.ms(c["p99"]),
          h.ratio(c["p50"], r["p50"]), h.ratio(c["p99"], r["p99"])],
     ], ["context latency", "p50", "p99", "p50 ratio", "p99 ratio"]))

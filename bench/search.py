@@ -1,23 +1,22 @@
 """Search latency on a large store: memoryd (in-process and over its Unix socket) vs a bare
-FTS5 MATCH over the same texts.
+tantivy index over the same texts, and vs `rg -i -F` over the same transcripts.
 
 The store is built once with memoryd's own code (generic adapter -> session_pk +
-store_record in 10k-unit transactions through Store.write_sync; no redaction pass) and cached
-under bench/out/search-g<gen>-<units>-s<seed>/, keyed by size, seed and a hash of
-memoryd/store/fts.py (memoryd's indexing), so reruns skip the build. Each run works on a fresh
-copy of the cached database (the daemon may write to it). The raw baseline is built in the
-same pass: a bare contentless FTS5 table whose rowid is the unit id, holding the same indexed
-text (memoryd.store.fts.index_text: CJK runs as bigrams) with the same tokenizer, so both
-answer the same question; the bare query is `SELECT rowid FROM t WHERE t MATCH ? ORDER BY
-rank LIMIT 15` with the MATCH expression memoryd builds for the query.
+store_record in 10k-unit transactions through Store.write_sync; no redaction pass; the
+store's own index writer follows) and cached under bench/out/search-g<gen>-<units>-s<seed>/,
+keyed by size, seed and a hash of memoryd/index/ (memoryd's indexing), so reruns skip the
+build. Each run works on a fresh copy of the cached database and index (the daemon may write
+to them). The raw baselines are built in the same pass: a bare tantivy index (memoryd's
+schema and analyzer, same index text: CJK runs as bigrams) holding unit id and body only,
+queried with the same query memoryd builds, top 15, no reranking; and the transcripts as
+JSONL files for rg.
 
 Measured per query in a balanced rotating order, each query first run once untimed by raw
 and inproc so every side finds its pages in the OS cache (--cold skips that):
-  raw      bare FTS5 MATCH ... ORDER BY rank LIMIT 15 (sqlite3, this process)
-  raw-bm25 the same with ORDER BY bm25(t): FTS5's `ORDER BY rank` sorts every match (no
-           top-N sort) and is the slower of the two on SQLite 3.40, so this is the floor
+  raw      bare tantivy: the query memoryd builds, top 15 (this process)
   inproc   memoryd.search.search(store, SearchRequest(...)) in this process
   socket   POST /v1/search to a memoryd subprocess serving the same database (MemorydClient)
+  rg       `rg -i -F -c -e WORD ...` over the transcripts (a subprocess; --no-rg skips it)
 
     .venv/bin/python bench/search.py               # 1,000,000 units (first run builds)
     .venv/bin/python bench/search.py --quick       # 100,000 units
@@ -34,6 +33,7 @@ import random
 import shutil
 import sqlite3
 import statistics
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -43,29 +43,54 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness as h  # noqa: E402
 
 from memoryd.api import SearchRequest  # noqa: E402
+from memoryd.index.query import text_query  # noqa: E402
+from memoryd.index.schema import ANALYZER, build_analyzer, build_schema, document  # noqa: E402
+from memoryd.index.text import index_text  # noqa: E402
 from memoryd.ingest import adapters  # noqa: E402
 from memoryd.ingest.adapters.base import content_id  # noqa: E402
 from memoryd.paths import resolve_paths  # noqa: E402
+from memoryd.retrieval import plan_query  # noqa: E402
 from memoryd.search import search  # noqa: E402
 from memoryd.store import Store  # noqa: E402
-from memoryd.store.fts import TOKENIZER, index_text, match_expression, query_terms  # noqa: E402
 from memoryd.store.sessions import session_pk  # noqa: E402
 from memoryd.store.units import store_record  # noqa: E402
 
-try:  # the MATCH expression memoryd itself runs (stop words dropped, CJK split)
-    from memoryd.retrieval import plan_query  # noqa: E402
-
-    def memoryd_match(q: str, mode: str) -> str | None:
-        return plan_query(q, mode).match
-except ImportError:  # older memoryd: search straight from the query terms
-    def memoryd_match(q: str, mode: str) -> str | None:
-        return match_expression(query_terms(q), mode)
-
 PER_SESSION = 500
 CHUNK = 10_000
-RAW_SQL = "SELECT rowid FROM t WHERE t MATCH ? ORDER BY rank LIMIT 15"
-RAW_BM25_SQL = "SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT 15"
-IMPLS = ("raw", "raw-bm25", "inproc", "socket")
+IMPLS = ("raw", "inproc", "socket", "rg")
+RG = shutil.which("rg")
+
+
+def bare_tantivy(path: Path, create: bool):
+    import tantivy
+
+    if create:
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir(parents=True)
+        idx = tantivy.Index(build_schema(), path=str(path))
+    else:
+        idx = tantivy.Index.open(str(path))
+    idx.register_tokenizer(ANALYZER, build_analyzer())
+    return idx
+
+
+_BARE: list = []  # schema, analyzer
+
+
+def do_bare(idx, q: str, mode: str) -> int:
+    """The bare-tantivy baseline: the query memoryd builds, top 15, unit ids read."""
+    s = idx.searcher()
+    if not _BARE:
+        _BARE.extend((build_schema(), build_analyzer()))
+    query = text_query(_BARE[0], _BARE[1], s, plan_query(q, mode).terms, mode)
+    if query is None:
+        return 0
+    hits = s.search(query, 15, count=False).hits
+    return len(s.fast_field_values("unit_id", [a for _, a in hits]))
+
+
+def memoryd_match(q: str, mode: str) -> str | None:
+    return plan_query(q, mode).match
 
 
 def group(cls: str) -> str:
@@ -74,27 +99,34 @@ def group(cls: str) -> str:
 
 
 def index_fingerprint() -> str:
-    """Changes when memoryd's indexing (index_text, tokenizer) may have changed."""
-    import memoryd.store.fts as fts
+    """Changes when memoryd's indexing (memoryd/index/) may have changed."""
+    import memoryd.index as ix
 
-    return hashlib.sha1(Path(fts.__file__).read_bytes()).hexdigest()[:12]
+    sha = hashlib.sha1()
+    for f in sorted(Path(ix.__file__).parent.glob("*.py")):
+        sha.update(f.read_bytes())
+    return sha.hexdigest()[:12]
 
 
 def build(units: int, seed: int, dir: Path) -> dict:
-    """memoryd store + bare FTS5 twin with `units` units; cached by its parameters."""
+    """memoryd store + bare tantivy twin + JSONL transcripts with `units` units; cached by
+    its parameters."""
     meta = dir / "meta.json"
     fp = index_fingerprint()
     if meta.exists():
         info = json.loads(meta.read_text())
         if info.get("index_fingerprint") == fp:
             return info
-        print("memoryd/store/fts.py changed since the cached build: rebuilding")
+        print("memoryd/index/ changed since the cached build: rebuilding")
     shutil.rmtree(dir, ignore_errors=True)
     dir.mkdir(parents=True)
     paths = resolve_paths(dir / "home")
     paths.ensure()
     store = Store.open_sync(paths.db)
-    raw = h.bare_fts(dir / "raw.db", tokenize=TOKENIZER, contentless=True)
+    raw_ix = bare_tantivy(dir / "raw-tantivy", create=True)
+    raw = raw_ix.writer(heap_size=200_000_000, num_threads=1)
+    src = dir / "src"
+    out_file = None
     gen = h.TextGen(seed)
     rng = random.Random(seed * 31)
     adapter = adapters.for_agent("generic")
@@ -112,14 +144,20 @@ def build(units: int, seed: int, dir: Path) -> dict:
         recs = []
         while len(recs) < min(CHUNK, units - done):
             if lines is None:
-                path = root / f"proj{session % 37:02d}" / f"s{session:05d}.jsonl"
+                rel = Path(f"proj{session % 37:02d}") / f"s{session:05d}.jsonl"
+                path = root / rel
                 state = adapter.start(path, root)
+                if out_file is not None:
+                    out_file.close()
+                (src / rel).parent.mkdir(parents=True, exist_ok=True)
+                out_file = open(src / rel, "w")  # noqa: SIM115
                 lines = gen.lines(rng, PER_SESSION, f"s{session}")
                 session += 1
             obj = next(lines, None)
             if obj is None:
                 lines = None
                 continue
+            out_file.write(json.dumps(obj, ensure_ascii=False) + "\n")
             for rec in adapter.parse_line(obj, state):
                 if rec.content.strip():
                     recs.append((dict(state), rec))
@@ -143,10 +181,10 @@ def build(units: int, seed: int, dir: Path) -> dict:
         stored = store.write_sync(write)
         timing["memoryd"] += time.perf_counter() - tm
         tr = time.perf_counter()
-        raw.execute("BEGIN")
-        raw.executemany("INSERT INTO t (rowid, body) VALUES (?, ?)",
-                        [(uid, index_text(text)) for uid, text in stored])
-        raw.execute("COMMIT")
+        for uid, text in stored:
+            raw.add_document(document({"unit_id": uid, "session_pk": 0, "seq": 0, "ts": None},
+                                      index_text(text), ""))
+        raw.commit()
         timing["raw"] += time.perf_counter() - tr
         done += len(stored)
         if done % 100_000 < CHUNK:
@@ -154,9 +192,15 @@ def build(units: int, seed: int, dir: Path) -> dict:
             print(f"  {done:,} units, {el:.0f} s (generate {timing['generate']:.0f} s, "
                   f"memoryd write {timing['memoryd']:.0f} s, raw insert {timing['raw']:.0f} s)",
                   flush=True)
+    if out_file is not None:
+        out_file.close()
+    tw = time.perf_counter()
+    while not store.read_sync(store.index.is_caught_up):  # memoryd's own index writer
+        time.sleep(0.5)
+    print(f"  memoryd's index caught up {time.perf_counter() - tw:.0f} s after the last write",
+          flush=True)
     store.close_sync()
-    raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    raw.close()
+    raw.wait_merging_threads()
     c = sqlite3.connect(paths.db)
     c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     n = c.execute("SELECT count(*) FROM units").fetchone()[0]
@@ -165,7 +209,9 @@ def build(units: int, seed: int, dir: Path) -> dict:
             "build_s": round(time.perf_counter() - t0, 1),
             **{f"{k}_s": round(v, 1) for k, v in timing.items()},
             "memoryd_db_mb": round(h.dir_mb(paths.data_dir)),
-            "raw_db_mb": round(h.dir_mb(dir) - h.dir_mb(dir / "home"))}
+            "memoryd_index_mb": round(h.dir_mb(paths.data_dir / "index")),
+            "raw_db_mb": round(h.dir_mb(dir / "raw-tantivy")),
+            "transcripts_mb": round(h.dir_mb(src))}
     meta.write_text(json.dumps(info))
     print(f"  built in {info['build_s']} s: {info}", flush=True)
     return info
@@ -180,11 +226,12 @@ async def run(args: argparse.Namespace, dir: Path, info: dict) -> None:
     paths = resolve_paths(run_home)
     paths.ensure()
     t0 = time.perf_counter()
-    shutil.copyfile(resolve_paths(dir / "home").db, paths.db)
+    built = resolve_paths(dir / "home")
+    shutil.copyfile(built.db, paths.db)
+    shutil.copytree(built.data_dir / "index", paths.data_dir / "index")
     print(f"copied the built database for this run in {time.perf_counter() - t0:.1f} s")
     store = await Store.open(paths.db)
-    raw = sqlite3.connect(f"file:{dir / 'raw.db'}?mode=ro", uri=True, isolation_level=None)
-    raw.execute("PRAGMA cache_size=-65536")  # as memoryd's connections
+    raw_ix = bare_tantivy(dir / "raw-tantivy", create=False)
     src = dir / "empty-src"
     src.mkdir(exist_ok=True)
     times: dict[str, list[float]] = defaultdict(list)
@@ -193,15 +240,18 @@ async def run(args: argparse.Namespace, dir: Path, info: dict) -> None:
     with h.short_dir() as sd:
         d = h.Memoryd(run_home, src, sd / "m.sock", log_path=dir / "memoryd.log")
         try:
-            d.wait_ready(60)
-            d.wait_caught_up(60)
+            d.wait_ready(300)  # a busy machine: imports alone can take tens of seconds
+            d.wait_caught_up(300)
             client = d.client
 
             def do_raw(q: str, mode: str, match: str) -> int:
-                return len(raw.execute(RAW_SQL, (match,)).fetchall())
+                return do_bare(raw_ix, q, mode)
 
-            def do_raw_bm25(q: str, mode: str, match: str) -> int:
-                return len(raw.execute(RAW_BM25_SQL, (match,)).fetchall())
+            def do_rg(q: str, mode: str, match: str) -> int:
+                pats = [x for t in plan_query(q, mode).terms for x in ("-e", t)]
+                r = subprocess.run([RG, "-i", "-F", "-c", *pats, str(dir / "src")],
+                                   capture_output=True, text=True)
+                return len(r.stdout.splitlines())
 
             async def do_inproc(q: str, mode: str, match: str) -> int:
                 return (await search(store, SearchRequest(query=q, mode=mode))).total
@@ -209,8 +259,9 @@ async def run(args: argparse.Namespace, dir: Path, info: dict) -> None:
             def do_socket(q: str, mode: str, match: str) -> int:
                 return client.search(query=q, mode=mode)["total"]
 
-            impls = [("raw", do_raw), ("raw-bm25", do_raw_bm25), ("inproc", do_inproc),
-                     ("socket", do_socket)]
+            impls = [("raw", do_raw), ("inproc", do_inproc), ("socket", do_socket)]
+            if RG and not args.no_rg:
+                impls.append(("rg", do_rg))
             # every impl precedes every other equally often: the rotations and their
             # reversals
             idx = list(range(len(impls)))
@@ -245,47 +296,47 @@ async def run(args: argparse.Namespace, dir: Path, info: dict) -> None:
         finally:
             d.stop()
             await store.close()
-            raw.close()
             if not args.keep:
                 shutil.rmtree(run_home, ignore_errors=True)
 
-    names = {"raw": "raw: bare fts5 MATCH ORDER BY rank LIMIT 15",
-             "raw-bm25": "raw: bare fts5 MATCH ORDER BY bm25(t) LIMIT 15",
+    names = {"raw": "raw: bare tantivy, same query, top 15",
              "inproc": "memoryd in-process: search.search()",
-             "socket": "memoryd over the Unix socket"}
+             "socket": "memoryd over the Unix socket",
+             "rg": "rg -i -F -c over the transcripts"}
+    impl_names = [n for n in IMPLS if times[n]]
     print()
     print(f"{len(queries)} queries x {args.repeat} timed pass(es), "
           f"{'cold' if args.cold else 'each warmed once first'}, on {info['units']:,} units "
-          f"(memoryd db {info['memoryd_db_mb']} MB, bare fts5 {info['raw_db_mb']} MB); "
+          f"(memoryd data {info['memoryd_db_mb']} MB of which index "
+          f"{info.get('memoryd_index_mb')} MB, bare tantivy {info['raw_db_mb']} MB, "
+          f"transcripts {info.get('transcripts_mb')} MB); "
           f"{elapsed:.0f} s")
     rows = []
     raw_s = h.summary(times["raw"])
-    for name in IMPLS:
+    for name in impl_names:
         s = h.summary(times[name])
         rows.append([names[name], f"{s['p50'] * 1000:.2f}", f"{s['p90'] * 1000:.2f}",
                      f"{s['p99'] * 1000:.2f}", f"{s['max'] * 1000:.1f}",
                      "" if name == "raw" else h.ratio(s["p50"], raw_s["p50"]),
                      "" if name == "raw" else h.ratio(s["p99"], raw_s["p99"])])
-    floor = h.summary(times["raw-bm25"])
     print(h.table(rows, ["search latency (ms)", "p50", "p90", "p99", "max", "p50 ratio",
                          "p99 ratio"]))
     print("(ratios against the first row, the baseline as specified)")
-    for name in ("inproc", "socket"):
-        s = h.summary(times[name])
-        print(f"{names[name]} against raw ORDER BY bm25(t): p50 "
-              f"{h.ratio(s['p50'], floor['p50'])}, p99 {h.ratio(s['p99'], floor['p99'])}")
+    if times["rg"]:
+        rg, sock = h.summary(times["rg"]), h.summary(times["socket"])
+        print(f"rg / memoryd over the socket: p50 {h.ratio(rg['p50'], sock['p50'])}")
     print()
     classes = sorted({c for _, c in by_class})
     rows = []
     for c in classes:
         n = len(by_class[("raw", c)])
         cells = [f"{statistics.median(by_class[(m, c)]) * 1000:.2f}"
-                 for m in IMPLS]
+                 for m in impl_names]
         rows.append([c, str(n), f"{statistics.median(totals[c]):,.0f}",
                      *cells, h.ratio(statistics.median(by_class[("socket", c)]),
                                      statistics.median(by_class[("raw", c)]))])
-    print(h.table(rows, ["p50 by query class (ms)", "n", "median hits", "raw", "raw-bm25",
-                         "inproc", "socket", "socket/raw"]))
+    print(h.table(rows, ["p50 by query class (ms)", "n", "median hits", *impl_names,
+                         "socket/raw"]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -299,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="no untimed run of each query first (times include cache misses)")
     p.add_argument("--build-only", action="store_true")
     p.add_argument("--keep", action="store_true", help="keep this run's database copy")
+    p.add_argument("--no-rg", action="store_true", help="leave rg out")
     args = p.parse_args(argv)
     if args.quick:
         args.units, args.queries = 100_000, 100

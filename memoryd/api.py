@@ -42,7 +42,7 @@ class SearchResult(BaseModel):
     why: dict[str, Any] | None = Field(
         None, description="why it matched: `matched` query terms, `signals` that fired "
         "(bm25_content, bm25_one_liner, speaker, neighbour, recency, same_project, "
-        "session_repeat), and `duplicates` collapsed into it")
+        "session_repeat), and `duplicates`: ids of near-identical units collapsed into it")
 
 
 class SearchResponse(BaseModel):

@@ -197,7 +197,7 @@ def load_settings(
     env_keys = _merge_env(data, environ)
     auto = environ.get("MEMORYD_AUTO_SUMMARY")
     if auto is not None and "enabled" not in data.get("summary", {}):
-        data.setdefault("summary", {})["enabled"] = _env_value(auto)
+        data.setdefault("summary", {})["enabled"] = auto  # pydantic reads "false" as False
         env_keys["summary.enabled"] = "MEMORYD_AUTO_SUMMARY"
     for section, values in (overrides or {}).items():
         data.setdefault(section, {}).update(values)

@@ -211,14 +211,16 @@ class ContextBuilder:
             exclude = (req.session_id, session["next_seq"] - 1 - session["summary_upto"])
         k = req.max_recalled
 
+        index = self.store.index
+
         def recall(conn: sqlite3.Connection) -> tuple[str | None, list[Hit]]:
             hits: list[Hit] = []
             if root:  # this project first ...
-                hits = retrieve_sync(conn, query, k=k, prefer_project=root, project_within=root,
-                                     exclude_session_recent=exclude).hits
+                hits = retrieve_sync(conn, index, query, k=k, prefer_project=root,
+                                     project_within=root, exclude_session_recent=exclude).hits
             if len(hits) < k:  # ... then everything else
                 seen = {h.unit_id for h in hits}
-                more = retrieve_sync(conn, query, k=k + len(hits), prefer_project=root,
+                more = retrieve_sync(conn, index, query, k=k + len(hits), prefer_project=root,
                                      exclude_session_recent=exclude)
                 hits += [h for h in more.hits if h.unit_id not in seen][: k - len(hits)]
             return plan_query(query).match, hits

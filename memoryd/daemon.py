@@ -219,9 +219,14 @@ class Daemon:
             assert self.watcher is not None
             return {"queued": await self.watcher.reconcile(urgent=True)}
 
+        async def reindex(params: dict[str, Any]) -> dict[str, Any]:
+            assert self.store is not None
+            self.store.index.request_rebuild()
+            return {"index": "rebuilding"}
+
         assert self.summaries is not None and self.consolidator is not None
         assert self.retention is not None
-        return {"reconcile": reconcile, **self.summaries.jobs,
+        return {"reconcile": reconcile, "reindex": reindex, **self.summaries.jobs,
                 "consolidate": self.consolidator.run_job, "retention": self.retention.run_job}
 
     async def _forgotten(self, agent: str, session_id: str) -> dict[str, Any]:
@@ -258,6 +263,7 @@ class Daemon:
         before = self.ingestor.stats.units
         if req.wait:
             await self.queue.process(files)
+            await self.store.indexed()  # waited for: searchable, not only stored
             return IngestResponse(path=str(path), files=len(files),
                                   new_units=self.ingestor.stats.units - before)
         for f in files:
@@ -306,6 +312,7 @@ class Daemon:
         depth = self.queue.depth()
         unread = await asyncio.to_thread(self.ingestor.unread_bytes, self.queue.queued())
         depth = max(depth, self.queue.depth())
+        index = await self.store.read(self.store.index.status)
         c = await self.store.read(counts)
         st = self.ingestor.stats
         failures = self.ingestor.failures.report(c.pop("bad_files"))
@@ -323,8 +330,10 @@ class Daemon:
             "unread_bytes": unread,
             "queue_depth": depth,
             "backfill_done": backfill_done,
-            # never true while a file is failing: scripts wait on it
-            "caught_up": backfill_done and depth == 0 and unread == 0 and not failing,
+            # never true while a file is failing or the index is behind: scripts wait on it
+            "caught_up": (backfill_done and depth == 0 and unread == 0 and not failing
+                          and index["caught_up"]),
+            "index": index,
             "ingest_lag_ms": None if st.last_lag_ms is None else round(st.last_lag_ms, 1),
             "ingest": {"units_this_run": st.units, "batches": st.batches,
                        "bad_lines_this_run": st.bad_lines, "errors": st.errors,

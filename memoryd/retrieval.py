@@ -1,11 +1,12 @@
 """Ranked recall over units: what /v1/search and /v1/context call.
 
-A free-text query (keywords or a natural question) becomes an FTS5 OR of its content
-words: stop words are dropped unless the query has nothing else, English is stemmed
-(Porter, in the tokenizer), CJK words become phrases of bigrams, camelCase words are
-also indexed as their parts (`memoryd.store.fts`). SQLite ranks the matches with BM25
-over each unit's body and one-liner (the one-liner weighted up); the best `candidates`
-of them are then re-scored here:
+A free-text query (keywords or a natural question) becomes an OR of its content words:
+stop words are dropped unless the query has nothing else, English is stemmed (in the
+index's analyzer), CJK words become phrases of bigrams, camelCase words are also
+indexed as their parts, a lone digit or one-letter word weighs little
+(`memoryd.index.text`, `memoryd.index.query`). The tantivy index ranks the matches with
+BM25 over each unit's body and one-liner (the one-liner weighted up), filters applied
+inside it; the best `candidates` of them are then re-scored here:
 
 - **speaker**: a first-person question about oneself ("where did I buy my bookshelf?")
   is about what the *user* said, so user messages weigh more; a question about what the
@@ -20,7 +21,7 @@ of them are then re-scored here:
 - **recency** (mild, decays with a half-life) and **same project** (when the caller says
   which project it is in but searches globally).
 - **de-duplication**: near-identical units (the same normalized text, e.g. a prompt
-  pasted into several sessions) collapse into the best one.
+  pasted into several sessions) collapse into the best one, which lists their ids.
 - **session diversity**: each further hit from a session already in the results is
   scaled down a little, so one long session does not fill every slot.
 
@@ -37,20 +38,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from memoryd.index import Filters, SearchIndex
+from memoryd.index.text import content_terms, query_terms, split_cjk
 from memoryd.store import Store
-from memoryd.store.fts import (
-    content_terms,
-    match_expression,
-    query_terms,
-    split_cjk,
-    term_expr,
-)
 from memoryd.store.units import (
     Exclusion,
-    column_scores,
-    count_matches,
-    match_candidates,
-    matched_terms,
+    candidate_rows,
     session_tails,
     session_units_around,
     units_by_id,
@@ -64,7 +57,7 @@ class Params:
     """Ranking knobs. Defaults were set on the retrieval benchmark's dev split
     (bench/eval_ranker.py) and kept only where they are generic."""
 
-    candidates: int = 100         # FTS matches re-scored, at least ...
+    candidates: int = 100         # index matches re-scored, at least ...
     candidates_per_hit: int = 5   # ... this many per requested hit,
     max_candidates: int = 3000    # ... and at most this many
     w_body: float = 1.0           # BM25 column weights
@@ -85,7 +78,7 @@ PARAMS = Params()
 class QueryPlan:
     terms: list[str]              # searched terms, in query order
     dropped: list[str]            # stop words left out
-    match: str | None             # the FTS5 expression (None: nothing searchable)
+    match: str | None             # the terms as searched, "a OR b" (None: nothing to search)
     speaker: Speaker | None       # whose messages the query asks about
 
 
@@ -109,7 +102,8 @@ class Hit:
     score: float
     matched: list[str] = field(default_factory=list)
     signals: dict[str, float] = field(default_factory=dict)
-    duplicates: int = 0           # near-identical units collapsed into this one
+    duplicates: list[int] = field(default_factory=list)  # ids of near-identical units
+    # collapsed into this one
     context: list[dict[str, Any]] = field(default_factory=list)  # adjacent units
 
     def why(self) -> dict[str, Any]:
@@ -122,7 +116,7 @@ class Hit:
 @dataclass(slots=True)
 class Retrieval:
     plan: QueryPlan
-    total: int                    # FTS matches under the filters (or candidates seen)
+    total: int                    # index matches under the filters (or candidates seen)
     hits: list[Hit]
 
 
@@ -153,13 +147,14 @@ def query_speaker(query: str) -> Speaker | None:
 
 def plan_query(query: str, mode: str = "or") -> QueryPlan:
     """Terms to search (stop words dropped; in OR mode a long CJK run becomes its
-    bigrams), the FTS5 expression, and whose words the query asks about."""
+    bigrams), the expression as searched, and whose words the query asks about."""
     terms = query_terms(query)
     kept = content_terms(terms)
     dropped = [t for t in terms if t not in kept]
     if mode == "or":
         kept = split_cjk(kept)
-    return QueryPlan(kept, dropped, match_expression(kept, mode), query_speaker(query))
+    match = (" AND " if mode == "and" else " OR ").join(kept) if kept else None
+    return QueryPlan(kept, dropped, match, query_speaker(query))
 
 
 # -- ranking --------------------------------------------------------------------------
@@ -207,7 +202,7 @@ def _within(project: str | None, root: str) -> bool:
 
 def _dedupe(cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Collapse near-identical units (same normalized head, length within 5%) into the
-    best-scored one; `dups` counts what was folded in."""
+    best-scored one; `dups` lists the ids folded into it."""
     kept: dict[str, list[dict[str, Any]]] = {}
     out = []
     for c in sorted(cands, key=lambda c: -c["score"]):
@@ -220,7 +215,7 @@ def _dedupe(cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
                      if abs(g["chars"] - c["chars"]) <= 0.05 * max(g["chars"], c["chars"])),
                     None)
         if twin is not None:
-            twin["dups"] = twin.get("dups", 0) + 1
+            twin.setdefault("dups", []).append(c["unit_id"])
             continue
         group.append(c)
         out.append(c)
@@ -251,18 +246,19 @@ def _diverse_top(cands: list[dict[str, Any]], k: int, factor: float) -> list[dic
     return out
 
 
-def retrieve_sync(conn: sqlite3.Connection, query: str, *, k: int, mode: str = "or",
-                  agent: str | None = None, project: str | None = None,
+def retrieve_sync(conn: sqlite3.Connection, index: SearchIndex, query: str, *, k: int,
+                  mode: str = "or", agent: str | None = None, project: str | None = None,
                   session_id: str | None = None, prefer_project: str | None = None,
                   exclude_session_recent: tuple[str, int] | None = None,
                   now: float | None = None, neighbours: int = 0, count: bool = False,
-                  project_within: str | None = None, params: Params = PARAMS) -> Retrieval:
+                  project_within: str | None = None, since: float | None = None,
+                  until: float | None = None, params: Params = PARAMS) -> Retrieval:
     """Rank units for `query`; see the module docstring. Filters (agent, project,
-    session_id) are exact; `project_within` keeps sessions whose project is that directory
-    or below it (a git root). `exclude_session_recent=(session_id, n)` leaves out that
-    session's last n units (already in the asking agent's context). `neighbours=n`
-    attaches the n units before and after each hit as `context`. `count=True` counts
-    every match for `total` (one more FTS pass)."""
+    session_id, since/until on the unit's time) are exact; `project_within` keeps
+    sessions whose project is that directory or below it (a git root).
+    `exclude_session_recent=(session_id, n)` leaves out that session's last n units
+    (already in the asking agent's context). `neighbours=n` attaches the n units before
+    and after each hit as `context`. `count=True` counts every match for `total`."""
     p = params
     plan = plan_query(query, mode)
     if plan.match is None or k <= 0:
@@ -272,36 +268,36 @@ def retrieve_sync(conn: sqlite3.Connection, query: str, *, k: int, mode: str = "
     if exclude_session_recent is not None:
         sid, recent = exclude_session_recent
         exclude = session_tails(conn, sid, max(0, recent))
+    f = Filters(agent=agent, project=project, session_id=session_id,
+                project_within=project_within, since=since, until=until, exclude=exclude)
     limit = min(p.max_candidates, max(p.candidates, p.candidates_per_hit * k))
-    cands = match_candidates(conn, plan.match, limit=limit, agent=agent, project=project,
-                             session_id=session_id, exclude=exclude, w_body=p.w_body,
-                             w_one_liner=p.w_one_liner, project_within=project_within)
+    total, found = index.candidates(conn, plan.terms, f, mode=mode, limit=limit, count=count,
+                                    w_body=p.w_body, w_one_liner=p.w_one_liner)
+    rows = candidate_rows(conn, [u for u, _ in found])
+    cands = []
+    for uid, score in found:
+        if (r := rows.get(uid)) is not None:  # None: forgotten, not yet out of the index
+            r["bm25"] = score
+            cands.append(r)
     if not cands:
         return Retrieval(plan, 0, [])
-    total = (count_matches(conn, plan.match, agent=agent, project=project,
-                           session_id=session_id, exclude=exclude,
-                           project_within=project_within)
-             if count and len(cands) >= limit else len(cands))
     _score(cands, plan, now, prefer_project, p)
     if p.dedupe:
         cands = _dedupe(cands)
     top = _diverse_top(cands, k, p.session_repeat)
-    return Retrieval(plan, total, _hits(conn, top, plan, neighbours, p))
+    return Retrieval(plan, max(total, len(cands)), _hits(conn, index, top, plan, neighbours, p))
 
 
-def _hits(conn: sqlite3.Connection, top: list[dict[str, Any]], plan: QueryPlan,
-          neighbours: int, p: Params) -> list[Hit]:
+def _hits(conn: sqlite3.Connection, index: SearchIndex, top: list[dict[str, Any]],
+          plan: QueryPlan, neighbours: int, p: Params) -> list[Hit]:
     ids = [c["unit_id"] for c in top]
     rows = units_by_id(conn, ids)
-    matched = matched_terms(conn, [term_expr(t) for t in plan.terms], ids)
-    assert plan.match is not None
-    # split the score by column only for hits whose one-liner plausibly matches: FTS5
-    # re-runs the whole expression per id there, ~1.5 ms each on a 1M-unit store
-    probes = [t[: max(3, len(t) - 2)] for t in plan.terms]
-    with_one_liner = [i for i in ids if (r := rows.get(i)) and r["one_liner"]
-                      and any(pr in r["one_liner"].lower() for pr in probes)]
-    cols = column_scores(conn, plan.match, with_one_liner, w_body=p.w_body,
-                         w_one_liner=p.w_one_liner)
+    matched = index.matched(plan.terms, {
+        i: r["content"] + "\n" + (r["one_liner"] or "") for i, r in rows.items()})
+    # split the score by field only for hits with a one-liner
+    with_one_liner = [i for i in ids if (r := rows.get(i)) and r["one_liner"]]
+    cols = index.field_scores(plan.terms, with_one_liner, w_body=p.w_body,
+                              w_one_liner=p.w_one_liner)
     around: dict[int, list[dict[str, Any]]] = {}
     if neighbours > 0:
         spots = [(c["session_pk"], c["seq"]) for c in top]
@@ -326,7 +322,7 @@ def _hits(conn: sqlite3.Connection, top: list[dict[str, Any]], plan: QueryPlan,
             one_liner=r["one_liner"], tool_name=r["tool_name"], path=r["path"],
             offset=r["offset"], score=c["score"],
             matched=[plan.terms[i] for i in sorted(matched.get(c["unit_id"], ()))],
-            signals=signals, duplicates=c.get("dups", 0), context=ctx))
+            signals=signals, duplicates=c.get("dups", []), context=ctx))
     return hits
 
 
@@ -338,7 +334,7 @@ async def retrieve(store: Store, query: str, *, k: int, mode: str = "or",
                    params: Params = PARAMS) -> list[Hit]:
     """`retrieve_sync` on the store's reader thread; the hits, best first."""
     r = await store.read(lambda c: retrieve_sync(
-        c, query, k=k, mode=mode, agent=agent, project=project, session_id=session_id,
+        c, store.index, query, k=k, mode=mode, agent=agent, project=project, session_id=session_id,
         prefer_project=prefer_project, exclude_session_recent=exclude_session_recent,
         now=now, neighbours=neighbours, params=params))
     return r.hits

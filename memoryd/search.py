@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from memoryd.api import SearchRequest, SearchResponse, SearchResult
+from memoryd.index.text import snippet
 from memoryd.retrieval import retrieve_sync
 from memoryd.store import Store
-from memoryd.store.fts import snippet
 
 
 async def search(store: Store, req: SearchRequest) -> SearchResponse:
     r = await store.read(lambda c: retrieve_sync(
-        c, req.query, k=req.max_results, mode=req.mode, agent=req.agent,
+        c, store.index, req.query, k=req.max_results, mode=req.mode, agent=req.agent,
         project=req.project, session_id=req.session_id, count=True))
     if r.plan.match is None:
         return SearchResponse(total=0, shown=0, message="no searchable words in the query",
@@ -25,6 +25,8 @@ async def search(store: Store, req: SearchRequest) -> SearchResponse:
             score=round(h.score, 4), path=h.path, offset=h.offset, why=h.why())
         for h in r.hits
     ]
-    return SearchResponse(total=r.total, shown=len(results),
-                          message=f"{r.total} matches, showing {len(results)}",
+    message = f"{r.total} matches, showing {len(results)}"
+    if not store.index.searchable():
+        message += " (index: rebuilding; searched the most recent units only)"
+    return SearchResponse(total=r.total, shown=len(results), message=message,
                           results=results)

@@ -3,7 +3,7 @@
 Stop words are dropped from a search's OR query, so a question asked in plain words
 ("What was my previous goal for ...?") is matched on its content words rather than on
 "what/was/my/for". A query made only of stop words keeps them (see `content_terms` in
-`memoryd.store.fts`). The list is the usual English function words (pronouns,
+`memoryd.index.text`). The list is the usual English function words (pronouns,
 auxiliaries, determiners, prepositions, conjunctions, the commonest adverbs) plus their
 contractions, as the query tokenizer keeps "I'm" and "don't" whole, plus a few words that
 only make a request ("suggest", "tips", "remind", "how many").

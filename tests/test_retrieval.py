@@ -36,7 +36,11 @@ def put(store: Store, sessions: dict[str, list[tuple[str, str]]], *, project: st
                 when = (ts or {}).get(sid, NOW - 30 * DAY)
                 store_record(c, pk, Record(role, text, ts=when + i), f"{sid}:{i}", None, 0)
 
-    return store.write(write)
+    async def go():
+        await store.write(write)
+        await store.indexed()
+
+    return go()
 
 
 FILLER = {"filler": [("user", f"unrelated note {i} about {w}") for i, w in enumerate(
@@ -136,7 +140,10 @@ async def test_near_duplicates_collapse_to_the_best(store):
     hits = await retrieve(store, "migrate API server", k=5, now=NOW)
     got = ids(hits)
     assert got.count("s1:0") + got.count("s2:0") == 1
-    assert got[0] == "s2:0" and hits[0].duplicates == 1  # the recent copy scores higher
+    assert got[0] == "s2:0"  # the recent copy scores higher, and says what it stands for
+    s1 = await store.read(lambda c: c.execute(
+        "SELECT id FROM units WHERE record_id = 's1:0'").fetchone()[0])
+    assert hits[0].duplicates == [s1] and hits[0].why()["duplicates"] == [s1]
     assert "s3:0" in got
 
 
@@ -180,9 +187,9 @@ async def test_session_repeat_spreads_hits_over_sessions(store):
     flat = Params(session_repeat=1.0, neighbour=0.0)
     spread = Params(neighbour=0.0)
     got_flat = await store.read(lambda c: ids(retrieve_sync(
-        c, "kafka consumer lag", k=4, now=NOW, params=flat).hits))
+        c, store.index, "kafka consumer lag", k=4, now=NOW, params=flat).hits))
     got = await store.read(lambda c: ids(retrieve_sync(
-        c, "kafka consumer lag", k=4, now=NOW, params=spread).hits))
+        c, store.index, "kafka consumer lag", k=4, now=NOW, params=spread).hits))
     assert "other:0" not in got_flat and "other:0" in got
 
 
@@ -190,13 +197,14 @@ async def test_filters_exclusion_and_total(store):
     await put(store, {"a": [("user", f"terraform plan {i}") for i in range(5)],
                       "b": [("user", "terraform apply")]},
               projects={"a": "/proj/a", "b": "/proj/b"})
-    r = await store.read(lambda c: retrieve_sync(c, "terraform", k=2, count=True, now=NOW))
+    r = await store.read(lambda c: retrieve_sync(c, store.index, "terraform", k=2, count=True,
+                                                  now=NOW))
     assert r.total == 6 and len(r.hits) == 2
     got = await store.read(lambda c: ids(retrieve_sync(
-        c, "terraform", k=10, project="/proj/b", now=NOW).hits))
+        c, store.index, "terraform", k=10, project="/proj/b", now=NOW).hits))
     assert got == ["b:0"]
     got = await store.read(lambda c: ids(retrieve_sync(
-        c, "terraform", k=10, exclude_session_recent=("a", 2), now=NOW).hits))
+        c, store.index, "terraform", k=10, exclude_session_recent=("a", 2), now=NOW).hits))
     assert sorted(got) == ["a:0", "a:1", "a:2", "b:0"]
     assert (await retrieve(store, "!!! ???", k=5)) == []
 
@@ -266,14 +274,15 @@ async def test_one_liner_matches_weigh_more_and_are_explained(store):
     def set_one_liner(c):
         uid = c.execute("SELECT id FROM units WHERE record_id = 's:0'").fetchone()[0]
         c.execute("UPDATE units SET one_liner = ? WHERE id = ?", ("Recomputed totals", uid))
-        c.execute("UPDATE units_fts SET one_liner = ? WHERE rowid = ?", ("Recomputed totals", uid))
+        c.execute("INSERT INTO index_pending (unit_id) VALUES (?)", (uid,))
 
     await store.write(set_one_liner)
+    await store.indexed()
     hits = await retrieve(store, "totals", k=5, now=NOW)
     by_id = {h.record_id: h for h in hits}
     assert by_id["s:0"].signals["bm25_one_liner"] > 0
     assert "bm25_one_liner" not in by_id["s:1"].signals
-    assert hits[0].record_id == "s:0"
+    assert hits[0].record_id == "s:0", [(h.record_id, h.score, h.signals) for h in hits]
 
 
 async def test_project_within_is_a_directory_tree_not_a_pattern(tmp_path):
@@ -292,7 +301,8 @@ async def test_project_within_is_a_directory_tree_not_a_pattern(tmp_path):
                 store_record(c, pk, Record("user", f"walrus topic from {sid}"), f"{sid}1", None, 0)
 
         await store.write(put)
-        r = await store.read(lambda c: retrieve_sync(c, "walrus", k=10,
+        await store.indexed()
+        r = await store.read(lambda c: retrieve_sync(c, store.index, "walrus", k=10,
                                                       project_within="/w/my_proj"))
         assert sorted(h.session_id for h in r.hits) == ["a", "b"]
     finally:

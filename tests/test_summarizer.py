@@ -168,10 +168,11 @@ async def test_summarizer_upgrades_extractive_artifacts_when_a_model_appears(tmp
         u = {x["seq"]: x for x in await units(svc)}[3]
         assert u["one_liner"] == f"fake one-liner {u['id']}" and u["one_liner_by"] == "openai/fake"
         assert u["one_liner_prompt"] == "one-liner-1"
-        # the full-text index follows the one-liner
-        hits = await svc.store.read(lambda c: c.execute(
-            "SELECT rowid FROM units_fts WHERE units_fts MATCH 'one_liner:fake'").fetchall())
-        assert [h[0] for h in hits] == [u["id"]]
+        # the search index follows the one-liner
+        await svc.store.indexed()
+        ix = svc.store.index
+        hits = await svc.store.read(lambda c: ix.field_scores(["fake"], [u["id"], u["id"] - 1]))
+        assert list(hits) == [u["id"]]
         history = await svc.store.read(lambda c: summary_history(c, 1))
         assert history[-1]["reason"] == "upgrade" and history[-1]["from_seq"] == 1
         st = await svc.status()

@@ -101,6 +101,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--session", help="session id, for session jobs")
     r.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
     consolidation.add_parsers(sub, r, ms, sss, s)
+    sub.add_parser("reindex", help="rebuild the search index from the database, in the "
+                   "background (search scans recent units meanwhile)")
     ing = sub.add_parser("ingest", help="read a file or folder now")
     ing.add_argument("path")
     ing.add_argument("--agent", default="auto")
@@ -309,6 +311,10 @@ def cmd_run(args: argparse.Namespace, c: MemorydClient) -> Result:
         lambda d: consolidation.render_run(d) or output.render_job(d)
 
 
+def cmd_reindex(args: argparse.Namespace, c: MemorydClient) -> Result:
+    return c.run_job("reindex", {}), output.render_job
+
+
 def cmd_ingest(args: argparse.Namespace, c: MemorydClient) -> Result:
     path = str(Path(args.path).expanduser().absolute())
     data = c.ingest(path, agent=args.agent, wait=args.wait)
@@ -326,6 +332,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, MemorydClient], Result]] = {
     "sessions": cmd_sessions,
     "memory": cmd_memory, "run": cmd_run, "ingest": cmd_ingest, "backup": cmd_backup,
     "daily": consolidation.cmd_daily, "archive": consolidation.cmd_archive,
+    "reindex": cmd_reindex,
 }
 
 

@@ -32,6 +32,11 @@ def render_status(s: dict[str, Any]) -> str:
         f"queue {s['queue_depth']}; lag "
         + (f"{s['ingest_lag_ms']:.0f} ms" if s.get("ingest_lag_ms") is not None else "-"),
     ]
+    ix = s.get("index")
+    if ix:
+        lines.append(f"index    {ix['state']}; {ix['units']} units"
+                     + ("" if ix.get("caught_up") else ", catching up")
+                     + (f"; error: {ix['error']}" if ix.get("error") else ""))
     llm = s.get("llm")
     if llm:
         if llm.get("in_use") == "extractive" or not llm.get("model"):

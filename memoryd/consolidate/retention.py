@@ -164,6 +164,10 @@ class Retention:
             return {"agent": s["agent"], "session_id": session_id, "dry_run": dry_run,
                     "archived_units": len(recs), "restored": 0}
         n = await self.store.write(lambda c: sql.restore_units(c, s["pk"], recs))
+        try:  # searchable again before we answer, as `ingest --wait` is
+            await self.store.indexed()
+        except TimeoutError:
+            log.warning("restored %s; the search index is still catching up", session_id)
         # in the store now (committed): only now leave the archive file
         await asyncio.to_thread(archive.take, self.archive_dir, s["agent"], s["session_id"],
                                 remove=True)

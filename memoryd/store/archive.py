@@ -8,7 +8,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from memoryd.store.fts import index_text
 from memoryd.store.sessions import delete_session_units
 
 ARCHIVE_FIELDS = ("record_id", "seq", "turn", "role", "kind", "content", "tool_name",
@@ -65,7 +64,7 @@ def find_session(conn: sqlite3.Connection, session_id: str,
 
 def restore_units(conn: sqlite3.Connection, pk: int, rows: Sequence[dict[str, Any]]) -> int:
     """Insert archived units back with their original seq (a unit already there is left
-    alone: restoring twice does nothing) and index them."""
+    alone: restoring twice does nothing)."""
     n = 0
     cols = ", ".join(ARCHIVE_FIELDS)
     marks = ", ".join("?" * (len(ARCHIVE_FIELDS) + 1))
@@ -74,11 +73,7 @@ def restore_units(conn: sqlite3.Connection, pk: int, rows: Sequence[dict[str, An
             f"INSERT INTO units (session_pk, {cols}) VALUES ({marks}) "
             "ON CONFLICT (session_pk, record_id) DO NOTHING",
             (pk, *(r.get(k) for k in ARCHIVE_FIELDS)))
-        if cur.rowcount == 1:
-            conn.execute("INSERT INTO units_fts (rowid, body, one_liner) VALUES (?, ?, ?)",
-                         (cur.lastrowid, index_text(r["content"]),
-                          index_text(r.get("one_liner") or "")))
-            n += 1
+        n += cur.rowcount  # the search index picks them up (m005's triggers)
     conn.execute("DELETE FROM archived_sessions WHERE session_pk = ?", (pk,))
     conn.execute("UPDATE sessions SET state = 'active' WHERE id = ? AND state = 'archived'",
                  (pk,))

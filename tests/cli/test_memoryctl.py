@@ -87,6 +87,23 @@ async def test_run_ingest_backup(live, sock, capsys, tmp_path):
     assert code == 1 and "refusing to overwrite" in err
 
 
+async def test_reindex_rebuilds_and_search_keeps_answering(live, sock, capsys):
+    code, out, _ = await ctl(capsys, sock, "reindex")
+    assert code == 0 and out.strip() == "reindex: index=rebuilding"
+    code, out, _ = await ctl(capsys, sock, "--json", "search", "billing")
+    assert code == 0 and json.loads(out)["total"] >= 1  # from the index or the fallback scan
+
+    async def ready():
+        code, out, _ = await ctl(capsys, sock, "--json", "status")
+        st = json.loads(out)
+        return st if st["index"]["state"] == "ready" and st["caught_up"] else None
+
+    st = await wait_for(ready)
+    assert st["index"]["units"] == st["units"]
+    code, out, _ = await ctl(capsys, sock, "status")
+    assert f"index    ready; {st['units']} units" in out
+
+
 async def test_version_and_doctor(live, sock, capsys):
     code, out, _ = await ctl(capsys, sock, "version")
     assert code == 0 and f"memoryd   {__version__}" in out

@@ -86,9 +86,10 @@ async def test_forget_deletes_everywhere_and_stays_forgotten(daemon, src):
     assert tuple(left) == (0, 0)
     assert (await c.search(query="alpha"))["total"] == 0
     await api_error(c.request("GET", "/v1/sessions/alpha"))
-    counts = await d.store.read(lambda conn: conn.execute(
-        "SELECT (SELECT count(*) FROM units), (SELECT count(*) FROM units_fts)").fetchone())
-    assert counts[0] == counts[1] == 6  # beta + gamma only, FTS consistent
+    await d.store.indexed()
+    units = await d.store.read(lambda conn: conn.execute(
+        "SELECT count(*) FROM units").fetchone()[0])
+    assert units == d.store.index.docs() == 6  # beta + gamma only, the index consistent
     await c.request("POST", "/v1/jobs/reconcile/run", {})
     (src / "alpha.jsonl").touch()
     await c.request("POST", "/v1/jobs/reconcile/run", {})

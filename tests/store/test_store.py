@@ -2,11 +2,12 @@ import threading
 
 import pytest
 
+from memoryd.index import Filters
 from memoryd.ingest.adapters.base import Record
 from memoryd.store import Store
 from memoryd.store.migrations import MIGRATIONS
 from memoryd.store.sessions import list_sessions, session_pk
-from memoryd.store.units import search_units, store_record
+from memoryd.store.units import store_record
 
 
 @pytest.fixture
@@ -24,7 +25,8 @@ async def test_migrate_blank_creates_schema_in_wal(store):
         return names, mode, done
 
     names, mode, done = await store.read(schema)
-    assert {"sessions", "units", "files", "units_fts", "_migrations"} <= names
+    assert {"sessions", "units", "files", "index_pending", "_migrations"} <= names
+    assert "units_fts" not in names  # search lives in the tantivy index
     assert mode == "wal"
     assert done == [m.__name__ for m in MIGRATIONS]
 
@@ -79,12 +81,20 @@ async def test_merge_semantics(store):
         {"record_id": "m1", "content": "part one\n\npart two", "seq": 2, "turn": 1},
         {"record_id": "g1", "content": "v2 final", "seq": 3, "turn": 1},
     ]
-    total, hits = await store.read(lambda c: search_units(c, '"final"', limit=5))
-    assert total == 1 and hits[0]["record_id"] == "g1"
-    total, _ = await store.read(lambda c: search_units(c, '"v1"', limit=5))
-    assert total == 0  # the replaced text left the index
+    await store.indexed()
+    g1 = await store.read(lambda c: c.execute(
+        "SELECT id FROM units WHERE record_id = 'g1'").fetchone()[0])
+    assert await search(store, "final") == (1, [g1])
+    assert await search(store, "v1") == (0, [])  # the replaced text left the index
     sess = await store.read(lambda c: list_sessions(c))
     assert sess[0]["units"] == 3 and sess[0]["user_units"] == 1
+
+
+async def search(store, term, **filters):
+    """(matches, unit ids) of one term in the search index."""
+    total, found = await store.read(lambda c: store.index.candidates(
+        c, [term], Filters(**filters), mode="or", limit=5, count=True))
+    return total, [u for u, _ in found]
 
 
 async def test_search_filters(store):
@@ -94,12 +104,14 @@ async def test_search_filters(store):
             store_record(c, pk, Record("user", "deploy the service"), f"{sid}1", None, 0)
 
     await store.write(put)
-    total, _ = await store.read(lambda c: search_units(c, '"deploy"', limit=5))
-    assert total == 2
-    total, rows = await store.read(lambda c: search_units(c, '"deploy"', limit=5, agent="pi"))
-    assert total == 1 and rows[0]["session_id"] == "b"
-    total, _ = await store.read(lambda c: search_units(c, '"deploy"', limit=5, project="/proj/a"))
-    assert total == 1
+    await store.indexed()
+    assert (await search(store, "deploy"))[0] == 2
+    total, ids = await search(store, "deploy", agent="pi")
+    sid = await store.read(lambda c: c.execute(
+        "SELECT s.session_id FROM units u JOIN sessions s ON s.id = u.session_pk "
+        "WHERE u.id = ?", (ids[0],)).fetchone()[0])
+    assert total == 1 and sid == "b"
+    assert (await search(store, "deploy", project="/proj/a"))[0] == 1
 
 
 async def test_session_gets_a_fallback_title_from_its_first_user_message(store):

@@ -1,11 +1,11 @@
-"""Full-text indexing of mixed-script text with FTS5.
+"""Text as the search index sees it: mixed scripts, camelCase, stop words.
 
-FTS5's unicode61 tokenizer treats a run of Chinese/Japanese characters as one token,
-and the trigram tokenizer needs three characters, so a two-character Chinese word
-would never match. We index CJK runs as overlapping bigrams (plus the run's last
-character alone, so a one-character query can match as a prefix) and leave other
-scripts to unicode61 with the Porter stemmer. Queries get the same treatment: a CJK
-word becomes a phrase of its bigrams.
+A word tokenizer treats a run of Chinese/Japanese characters as one token, so a
+two-character Chinese word inside a sentence would never match. We index CJK runs as
+overlapping bigrams (plus the run's last character alone, so a one-character query can
+match as a prefix) and leave other scripts to the index's analyzer (simple tokenizer,
+lowercase, ASCII folding, English stemmer: `memoryd.index.schema`). Queries get the same
+treatment: a CJK word becomes a phrase of its bigrams.
 
 The stock tokenizer also keeps a camelCase word ("iPhone", "getUserName",
 "#PlankChallenge") whole; we index it whole *and*, at the end of the text, as its parts,
@@ -16,7 +16,6 @@ nothing else (`content_terms`).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 from memoryd.stopwords import STOP_WORDS
 
@@ -29,9 +28,6 @@ _HAS_CJK = re.compile(f"[{_CJK}]")
 _CAMEL_WORD = re.compile(r"\b[A-Za-z]*[a-z][A-Z][A-Za-z]*\b")
 _CAMEL_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 _LOWER_UPPER = re.compile(r"[a-z][A-Z]")  # cheap pre-check: most prose has no camelCase
-
-TOKENIZER = "porter unicode61 remove_diacritics 2"
-
 
 def bigrams(run: str) -> list[str]:
     if len(run) == 1:
@@ -50,7 +46,7 @@ def camel_parts(text: str) -> list[str]:
 
 
 def index_text(text: str) -> str:
-    """Text as FTS5 should see it: CJK runs replaced by their bigrams, and the parts of
+    """Text as the index should see it: CJK runs replaced by their bigrams, and the parts of
     camelCase words appended (after the text, so phrases in it stay contiguous)."""
     if _HAS_CJK.search(text):
         text = _CJK_RUN.sub(lambda m: " " + " ".join(bigrams(m.group())) + " ", text)
@@ -91,26 +87,22 @@ def split_cjk(terms: list[str]) -> list[str]:
     return list(out)
 
 
-def _quote(token: str) -> str:
-    return '"' + token.replace('"', '""') + '"'
+def is_cjk(term: str) -> bool:
+    return bool(_HAS_CJK.match(term))
 
 
-def term_expr(term: str) -> str:
-    """One term as an FTS5 expression."""
-    if _HAS_CJK.match(term):
-        if len(term) == 1:
-            return _quote(term) + "*"
-        grams = [term[i : i + 2] for i in range(len(term) - 1)]
-        return _quote(" ".join(grams)) if len(grams) > 1 else _quote(grams[0])
-    return _quote(term)
+def cjk_grams(term: str) -> list[str]:
+    """A CJK query word as the index holds it: its bigrams in order (one character:
+    itself, matched as a prefix by the caller)."""
+    if len(term) <= 2:
+        return [term]
+    return [term[i : i + 2] for i in range(len(term) - 1)]
 
 
-def match_expression(terms: Iterable[str], mode: str = "or") -> str | None:
-    exprs = [term_expr(t) for t in terms]
-    if not exprs:
-        return None
-    joiner = " AND " if mode == "and" else " OR "
-    return joiner.join(exprs)
+def weak_term(term: str) -> bool:
+    """A lone digit or a one-letter word: it matches almost everything ("4" in "note
+    14" once stemmed and split), so it should weigh little."""
+    return len(term) == 1 and not _HAS_CJK.match(term)
 
 
 def snippet(text: str, terms: list[str], width: int = 240) -> str:

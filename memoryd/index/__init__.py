@@ -1,0 +1,284 @@
+"""The search index: tantivy for retrieval, derived from SQLite and rebuildable.
+
+`SearchIndex` owns one tantivy index directory and the thread that writes it
+(`memoryd.index.indexer`). Readers ask it for ranked candidates, which query terms a
+unit matches and per-field scores; filters run inside the index. A missing, corrupt or
+older-schema index is rebuilt in the background; meanwhile `state` is "rebuilding" and
+searches fall back to a scan of recent units (`memoryd.index.fallback`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import tantivy
+
+from memoryd.index import fallback
+from memoryd.index.indexer import Indexer
+from memoryd.index.query import (
+    Filters,
+    filter_clauses,
+    ids_query,
+    restricted,
+    term_tokens,
+    text_query,
+)
+from memoryd.index.schema import ANALYZER, SCHEMA_VERSION, build_analyzer, build_schema
+from memoryd.index.text import index_text, is_cjk
+
+__all__ = ["Filters", "SearchIndex"]
+
+log = logging.getLogger(__name__)
+
+WRITER_HEAP = 16_000_000  # tantivy's floor is 15 MB per indexing thread
+META = "memoryd-index.json"
+
+
+class SearchIndex:
+    def __init__(self, root: Path, db_path: Path) -> None:
+        self.root = root
+        self.db_path = db_path
+        self.schema = build_schema()
+        self.analyzer = build_analyzer()
+        self.state = "rebuilding"
+        self.upto = 0              # the largest unit id in the index
+        self.pending_done = 0      # the last index_pending row the index has committed
+        self._index: tantivy.Index | None = None
+        self._writer: Any = None
+        self._rebuild = threading.Event()
+        self._lock = threading.Lock()  # swaps of the index object
+        self._indexer: Indexer | None = None
+
+    # -- life cycle ---------------------------------------------------------------------
+
+    def open(self, clear_pending: Any) -> None:
+        """Open the index on disk, or start over when it is missing, corrupt or of
+        another schema; then start the writer thread (it catches up from SQLite)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        meta = self._read_meta()
+        tdir = self.root / "tantivy"
+        if meta.get("schema") == SCHEMA_VERSION and tantivy.Index.exists(str(tdir)):
+            try:
+                idx = tantivy.Index.open(str(tdir))
+                idx.register_tokenizer(ANALYZER, self.analyzer)
+                self._index = idx
+                self.upto = self._max_unit_id()
+                self.state = "ready" if meta.get("complete") else "rebuilding"
+                if self.upto > self._db_max_unit_id():
+                    # ahead of the database (restored from a backup, or a new one): its
+                    # ids mean other units now
+                    log.warning("search index at %s is ahead of the database: rebuilding",
+                                tdir)
+                    self._index = None
+            except (ValueError, OSError) as e:
+                log.warning("search index at %s unreadable (%s): rebuilding", tdir, e)
+                self._index = None
+        if self._index is None:
+            self.reset()
+        self._indexer = Indexer(self, clear_pending)
+        self._indexer.start()
+
+    def close(self) -> None:
+        if self._indexer is not None:
+            self._indexer.stop()
+            self._indexer = None
+
+    def reset(self) -> None:
+        """Start an empty index (writer thread or open only): a full rebuild follows."""
+        self._rebuild.clear()
+        self.close_writer()
+        tdir = self.root / "tantivy"
+        with self._lock:
+            self.state = "rebuilding"
+            self._write_meta(complete=False)
+            self._index = None
+            shutil.rmtree(tdir, ignore_errors=True)
+            tdir.mkdir(parents=True)
+            idx = tantivy.Index(self.schema, path=str(tdir))
+            idx.register_tokenizer(ANALYZER, self.analyzer)
+            self._index = idx
+            self.upto = 0
+        log.info("search index: rebuilding from the database")
+
+    def request_rebuild(self) -> None:
+        """Rebuild from SQLite in the background (`memoryctl reindex`)."""
+        self.state = "rebuilding"
+        self._rebuild.set()
+        self.notify_write()
+
+    # -- the writer thread's side -------------------------------------------------------
+
+    def rebuild_requested(self) -> bool:
+        return self._rebuild.is_set()
+
+    def writer(self) -> Any:
+        if self._writer is None:
+            assert self._index is not None
+            self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
+        return self._writer
+
+    def close_writer(self) -> None:
+        """Let go of the writer and its memory arena (when idle and on close)."""
+        w, self._writer = self._writer, None
+        if w is not None:
+            w.wait_merging_threads()
+
+    def committed(self) -> None:
+        assert self._index is not None
+        self._index.reload()
+
+    def caught_up(self) -> None:
+        """The writer found nothing more to do: a rebuild is complete, the writer's
+        memory can go."""
+        self.close_writer()
+        if self.state == "rebuilding" and not self._rebuild.is_set():
+            self._write_meta(complete=True)
+            self.state = "ready"
+            log.info("search index: ready (%d units)", self.docs())
+
+    def ids_query(self, ids: list[int]) -> tantivy.Query:
+        return ids_query(self.schema, ids)
+
+    # -- the store's side ---------------------------------------------------------------
+
+    def notify_write(self) -> None:
+        """The store committed a write: the index may have something to follow."""
+        if self._indexer is not None:
+            self._indexer.wake()
+
+    def is_caught_up(self, conn: sqlite3.Connection) -> bool:
+        """Everything committed to the database (as `conn` sees it) is searchable: the
+        newest unit is indexed and no change waits in `index_pending`. Two index seeks."""
+        if self.state != "ready":
+            return False
+        top = conn.execute("SELECT coalesce(max(id), 0) FROM units").fetchone()[0]
+        if top > self.upto:
+            return False
+        return conn.execute("SELECT NOT EXISTS (SELECT 1 FROM index_pending WHERE id > ?)",
+                            (self.pending_done,)).fetchone()[0] == 1
+
+    def status(self, conn: sqlite3.Connection) -> dict[str, Any]:
+        out: dict[str, Any] = {"state": self.state, "units": self.docs(), "upto": self.upto,
+                               "caught_up": self.is_caught_up(conn)}
+        if self._indexer is not None and self._indexer.error:
+            out["error"] = self._indexer.error
+        return out
+
+    # -- readers ------------------------------------------------------------------------
+
+    def docs(self) -> int:
+        idx = self._index
+        return idx.searcher().num_docs if idx is not None else 0
+
+    def searchable(self) -> bool:
+        return self.state == "ready" and self._index is not None
+
+    def candidates(self, conn: sqlite3.Connection, terms: list[str], f: Filters, *,
+                   mode: str, limit: int, count: bool, w_body: float = 1.0,
+                   w_one_liner: float = 3.0) -> tuple[int, list[tuple[int, float]]]:
+        """(matches, [(unit id, score)] best first) for the terms under the filters."""
+        idx = self._index
+        if not self.searchable() or idx is None:
+            return fallback.scan(conn, terms, f, mode=mode, limit=limit)
+        s = idx.searcher()
+        q = text_query(self.schema, self.analyzer, s, terms, mode, w_body=w_body,
+                       w_one_liner=w_one_liner)
+        if q is None:
+            return 0, []
+        pks = None
+        if f.by_session():
+            pks = session_pks(conn, f)
+            if not pks:
+                return 0, []
+        q = restricted(q, filter_clauses(self.schema, f, pks))
+        res = s.search(q, limit, count=count)
+        uids = s.fast_field_values("unit_id", [a for _, a in res.hits])
+        found = [(int(u), float(sc)) for u, (sc, _) in zip(uids, res.hits, strict=True)]
+        return (res.count if count and res.count is not None else len(found)), found
+
+    def matched(self, terms: list[str], texts: dict[int, str]) -> dict[int, set[int]]:
+        """Which of `terms` (by index) each text (unit id -> content and one-liner)
+        contains, by the index's own analysis (a phrase: all of its tokens; a single CJK
+        character: as a prefix). No search: the hits' text is at hand."""
+        wanted = [(i, term_tokens(self.analyzer, t), is_cjk(t) and len(t) == 1)
+                  for i, t in enumerate(terms)]
+        out: dict[int, set[int]] = {}
+        for uid, text in texts.items():
+            have = set(self.analyzer.analyze(index_text(text)))
+            got = set()
+            for i, tokens, prefix in wanted:
+                if prefix:
+                    if any(h.startswith(tokens[0]) for h in have):
+                        got.add(i)
+                elif tokens and all(t in have for t in tokens):
+                    got.add(i)
+            out[uid] = got
+        return out
+
+    def field_scores(self, terms: list[str], ids: list[int], *, w_body: float = 1.0,
+                     w_one_liner: float = 3.0) -> dict[int, tuple[float, float]]:
+        """(body score, one-liner score) of those of the given units whose one-liner
+        matches (for the others the body score is the whole score)."""
+        idx = self._index
+        if not ids or not self.searchable() or idx is None:
+            return {}
+        s = idx.searcher()
+        only = [(tantivy.Occur.Must, ids_query(self.schema, ids))]
+
+        def scores(fields: tuple[str, ...]) -> dict[int, float]:
+            q = text_query(self.schema, self.analyzer, s, terms, w_body=w_body,
+                           w_one_liner=w_one_liner, fields=fields)
+            if q is None:
+                return {}
+            res = s.search(restricted(q, only), len(ids), count=False)
+            uids = s.fast_field_values("unit_id", [a for _, a in res.hits])
+            return {int(u): float(sc) for u, (sc, _) in zip(uids, res.hits, strict=True)}
+
+        one = scores(("one_liner",))
+        if not one:
+            return {}
+        body = scores(("body",))
+        return {u: (body.get(u, 0.0), sc) for u, sc in one.items()}
+
+    # -- meta ---------------------------------------------------------------------------
+
+    def _max_unit_id(self) -> int:
+        assert self._index is not None
+        s = self._index.searcher()
+        if not s.num_docs:
+            return 0
+        res = s.search(tantivy.Query.all_query(), 1, count=False, order_by_field="unit_id",
+                       order=tantivy.Order.Desc)
+        return int(s.fast_field_values("unit_id", [res.hits[0][1]])[0])
+
+    def _db_max_unit_id(self) -> int:
+        conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True)
+        try:
+            return int(conn.execute("SELECT coalesce(max(id), 0) FROM units").fetchone()[0])
+        finally:
+            conn.close()
+
+    def _read_meta(self) -> dict[str, Any]:
+        try:
+            meta = json.loads((self.root / META).read_text())
+        except (OSError, ValueError):
+            return {}
+        return meta if isinstance(meta, dict) else {}
+
+    def _write_meta(self, *, complete: bool) -> None:
+        tmp = self.root / (META + ".tmp")
+        tmp.write_text(json.dumps({"schema": SCHEMA_VERSION, "complete": complete}))
+        os.replace(tmp, self.root / META)
+
+
+def session_pks(conn: sqlite3.Connection, f: Filters) -> list[int]:
+    clauses, args = fallback.session_where(f)
+    return [r[0] for r in conn.execute(
+        "SELECT s.id FROM sessions s WHERE " + " AND ".join(clauses), args)]

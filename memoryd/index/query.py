@@ -1,0 +1,133 @@
+"""Query terms and filters as tantivy queries.
+
+A term is analyzed like the text it is matched against: an English word is stemmed (one
+token: a term query; several, as "don't": a phrase), a CJK word becomes the phrase of its
+bigrams, a single CJK character matches as a prefix. Each term looks in the body and in
+the one-liner (weighted up); OR mode adds up what matches, AND mode needs every term.
+A lone digit or one-letter word weighs `WEAK` of a term. Filters are exact and do not
+score: a set of sessions, a time range, and the asking session's recent tail left out.
+
+A one-liner match scores its weight times the term's IDF, flat. BM25 in the one-liner
+field would judge a one-liner's length against the average over *all* units, most of
+which have none yet, and so crush every one-liner match to almost nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import tantivy
+
+from memoryd.index.text import cjk_grams, is_cjk, weak_term
+
+WEAK = 0.15
+
+Occur = tantivy.Occur
+Q = tantivy.Query
+
+Exclusion = tuple[int, int]
+"""(session_pk, from_seq): leave out that session's units with seq >= from_seq."""
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Exact filters of a search. Session attributes are matched in SQLite (sessions is
+    small) and reach the index as a set of session pks."""
+
+    agent: str | None = None
+    project: str | None = None
+    session_id: str | None = None
+    project_within: str | None = None  # the project is this directory or below it
+    since: float | None = None
+    until: float | None = None
+    exclude: list[Exclusion] = field(default_factory=list)
+
+    def by_session(self) -> bool:
+        return any(v is not None for v in (self.agent, self.project, self.session_id,
+                                            self.project_within))
+
+
+def term_tokens(analyzer: tantivy.TextAnalyzer, term: str) -> list[str]:
+    """The indexed tokens a query term stands for (a lone CJK character: itself)."""
+    if is_cjk(term):
+        return cjk_grams(term)
+    return analyzer.analyze(term)
+
+
+def term_clause(schema: tantivy.Schema, fname: str, term: str, tokens: list[str]
+                ) -> tantivy.Query | None:
+    """One query term in one field, or None when nothing of it is searchable."""
+    if not tokens:
+        return None
+    if is_cjk(term) and len(term) == 1:
+        return Q.regex_query(schema, fname, re.escape(term) + ".*")
+    if len(tokens) == 1:
+        return Q.term_query(schema, fname, tokens[0])
+    return Q.phrase_query(schema, fname, tokens)
+
+
+def idf(searcher: tantivy.Searcher, tokens: list[str]) -> float:
+    """BM25's IDF of a term in the body field (of its rarest token, for a phrase)."""
+    n = searcher.num_docs
+    df = min((searcher.doc_freq("body", t) for t in tokens), default=0)
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+def text_query(schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer,
+               searcher: tantivy.Searcher, terms: list[str], mode: str = "or", *,
+               w_body: float = 1.0, w_one_liner: float = 3.0,
+               fields: tuple[str, ...] = ("body", "one_liner")) -> tantivy.Query | None:
+    """The terms over the given fields, weighted; None when no term is searchable."""
+    occur = Occur.Must if mode == "and" else Occur.Should
+    clauses = []
+    for t in terms:
+        tokens = term_tokens(analyzer, t)
+        per_field = []
+        for f in fields:
+            q = term_clause(schema, f, t, tokens)
+            if q is None:
+                continue
+            if f == "one_liner":
+                q = Q.const_score_query(q, w_one_liner * idf(searcher, tokens))
+            elif w_body != 1.0:
+                q = Q.boost_query(q, w_body)
+            per_field.append((Occur.Should, q))
+        if not per_field:
+            continue
+        q = per_field[0][1] if len(per_field) == 1 else Q.boolean_query(per_field)
+        if weak_term(t):
+            q = Q.boost_query(q, WEAK)
+        clauses.append((occur, q))
+    if not clauses:
+        return None
+    return Q.boolean_query(clauses)
+
+
+def filter_clauses(schema: tantivy.Schema, f: Filters, session_pks: list[int] | None
+                   ) -> list[tuple[tantivy.Occur, tantivy.Query]]:
+    """Non-scoring clauses for the filters (`session_pks`: the sessions allowed, or None
+    for any)."""
+    out = []
+    if session_pks is not None:
+        out.append((Occur.Must, Q.const_score_query(
+            Q.term_set_query(schema, "session_pk", session_pks), 0.0)))
+    if f.since is not None or f.until is not None:
+        out.append((Occur.Must, Q.const_score_query(Q.range_query(
+            schema, "ts", tantivy.FieldType.Float, f.since, f.until), 0.0)))
+    for pk, from_seq in f.exclude:
+        out.append((Occur.MustNot, Q.boolean_query([
+            (Occur.Must, Q.term_query(schema, "session_pk", pk)),
+            (Occur.Must, Q.range_query(schema, "seq", tantivy.FieldType.Unsigned,
+                                       max(0, from_seq), None))])))
+    return out
+
+
+def ids_query(schema: tantivy.Schema, ids: list[int]) -> tantivy.Query:
+    return Q.const_score_query(Q.term_set_query(schema, "unit_id", ids), 0.0)
+
+
+def restricted(q: tantivy.Query, clauses: list[tuple[tantivy.Occur, tantivy.Query]]
+               ) -> tantivy.Query:
+    return Q.boolean_query([(Occur.Must, q), *clauses]) if clauses else q

@@ -1,0 +1,58 @@
+"""What the tantivy index holds: one document per unit, no stored text.
+
+- `body` and `one_liner`: the unit's text as `memoryd.index.text.index_text` renders it
+  (CJK runs as bigrams, camelCase parts appended), analyzed by `ANALYZER`: the simple
+  tokenizer (runs of letters and digits, as FTS5's unicode61 did), lowercase, ASCII
+  folding, the English stemmer. Positions are kept, for CJK and multi-token phrases.
+- `unit_id`, `session_pk`, `seq`, `ts`: indexed fast fields, for filters (a session set,
+  the asking session's recent tail, a time range) inside the index and for mapping a
+  hit back to its row in SQLite. Session attributes (agent, project, session id) are
+  resolved to a set of `session_pk` at query time: a session's project can change after
+  its units were indexed, its pk cannot.
+
+Bump `SCHEMA_VERSION` whenever this or the analyzer changes: an index with another
+version is rebuilt from SQLite in the background.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tantivy
+
+SCHEMA_VERSION = 1
+ANALYZER = "memoryd"
+MAX_TOKEN_CHARS = 80  # longer "words" are hashes, base64 or minified code
+
+
+def build_schema() -> tantivy.Schema:
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("body", tokenizer_name=ANALYZER, index_option="position")
+    sb.add_text_field("one_liner", tokenizer_name=ANALYZER, index_option="position")
+    sb.add_unsigned_field("unit_id", indexed=True, fast=True)
+    sb.add_unsigned_field("session_pk", indexed=True, fast=True)
+    sb.add_unsigned_field("seq", indexed=True, fast=True)
+    sb.add_float_field("ts", indexed=True, fast=True)
+    return sb.build()
+
+
+def build_analyzer() -> tantivy.TextAnalyzer:
+    return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+            .filter(tantivy.Filter.remove_long(MAX_TOKEN_CHARS))
+            .filter(tantivy.Filter.lowercase())
+            .filter(tantivy.Filter.ascii_fold())
+            .filter(tantivy.Filter.stemmer("english"))
+            .build())
+
+
+def document(row: Any, body: str, one_liner: str) -> tantivy.Document:
+    """The document of one unit row (unit_id, session_pk, seq, ts) with its index text."""
+    d = tantivy.Document()
+    d.add_unsigned("unit_id", row["unit_id"])
+    d.add_unsigned("session_pk", row["session_pk"])
+    d.add_unsigned("seq", row["seq"])
+    d.add_float("ts", float(row["ts"]) if row["ts"] is not None else 0.0)
+    d.add_text("body", body)
+    if one_liner:
+        d.add_text("one_liner", one_liner)
+    return d

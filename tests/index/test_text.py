@@ -1,0 +1,251 @@
+"""Index text and query analysis through a real store and its tantivy index: CJK
+bigrams, stemming, camelCase parts, AND/OR, weak terms, filters, crash recovery."""
+
+import pytest
+
+from memoryd.index import Filters
+from memoryd.index.text import (
+    camel_parts,
+    content_terms,
+    index_text,
+    query_terms,
+    snippet,
+    split_cjk,
+)
+from memoryd.ingest.adapters.base import Record
+from memoryd.store import Store
+from memoryd.store.sessions import session_pk
+from memoryd.store.units import store_record
+
+
+@pytest.fixture
+async def store(tmp_path):
+    s = await Store.open(tmp_path / "m.db")
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+async def fts_db(store):
+    """fts_db(rows) -> a search function: (query, mode) -> the 1-based row numbers that
+    match, in order."""
+
+    async def make(rows, sid="s"):
+        def put(c):
+            pk = session_pk(c, "generic", sid, project="/p")
+            for i, r in enumerate(rows, 1):
+                store_record(c, pk, Record("user", r), f"{sid}{i}", None, 0)
+
+        await store.write(put)
+        await store.indexed()
+        first = await store.read(lambda c: c.execute(
+            "SELECT min(u.id) FROM units u JOIN sessions s ON s.id = u.session_pk "
+            "WHERE s.session_id = ?", (sid,)).fetchone()[0])
+
+        async def hits(query, mode="or", *, ranked=False, split=False):
+            terms = query_terms(query)
+            terms = split_cjk(terms) if split else terms
+            _, found = await store.read(lambda c: store.index.candidates(
+                c, terms, Filters(session_id=sid), mode=mode, limit=50, count=False))
+            got = [u - first + 1 for u, _ in found]
+            return got if ranked else sorted(got)
+
+        return hits
+
+    return make
+
+
+async def test_two_character_chinese_word_matches(fts_db):
+    hits = await fts_db(["我们今天讨论了数据库迁移的方案", "机器学习模型训练", "hello world"])
+    assert await hits("迁移") == [1]
+    assert await hits("学习") == [2]
+    assert await hits("数据库迁移") == [1]
+    assert await hits("训练 hello") == [2, 3]
+
+
+async def test_single_chinese_character_matches_anywhere_in_a_run(fts_db):
+    hits = await fts_db(["机器学习", "猫"])
+    assert await hits("习") == [1]
+    assert await hits("猫") == [2]
+
+
+async def test_chinese_phrase_does_not_match_scattered_characters(fts_db):
+    hits = await fts_db(["学生 习惯", "学习"])
+    assert await hits("学习") == [2]
+
+
+async def test_english_is_stemmed_and_case_folded(fts_db):
+    hits = await fts_db(["Running the migrations", "a runner"])
+    assert await hits("migration run") == [1]
+
+
+async def test_and_mode_requires_every_term(fts_db):
+    hits = await fts_db(["sqlite wal mode", "sqlite journal", "wal"])
+    assert await hits("sqlite wal", "and") == [1]
+    assert await hits("sqlite wal", "or") == [1, 2, 3]
+
+
+async def test_query_with_fts_syntax_is_quoted(fts_db):
+    hits = await fts_db(['she said "NEAR" and OR'])
+    assert await hits('NEAR( "OR" * ^') == [1]
+    assert query_terms("!!! ...") == []
+
+
+async def test_snippet_centres_on_match(fts_db):
+    text = "x " * 300 + "the needle is here " + "y " * 300
+    s = snippet(text, ["needle"])
+    assert "needle" in s and len(s) <= 245 and s.startswith("…")
+
+
+async def test_camel_case_words_are_also_indexed_as_parts(fts_db):
+    assert camel_parts("my iPhone and getUserName, XMLHttpRequest #PlankChallenge") == [
+        "i", "Phone", "get", "User", "Name", "XML", "Http", "Request", "Plank", "Challenge"]
+    assert index_text("plain words") == "plain words"
+    hits = await fts_db(["a cracked iPhone screen", "getUserName() returns None", "phone book"])
+    assert await hits("phone") == [1, 3]
+    assert await hits("iphone") == [1]
+    assert await hits("user name", "and") == [2]
+    assert await hits("getusername") == [2]
+
+
+async def test_camel_parts_do_not_break_phrases(fts_db):
+    hits = await fts_db(["the iPhone 13 Pro", "数据库 iPhone"])
+    assert await hits("数据库") == [2]
+    assert await hits("iphone 13 pro", "and") == [1]
+    assert await hits("don't") == []  # a multi-token word is a phrase, not two words
+
+
+async def test_stop_words_are_dropped_unless_nothing_is_left(fts_db):
+    terms = query_terms("What was my previous goal for my Apex Legends level before I updated?")
+    assert content_terms(terms) == ["previous", "goal", "apex", "legends", "level", "updated"]
+    assert content_terms(query_terms("to be or not to be")) == ["to", "be", "or", "not"]
+    assert content_terms(query_terms("I'm sure it's what I’m after")) == ["sure"]
+    assert content_terms(query_terms("Can you suggest some tips for my garden?")) == ["garden"]
+
+
+async def test_long_cjk_runs_split_into_bigrams(fts_db):
+    assert split_cjk(["数据库迁移", "迁移", "sqlite", "猫"]) == [
+        "数据", "据库", "库迁", "迁移", "sqlite", "猫"]
+    hits = await fts_db(["数据库迁移的方案", "迁移", "数据"])
+    got = await hits("数据库迁移怎么做", ranked=True, split=True)
+    assert got[0] == 1 and set(got) == {1, 2, 3}
+
+
+async def test_lone_digits_and_letters_weigh_little(fts_db):
+    hits = await fts_db(["note 14 about 4 and 1 things", "the deploy of version 4 failed",
+                         "deploy checklist"])
+    assert (await hits("deploy 4 1", ranked=True))[-1] == 1  # only weak terms: last
+
+
+async def test_filters_run_inside_the_index(store):
+    def put(c):
+        for agent, sid, ts in (("codex", "a", 100.0), ("pi", "b", 200.0)):
+            pk = session_pk(c, agent, sid, project=f"/w/{sid}")
+            for i in range(3):
+                store_record(c, pk, Record("user", f"kafka lag {i}", ts=ts + i), f"{sid}{i}",
+                             None, 0)
+
+    await store.write(put)
+    await store.indexed()
+
+    async def n(**kw):
+        total, _ = await store.read(lambda c: store.index.candidates(
+            c, ["kafka"], Filters(**kw), mode="or", limit=2, count=True))
+        return total
+
+    assert await n() == 6
+    assert await n(agent="pi") == 3 and await n(project_within="/w") == 6
+    assert await n(project="/w/a", since=101.0) == 2 and await n(until=150.0) == 3
+    pk_a = await store.read(lambda c: session_pk(c, "codex", "a"))
+    assert await n(exclude=[(pk_a, 2)]) == 4
+    assert await n(agent="nobody") == 0
+
+
+async def test_the_index_follows_changes_and_survives_a_restart(tmp_path):
+    from memoryd.store.sessions import forget_session
+    from memoryd.store.summaries import save_one_liners
+
+    async def count(store, term):
+        return (await store.read(lambda c: store.index.candidates(
+            c, [term], Filters(), mode="or", limit=10, count=True)))[0]
+
+    store = await Store.open(tmp_path / "m.db")
+    try:
+        def put(c):
+            pk = session_pk(c, "generic", "s")
+            for i in range(3):
+                store_record(c, pk, Record("user", f"walrus {i}"), f"r{i}", None, 0)
+            return pk
+
+        pk = await store.write(put)
+        await store.indexed()
+        uid = await store.read(lambda c: c.execute("SELECT min(id) FROM units").fetchone()[0])
+        await store.write(lambda c: save_one_liners(c, [(uid, "narwhal tusk", "x", "p")]))
+        await store.indexed()
+        assert await count(store, "walrus") == 3 and await count(store, "narwhal") == 1
+        assert store.index.state == "ready"
+    finally:
+        await store.close()
+    # units written while the index was closed are indexed on the next start
+    store = await Store.open(tmp_path / "m.db")
+    try:
+        await store.write(lambda c: store_record(c, pk, Record("user", "walrus late"), "r9",
+                                                 None, 0))
+        await store.indexed()
+        assert await count(store, "walrus") == 4
+        await store.write(lambda c: forget_session(c, pk))
+        await store.indexed()
+        assert await count(store, "walrus") == 0 and store.index.docs() == 0
+    finally:
+        await store.close()
+
+
+async def test_a_corrupt_index_is_rebuilt_while_search_falls_back(tmp_path):
+    store = await Store.open(tmp_path / "m.db")
+    try:
+        def put(c):
+            pk = session_pk(c, "generic", "s")
+            for i in range(5):
+                store_record(c, pk, Record("user", f"zebra crossing {i}"), f"r{i}", None, 0)
+
+        await store.write(put)
+        await store.indexed()
+    finally:
+        await store.close()
+    for f in (tmp_path / "index" / "tantivy").glob("meta.json"):
+        f.write_text("{not json")
+    store = await Store.open(tmp_path / "m.db")
+    try:
+        await store.indexed()
+        assert store.index.state == "ready" and store.index.docs() == 5
+        store.index.request_rebuild()
+        assert store.index.state == "rebuilding"
+        total, found = await store.read(lambda c: store.index.candidates(
+            c, ["zebra"], Filters(), mode="or", limit=10, count=True))
+        assert total == 5  # the fallback scan answers meanwhile
+        await store.indexed()
+        assert store.index.state == "ready" and store.index.docs() == 5
+    finally:
+        await store.close()
+
+
+async def test_an_index_ahead_of_its_database_is_rebuilt(tmp_path):
+    def put(c, n):
+        pk = session_pk(c, "generic", "s")
+        for i in range(n):
+            store_record(c, pk, Record("user", f"otter {i}"), f"r{i}", None, 0)
+
+    store = await Store.open(tmp_path / "a.db", tmp_path / "index")
+    try:
+        await store.write(lambda c: put(c, 5))
+        await store.indexed()
+    finally:
+        await store.close()
+    # a new database beside the old index: unit ids 1..2 now mean other units
+    store = await Store.open(tmp_path / "b.db", tmp_path / "index")
+    try:
+        await store.write(lambda c: put(c, 2))
+        await store.indexed()
+        assert store.index.docs() == 2
+    finally:
+        await store.close()

@@ -36,30 +36,40 @@ def _span(s: float) -> str:
     return f"{int(s)} s"
 
 
-def term_pattern(terms: list[str]) -> re.Pattern[str] | None:
+def term_patterns(terms: list[str]) -> list[re.Pattern[str]]:
     """Matches as search matches them: a CJK term anywhere, a word term as the prefix of
     a word (the index stems, so 'tests' also finds 'testing')."""
-    parts = []
-    for t in sorted({t for t in terms if t.strip()}, key=len, reverse=True):
+    out = []
+    for t in {t.strip() for t in terms if t.strip()}:
         if _CJK.search(t):
-            parts.append(re.escape(t))
+            out.append(re.compile(re.escape(t), re.IGNORECASE))
         else:
-            parts.append(r"\b" + re.escape(t[: max(3, len(t) - 2)]) + r"\w*")
-    return re.compile("|".join(parts), re.IGNORECASE) if parts else None
+            out.append(re.compile(r"\b" + re.escape(t[: max(3, len(t) - 2)]) + r"\w*",
+                                  re.IGNORECASE))
+    return out
+
+
+def spans(text: str, terms: list[str]) -> list[tuple[int, int]]:
+    """Where any term matches, overlapping matches merged (CJK terms come as
+    overlapping bigrams: 数据 据库 库迁 迁移 → one span 数据库迁移)."""
+    found = sorted((m.start(), m.end()) for p in term_patterns(terms)
+                   for m in p.finditer(text) if m.end() > m.start())
+    merged: list[tuple[int, int]] = []
+    for a, b in found:
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+        else:
+            merged.append((a, b))
+    return merged
 
 
 def highlight(text: str | None, terms: list[str] | None) -> Markup:
     text = text or ""
-    pat = term_pattern(terms or [])
-    if pat is None:
-        return escape(text)
     out, pos = [], 0
-    for m in pat.finditer(text):
-        if m.end() == m.start():
-            continue
-        out.append(escape(text[pos:m.start()]))
-        out.append(Markup("<mark>") + escape(m.group(0)) + Markup("</mark>"))
-        pos = m.end()
+    for a, b in spans(text, terms or []):
+        out.append(escape(text[pos:a]))
+        out.append(Markup("<mark>") + escape(text[a:b]) + Markup("</mark>"))
+        pos = b
     out.append(escape(text[pos:]))
     return Markup("").join(out)
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.helpers import AsyncClient, running_daemon, wait_for, write_jsonl
+from tests.helpers import AsyncClient, running_daemon, short_dir, wait_for, write_jsonl
 
 CJK_SESSION = "cjk-0001"
 CJK_CWD = "/home/u/数据项目"
@@ -40,22 +43,30 @@ def cjk_session(path: Path) -> None:
     ])
 
 
-@pytest.fixture
-async def site(memoryd_home, sock, tmp_path, fixtures_dir):
-    """(daemon, base URL, async client) with every fixture read."""
-    src = tmp_path / "claude"
+@contextlib.asynccontextmanager
+async def live_site(home: Path, fixtures: Path) -> AsyncIterator[tuple[Any, str, AsyncClient]]:
+    """(daemon, base URL, async client) once every transcript has been read."""
+    src = home / "claude"
     src.mkdir()
     for name in LIGHT_FIXTURES:  # small ones: the daemon is up and caught up in a second
-        shutil.copy(fixtures_dir / "claude-code" / name, src / name)
+        shutil.copy(fixtures / "claude-code" / name, src / name)
     cjk_session(src / "cjk" / f"{CJK_SESSION}.jsonl")
-    async with running_daemon(memoryd_home, [("claude-code", src)], sock) as d:
-        c = AsyncClient(sock)
+    with short_dir() as d:
+        sock = d / "m.sock"
+        async with running_daemon(home / "home", [("claude-code", src)], sock) as daemon:
+            c = AsyncClient(sock)
 
-        async def caught_up():
-            return (await c.status())["caught_up"]
+            async def caught_up():
+                return (await c.status())["caught_up"]
 
-        await wait_for(caught_up, timeout=60)
-        yield d, f"http://127.0.0.1:{d.tcp_port}", c
+            await wait_for(caught_up, timeout=60)
+            yield daemon, f"http://127.0.0.1:{daemon.tcp_port}", c
+
+
+@pytest.fixture
+async def site(tmp_path, fixtures_dir):
+    async with live_site(tmp_path, fixtures_dir) as s:
+        yield s
 
 
 async def login_url(client) -> str:

@@ -142,7 +142,7 @@ async def test_browser_log_in_search_session_memory_context(site, page):
     line = next(i for i, raw in enumerate(text.splitlines(), 1) if "项目用 uv" in raw)
     await shot(page, "memory")
     await page.get_by_role("link", name=f"Edit entry {line}").click()
-    box = page.get_by_label(f"Entry {line}")
+    box = page.get_by_role("textbox", name=f"Entry {line}", exact=True)
     await box.fill("项目用 uv 管理依赖\n发布前跑 ruff")
     await page.get_by_role("button", name="Save").click()
     await expect(page.locator(".notice")).to_contain_text(f"line {line} saved")

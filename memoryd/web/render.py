@@ -74,6 +74,26 @@ def highlight(text: str | None, terms: list[str] | None) -> Markup:
     return Markup("").join(out)
 
 
+def pretty(v: Any) -> str:
+    """A scalar for people: ISO timestamps as local time and how far off, floats short."""
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, str) and len(v) >= 19 and v[4] == "-" and "T" in v:
+        try:
+            ts = datetime.fromisoformat(v).timestamp()
+        except ValueError:
+            return v
+        return f"{when(ts)} ({ago(ts)})"
+    return str(v)
+
+
+def inline(d: Any) -> str:
+    """A flat mapping on one line: `bm25 content 13.3, same project 1.25`."""
+    if not isinstance(d, dict):
+        return pretty(d)
+    return ", ".join(f"{humanize(k)} {pretty(v)}" for k, v in d.items())
+
+
 def is_scalar(v: Any) -> bool:
     return v is None or isinstance(v, str | int | float | bool)
 
@@ -87,7 +107,8 @@ def make_env() -> jinja2.Environment:
         loader=jinja2.PackageLoader("memoryd.web", "templates"),
         autoescape=True, undefined=jinja2.ChainableUndefined, trim_blocks=True,
         lstrip_blocks=True, enable_async=False)
-    env.filters.update(when=when, ago=ago, highlight=highlight, humanize=humanize)
+    env.filters.update(when=when, ago=ago, highlight=highlight, humanize=humanize,
+                       pretty=pretty, inline=inline)
     env.tests["scalar"] = is_scalar
     env.tests["mapping"] = lambda v: isinstance(v, dict)
     return env

@@ -179,3 +179,24 @@ async def test_static_files_need_no_login(site):
         for path in ("/static/htmx.min.js", "/static/style.css"):
             async with http.get(base + path) as r:
                 assert r.status == 200 and len(await r.read()) > 1000
+
+
+async def test_memory_edit_from_a_stale_page_is_refused_and_loses_nothing(site):
+    d, base, client = site
+    await client.memory_add("部署用 systemd 用户服务", "manual")
+    async with jar() as http:
+        await logged_in(http, client)
+        async with http.get(base + "/memory?edit=1") as r:
+            html = await r.text()
+        token = csrf_of(html)
+        version = re.search(r'name="version" value="([0-9a-f]{16})"', html).group(1)
+        await client.memory_add("另一个窗口加的条目", "manual")  # the file changes meanwhile
+        form = {"csrf": token, "line": "1", "version": version, "content": "改过的"}
+        async with http.post(base + "/memory/edit", data=form, headers={"Origin": base}) as r:
+            assert r.status == 409, await r.text()
+        text = d.memory.path.read_text(encoding="utf-8")
+        assert "部署用 systemd 用户服务" in text and "另一个窗口加的条目" in text
+        assert "改过的" not in text
+        async with http.post(base + "/memory/delete", data={"csrf": token, "line": "x"},
+                             headers={"Origin": base}) as r:
+            assert r.status == 400 and "line" in await r.text()

@@ -12,7 +12,6 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import jinja2
 from aiohttp import web
 from pydantic import ValidationError
 
@@ -20,9 +19,10 @@ from memoryd.errors import MemorydError, NotFoundError
 from memoryd.server import openapi
 from memoryd.server.app import SERVICES, validation_error
 from memoryd.web import auth
-from memoryd.web.render import make_env
 
 if TYPE_CHECKING:
+    import jinja2
+
     from memoryd.context import ContextBuilder
     from memoryd.memory import MemoryFile
     from memoryd.summaries_service import Summaries
@@ -36,8 +36,18 @@ class WebDeps:
     memory_dir: Path
     tcp_port: Callable[[], int | None]
     access: auth.Access = field(default_factory=auth.Access)
-    env: jinja2.Environment = field(default_factory=make_env)
+    # templates and static files load on the first request (in a thread), so the page
+    # costs the daemon's start nothing
+    env: jinja2.Environment | None = None
     static: dict[str, tuple[bytes, str]] = field(default_factory=dict)
+    _loading: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def ready(self) -> None:
+        if self.env is not None:
+            return
+        async with self._loading:
+            if self.env is None:
+                await asyncio.to_thread(_load, self)
 
 
 WEB = web.AppKey("web", WebDeps)
@@ -54,6 +64,7 @@ openapi.EXTRA_ROUTES.append(("post", "/v1/web/login", "A one-time login link for
 def render(request: web.Request, name: str, status: int = 200, **ctx: Any) -> web.Response:
     deps = request.app[WEB]
     session = deps.access.session(request)
+    assert deps.env is not None  # every handler awaits deps.ready() first
     html = deps.env.get_template(name).render(
         csrf=session.csrf if session else "", logged_in=session is not None,
         page_path=request.path, **ctx)
@@ -71,6 +82,7 @@ def page(fn: Page) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     @functools.wraps(fn)
     async def guarded(request: web.Request) -> web.StreamResponse:
         deps = request.app[WEB]
+        await deps.ready()
         session = deps.access.session(request)
         if session is None:
             return render(request, "login.html", status=403)
@@ -97,6 +109,7 @@ def page(fn: Page) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
 @own_auth
 async def login(request: web.Request) -> web.StreamResponse:
     deps = request.app[WEB]
+    await deps.ready()
     sid = deps.access.redeem(request.query.get("token", ""))
     if sid is None:
         return render(request, "login.html", status=403, expired=True)
@@ -110,6 +123,7 @@ async def login(request: web.Request) -> web.StreamResponse:
 @own_auth
 async def logout(request: web.Request) -> web.StreamResponse:
     deps = request.app[WEB]
+    await deps.ready()
     session = deps.access.session(request)
     if session is not None and auth.same_origin(request) and await auth.csrf_ok(request,
                                                                                  session):
@@ -121,6 +135,7 @@ async def logout(request: web.Request) -> web.StreamResponse:
 
 @own_auth
 async def static(request: web.Request) -> web.StreamResponse:
+    await request.app[WEB].ready()
     got = request.app[WEB].static.get(request.match_info["name"])
     if got is None:
         raise NotFoundError("no such file")
@@ -142,11 +157,15 @@ async def mint_login(request: web.Request) -> web.Response:
 
 
 def _load(deps: WebDeps) -> None:
+    from memoryd.web.render import make_env  # jinja2: imported by the first visit only
+
     base = resources.files("memoryd.web") / "static"
     for name, ctype in STATIC.items():
         deps.static[name] = ((base / name).read_bytes(), ctype)
+    env = make_env()
     for name in TEMPLATES:
-        deps.env.get_template(name)  # parse now, not on the loop at the first visit
+        env.get_template(name)  # parse now, not on the loop at the first visit
+    deps.env = env
 
 
 def routes(deps: WebDeps) -> Callable[[web.Application], None]:
@@ -154,11 +173,6 @@ def routes(deps: WebDeps) -> Callable[[web.Application], None]:
 
     def add(app: web.Application) -> None:
         app[WEB] = deps
-
-        async def load(_app: web.Application) -> None:
-            await asyncio.to_thread(_load, deps)
-
-        app.on_startup.append(load)
         r = app.router
         r.add_post("/v1/web/login", mint_login)
         r.add_get("/login", login)

@@ -200,3 +200,26 @@ async def test_memory_edit_from_a_stale_page_is_refused_and_loses_nothing(site):
         async with http.post(base + "/memory/delete", data={"csrf": token, "line": "x"},
                              headers={"Origin": base}) as r:
             assert r.status == 400 and "line" in await r.text()
+
+
+async def test_summarize_from_the_session_page(site):
+    from tests.helpers import wait_for
+
+    d, base, client = site
+    path = f"/sessions/{CJK_SESSION}"
+    async with jar() as http:
+        await logged_in(http, client)
+        async with http.get(base + path + "?agent=claude-code") as r:
+            token = csrf_of(await r.text())
+        async with http.post(base + path + "/summarize?agent=claude-code",
+                             data={"csrf": token}, headers={"Origin": base}) as r:
+            assert r.status == 200 and "queued" in await r.text()
+
+        async def summarized():
+            s = await client.request("GET", f"/v1/sessions/{CJK_SESSION}/summary")
+            return s["summary"]
+
+        await wait_for(summarized, timeout=30)
+        async with http.get(base + path + "?agent=claude-code") as r:
+            html = await r.text()
+        assert "No summary yet" not in html and "made by extractive" in html

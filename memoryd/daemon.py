@@ -44,6 +44,8 @@ from memoryd.store.sessions import count_sessions
 from memoryd.store.units import count_units
 from memoryd.summaries_service import Summaries
 from memoryd.watcher import Watcher
+from memoryd.web import WebDeps
+from memoryd.web import routes as web_routes
 
 log = logging.getLogger(__name__)
 
@@ -182,14 +184,18 @@ class Daemon:
 
     async def _serve(self) -> None:
         assert self.store is not None and self.memory is not None
+        assert self.summaries is not None
+        builder = ContextBuilder(self.store, self.memory, self.paths.memory_dir)
+        page = web_routes(WebDeps(summaries=self.summaries, memory=self.memory, context=builder,
+                                  memory_dir=self.paths.memory_dir,
+                                  tcp_port=lambda: self.tcp_port))
         app = make_app(Services(store=self.store, status=self.status, version=__version__,
                                 events=self.events, jobs=self.jobs(), ingest=self.ingest,
                                 token=ensure_token(self.paths.token_file),
                                 on_forget=(self._forgotten,)),
                        extra_routes=[summaries_api.routes(self.summaries, self._to_memory),
                                      consolidate_api.routes(self.consolidator, self.retention),
-                                     memory_routes(self.memory), context_routes(
-                           ContextBuilder(self.store, self.memory, self.paths.memory_dir))])
+                                     memory_routes(self.memory), context_routes(builder), page])
         runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0,
                                access_log=None)
         await runner.setup()

@@ -119,6 +119,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("file")
     sub.add_parser("doctor", help="check config, dirs, permissions, socket, sources, LLM")
     sub.add_parser("mcp", help="serve the memory tools over MCP (stdio)")
+    op = sub.add_parser("open", help="open the web page (prints a one-time login link)")
+    op.add_argument("--no-browser", action="store_true", help="only print the link")
     sv = sub.add_parser("service", help="run memoryd as a systemd user service / LaunchAgent")
     sv.add_argument("action", choices=["install", "uninstall", "status"])
     sv.add_argument("--dry-run", action="store_true",
@@ -327,12 +329,31 @@ def cmd_backup(args: argparse.Namespace, c: MemorydClient) -> Result:
     return data, lambda d: f"wrote {d['path']} ({d['bytes']} bytes)"
 
 
+def cmd_open(args: argparse.Namespace, c: MemorydClient) -> Result:
+    """A one-time login link minted by the daemon (over the socket), printed, and opened
+    in a browser when there is a display."""
+    data = c.request("POST", "/v1/web/login")
+    if args.json:
+        output.emit_json(data)
+    else:
+        print(data["url"])
+        print(f"(works once, for {data['expires_in_s']} s)", file=sys.stderr)
+    display = os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") \
+        or sys.platform == "darwin"
+    if not args.no_browser and display:
+        import webbrowser
+
+        webbrowser.open(data["url"])
+    return EXIT_OK
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, MemorydClient], Result]] = {
     "status": cmd_status, "search": cmd_search, "context": cmd_context, "hook": cmd_hook,
     "sessions": cmd_sessions,
     "memory": cmd_memory, "run": cmd_run, "ingest": cmd_ingest, "backup": cmd_backup,
     "daily": consolidation.cmd_daily, "archive": consolidation.cmd_archive,
     "reindex": cmd_reindex,
+    "open": cmd_open,
 }
 
 

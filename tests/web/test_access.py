@@ -1,0 +1,225 @@
+"""The web page's access rules and pages over real HTTP (no browser): one-time links,
+the session cookie, Origin and CSRF checks, the Host check, no CORS, HTML errors."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from urllib.parse import quote
+
+import aiohttp
+
+from memoryd.cli.memoryctl import main
+from memoryd.web.auth import COOKIE, LINK_TTL_S, Access
+from tests.web.conftest import CJK_SESSION, login_url
+
+
+def jar() -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
+
+
+async def logged_in(http: aiohttp.ClientSession, client) -> None:
+    async with http.get(await login_url(client)) as r:
+        assert r.status == 200, await r.text()
+
+
+def csrf_of(html: str) -> str:
+    return re.search(r'name="csrf" value="([^"]+)"', html).group(1)
+
+
+async def test_page_without_cookie_shows_only_how_to_log_in(site):
+    d, base, client = site
+    async with jar() as http:
+        for path in ("/", "/search?q=数据库", "/sessions", "/memory", "/context?prompt=x",
+                     f"/sessions/{CJK_SESSION}"):
+            async with http.get(base + path) as r:
+                html = await r.text()
+                assert r.status == 403, path
+                assert "memoryctl open" in html
+                assert "数据库" not in html and "Overview</h1>" not in html
+
+
+async def test_login_link_works_once_and_sets_a_strict_httponly_cookie(site):
+    d, base, client = site
+    url = await login_url(client)
+    assert url.startswith(base + "/login?token=")
+    async with jar() as http:
+        async with http.get(url) as r:
+            assert r.status == 200
+            cookie = r.headers["Set-Cookie"]
+        assert f"{COOKIE}=" in cookie and "HttpOnly" in cookie
+        assert "SameSite=Strict" in cookie and "Path=/" in cookie
+        async with http.get(base + "/") as r:
+            assert r.status == 200 and "Overview</h1>" in await r.text()
+            assert "Access-Control-Allow-Origin" not in r.headers
+            assert "frame-ancestors 'none'" in r.headers["Content-Security-Policy"]
+    async with jar() as other:
+        async with other.get(url) as r:  # the same link again
+            assert r.status == 403 and "expired" in await r.text()
+        async with other.get(base + "/") as r:
+            assert r.status == 403
+
+
+def test_login_link_expires():
+    now = [1000.0]
+    access = Access(clock=lambda: now[0])
+    late, fresh = access.mint_link(), access.mint_link()
+    now[0] += LINK_TTL_S + 1
+    assert access.redeem(late) is None
+    assert access.redeem("not-a-token") is None
+    fresh2 = access.mint_link()
+    assert access.redeem(fresh2) is not None and access.redeem(fresh) is None
+
+
+async def test_posts_need_our_origin_and_the_csrf_token(site):
+    d, base, client = site
+    memory_file = d.memory.path
+    async with jar() as http:
+        await logged_in(http, client)
+        async with http.get(base + "/memory") as r:
+            token = csrf_of(await r.text())
+        form = {"csrf": token, "content": "用 uv 管理依赖"}
+        async with http.post(base + "/memory/add", data=form,
+                             headers={"Origin": "http://evil.example"}) as r:
+            assert r.status == 403 and "Origin" in await r.text()
+        async with http.post(base + "/memory/add", data={"content": "x"},
+                             headers={"Origin": base}) as r:
+            assert r.status == 403
+        assert not memory_file.exists() or "uv" not in memory_file.read_text()
+        async with http.post(base + "/memory/add", data=form, headers={"Origin": base}) as r:
+            assert r.status == 200, await r.text()
+            assert "用 uv 管理依赖" in await r.text()
+        assert "用 uv 管理依赖" in memory_file.read_text(encoding="utf-8")
+
+
+async def test_host_check_holds_for_the_page(site):
+    d, base, client = site
+    async with jar() as http:
+        await logged_in(http, client)
+        async with http.get(base + "/", headers={"Host": "evil.example"}) as r:
+            assert r.status == 403
+
+
+async def test_the_cookie_opens_no_api_route_and_minting_needs_the_token(site):
+    d, base, client = site
+    async with jar() as http:
+        await logged_in(http, client)
+        async with http.get(base + "/v1/status") as r:
+            assert r.status == 401
+        async with http.post(base + "/v1/web/login") as r:
+            assert r.status == 401
+
+
+async def test_bad_input_is_a_400_page_naming_the_field(site):
+    d, base, client = site
+    async with jar() as http:
+        await logged_in(http, client)
+        async with http.get(base + "/search?q=x&since=yesterday") as r:
+            assert r.status == 400 and "since" in await r.text()
+        async with http.get(base + "/context?prompt=x&cwd=relative/dir") as r:
+            assert r.status == 400 and "cwd" in await r.text()
+        async with http.get(base + "/sessions?limit=abc") as r:
+            assert r.status == 400 and "limit" in await r.text()
+        async with http.get(base + "/sessions/no-such-session") as r:
+            assert r.status == 404 and "no-such-session" in await r.text()
+
+
+async def test_chinese_search_highlights_and_links_to_the_turn(site):
+    d, base, client = site
+    async with jar() as http:
+        await logged_in(http, client)
+        async with http.get(base + "/search", params={"q": "数据库迁移"}) as r:
+            html = await r.text()
+        assert r.status == 200
+        assert "<mark>数据库迁移</mark>" in html
+        hit = re.search(r'href="(/sessions/cjk-0001\?agent=claude-code&amp;unit=\d+#u\d+)"', html)
+        assert hit, html
+        async with http.get(base + hit.group(1).replace("&amp;", "&")) as r:
+            page = await r.text()
+        assert r.status == 200 and 'class="msg' in page and " focus" in page
+        assert "<details" in page and "ls migrations" in page  # the tool call, folded
+
+
+async def test_export_and_forget_a_session(site):
+    d, base, client = site
+    path = f"/sessions/{quote(CJK_SESSION)}"
+    async with jar() as http:
+        await logged_in(http, client)
+        async with http.get(base + path + "/export?agent=claude-code") as r:
+            md = await r.text()
+            assert "attachment" in r.headers["Content-Disposition"]
+        assert "请帮我修复数据库迁移的错误" in md and "ls migrations" in md
+        async with http.get(base + path + "/forget?agent=claude-code") as r:
+            token = csrf_of(await r.text())
+            assert "cannot be undone" in await r.text()
+        async with http.post(base + path + "/forget?agent=claude-code",
+                             data={"csrf": token}, headers={"Origin": base}) as r:
+            assert r.status == 200 and "Forgot claude-code session" in await r.text()
+        async with http.get(base + path) as r:
+            assert r.status == 404
+    assert (await client.search(query="数据库迁移"))["total"] == 0
+
+
+async def test_memoryctl_open_prints_a_working_link(site, capsys):
+    d, base, client = site
+    code = await asyncio.to_thread(main, ["--socket", str(client.sync.socket_path), "open",
+                                          "--no-browser"])
+    out = capsys.readouterr().out.strip()
+    assert code == 0 and out.startswith(base + "/login?token=")
+    async with jar() as http:
+        async with http.get(out) as r:
+            assert r.status == 200
+        async with http.get(base + "/sessions") as r:
+            assert r.status == 200 and "Sessions</h1>" in await r.text()
+
+
+async def test_static_files_need_no_login(site):
+    d, base, client = site
+    async with jar() as http:
+        for path in ("/static/htmx.min.js", "/static/style.css"):
+            async with http.get(base + path) as r:
+                assert r.status == 200 and len(await r.read()) > 1000
+
+
+async def test_memory_edit_from_a_stale_page_is_refused_and_loses_nothing(site):
+    d, base, client = site
+    await client.memory_add("部署用 systemd 用户服务", "manual")
+    async with jar() as http:
+        await logged_in(http, client)
+        async with http.get(base + "/memory?edit=1") as r:
+            html = await r.text()
+        token = csrf_of(html)
+        version = re.search(r'name="version" value="([0-9a-f]{16})"', html).group(1)
+        await client.memory_add("另一个窗口加的条目", "manual")  # the file changes meanwhile
+        form = {"csrf": token, "line": "1", "version": version, "content": "改过的"}
+        async with http.post(base + "/memory/edit", data=form, headers={"Origin": base}) as r:
+            assert r.status == 409, await r.text()
+        text = d.memory.path.read_text(encoding="utf-8")
+        assert "部署用 systemd 用户服务" in text and "另一个窗口加的条目" in text
+        assert "改过的" not in text
+        async with http.post(base + "/memory/delete", data={"csrf": token, "line": "x"},
+                             headers={"Origin": base}) as r:
+            assert r.status == 400 and "line" in await r.text()
+
+
+async def test_summarize_from_the_session_page(site):
+    from tests.helpers import wait_for
+
+    d, base, client = site
+    path = f"/sessions/{CJK_SESSION}"
+    async with jar() as http:
+        await logged_in(http, client)
+        async with http.get(base + path + "?agent=claude-code") as r:
+            token = csrf_of(await r.text())
+        async with http.post(base + path + "/summarize?agent=claude-code",
+                             data={"csrf": token}, headers={"Origin": base}) as r:
+            assert r.status == 200 and "queued" in await r.text()
+
+        async def summarized():
+            s = await client.request("GET", f"/v1/sessions/{CJK_SESSION}/summary")
+            return s["summary"]
+
+        await wait_for(summarized, timeout=30)
+        async with http.get(base + path + "?agent=claude-code") as r:
+            html = await r.text()
+        assert "No summary yet" not in html and "made by extractive" in html

@@ -134,6 +134,8 @@ class IngestResponse(BaseModel):
     path: str
     files: int
     new_units: int | None  # with wait: units stored by this request
+    # with wait: files not taken as transcripts, each {"path", "reason"}
+    ignored: list[dict[str, str]] = Field(default_factory=list)
 
 
 class JobResponse(BaseModel):

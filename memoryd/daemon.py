@@ -217,10 +217,32 @@ class Daemon:
         if req.wait:
             await self.queue.process(files)
             return IngestResponse(path=str(path), files=len(files),
-                                  new_units=self.ingestor.stats.units - before)
+                                  new_units=self.ingestor.stats.units - before,
+                                  ignored=await asyncio.to_thread(self._ignored, files, req.agent))
         for f in files:
             self.queue.submit(f, urgent=True)
         return IngestResponse(path=str(path), files=len(files), new_units=None)
+
+    def _ignored(self, files: list[Path], agent: str) -> list[dict[str, str]]:
+        """Files just read that were not taken as transcripts, and why (POST /v1/ingest
+        with wait: "1 files read, 0 new units" alone leaves a user guessing)."""
+        assert self.ingestor is not None
+        out = []
+        for f in files:
+            seen = self.ingestor.seen.get(str(f))
+            if seen is not None and seen.transcript:
+                continue
+            if seen is None and f.stat().st_size == 0:
+                why = "empty file (read again once it has a complete line)"
+            elif seen is None:
+                continue
+            elif agent == "auto":
+                why = ("not a transcript of a known agent: its first line matches none of "
+                       "the formats (pass --agent to force one)")
+            else:
+                why = f"not a {agent} transcript: its first line does not match that format"
+            out.append({"path": str(f), "reason": why})
+        return out
 
     async def _backfill(self) -> None:
         assert self.watcher is not None and self.queue is not None

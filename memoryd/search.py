@@ -26,5 +26,17 @@ async def search(store: Store, req: SearchRequest) -> SearchResponse:
         for h in r.hits
     ]
     return SearchResponse(total=r.total, shown=len(results),
-                          message=f"{r.total} matches, showing {len(results)}",
+                          message=_message(r.total, len(results),
+                                           sum(h.duplicates for h in r.hits), req.max_results),
                           results=results)
+
+
+def _message(total: int, shown: int, folded: int, limit: int) -> str:
+    """Say why fewer results are shown than matched: the -n limit, or near-duplicates
+    folded into the ones shown (a bare "2 matches, showing 1" reads like a bug)."""
+    why = []
+    if folded and shown < total:
+        why.append(f"{folded} near-duplicate{'s' if folded != 1 else ''} folded in")
+    if shown < total and shown >= limit:
+        why.append(f"limit {limit} (-n)")
+    return f"{total} matches, showing {shown}" + (f" ({'; '.join(why)})" if why else "")

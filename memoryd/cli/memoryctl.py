@@ -69,7 +69,7 @@ def parser() -> argparse.ArgumentParser:
         a.add_argument("--since", help="ISO date/time or Unix seconds")
         a.add_argument("--limit", type=int, default=50)
     show = sss.add_parser("show", help="one session and its messages")
-    show.add_argument("id")
+    show.add_argument("id", help="session id, or a unique prefix of it")
     show.add_argument("--agent")
     show.add_argument("--messages", type=int, default=20, help="how many messages to print")
     fg = sss.add_parser("forget", help="delete a session everywhere")
@@ -248,9 +248,13 @@ def cmd_sessions(args: argparse.Namespace, c: MemorydClient) -> Result:
         return c.sessions(agent=args.agent, project=args.project, since=args.since,
                           limit=args.limit), output.render_sessions
     if action == "show":
-        data = c.session(args.id, args.agent)
-        data["messages"] = c.messages(args.id, agent=args.agent, after_seq=max(
-            0, data["units"] - args.messages), limit=args.messages)["messages"]
+        if args.messages < 0:
+            print("memoryctl: --messages must be 0 or more", file=sys.stderr)
+            return EXIT_USAGE
+        data = c.session(args.id, args.agent)  # the daemon resolves a unique id prefix
+        data["messages"] = c.messages(data["session_id"], agent=data["agent"], after_seq=max(
+            0, data["units"] - args.messages), limit=args.messages)["messages"] \
+            if args.messages else []
         return data, output.render_session
     if not args.yes and sys.stdin.isatty():
         answer = input(f"Forget session {args.id} everywhere? This cannot be undone [y/N] ")
@@ -302,8 +306,7 @@ def cmd_run(args: argparse.Namespace, c: MemorydClient) -> Result:
 def cmd_ingest(args: argparse.Namespace, c: MemorydClient) -> Result:
     path = str(Path(args.path).expanduser().absolute())
     data = c.ingest(path, agent=args.agent, wait=args.wait)
-    return data, lambda d: f"{d['files']} files " + (
-        f"read, {d['new_units']} new units" if d["new_units"] is not None else "queued")
+    return data, output.render_ingest
 
 
 def cmd_backup(args: argparse.Namespace, c: MemorydClient) -> Result:

@@ -128,3 +128,14 @@ def render_job(d: dict[str, Any]) -> str:
     res = d["result"]
     detail = ", ".join(f"{k}={v}" for k, v in res.items()) if isinstance(res, dict) else str(res)
     return f"{d['job']}: {detail or 'done'}"
+
+
+def render_ingest(d: dict[str, Any]) -> str:
+    if d["new_units"] is None:
+        return f"{d['files']} files queued"
+    out = [f"{d['files']} files read, {d['new_units']} new units"]
+    ignored = d.get("ignored") or []
+    if ignored:
+        out[0] += f"; {len(ignored)} ignored:"
+        out += [f"  {x['path']}: {x['reason']}" for x in ignored]
+    return "\n".join(out)

@@ -72,6 +72,18 @@ def find_sessions(conn: sqlite3.Connection, session_id: str,
     return conn.execute(sql, args).fetchall()
 
 
+def find_sessions_by_prefix(conn: sqlite3.Connection, prefix: str, agent: str | None = None,
+                            limit: int = 6) -> list[sqlite3.Row]:
+    """Sessions whose id starts with `prefix` (as git takes a unique prefix of a hash)."""
+    sql = f"SELECT s.id AS pk, {SESSION_COLUMNS}, s.summary, s.summary_upto FROM sessions s " \
+          "WHERE substr(s.session_id, 1, ?) = ?"
+    args: list[Any] = [len(prefix), prefix]
+    if agent is not None:
+        sql += " AND s.agent = ?"
+        args.append(agent)
+    return conn.execute(sql + " ORDER BY s.session_id LIMIT ?", (*args, limit)).fetchall()
+
+
 def page_sessions(conn: sqlite3.Connection, *, agent: str | None, project: str | None,
                   since: float | None, until: float | None, limit: int,
                   after: tuple[float, int] | None) -> list[dict[str, Any]]:

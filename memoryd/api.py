@@ -170,6 +170,8 @@ class ContextRequest(_Request):
     include: list[Section] | None = None  # default: long_term, session_summary, recalled
     max_recalled: int = Field(8, ge=1, le=50)
     format: Literal["json", "md"] = "json"
+    # who asks, for the served-context log: "hook", "mcp", "memoryctl", a plugin's name
+    client: str | None = Field(None, max_length=40)
 
     @field_validator("include", mode="before")
     @classmethod

@@ -62,6 +62,7 @@ class ServerSettings(_Section):
 class PrivacySettings(_Section):
     redact_patterns: tuple[str, ...] = ()  # extra regexes whose matches are redacted
     private_tags: tuple[str, ...] = ("private",)  # <private>...</private> is never stored
+    served_log_days: int = Field(30, ge=0, le=3650)  # context-served log kept; 0: not kept
 
 
 class LLMSettings(_Section):

@@ -29,10 +29,13 @@ from memoryd.ingest.queue import IngestQueue
 from memoryd.ingest.redact import Redactor
 from memoryd.memory import MemoryFile
 from memoryd.paths import Paths
+from memoryd.served_log import ServedLog
 from memoryd.server import summaries_api
 from memoryd.server.app import JobFn, Services, make_app
 from memoryd.server.context_api import routes as context_routes
+from memoryd.server.jobs_api import routes as jobs_routes
 from memoryd.server.memory_api import routes as memory_routes
+from memoryd.server.served_api import routes as served_routes
 from memoryd.server.sites import start_tcp, start_unix
 from memoryd.sources import Candidates, Source, configured_sources, owner, walk
 from memoryd.store import Store
@@ -155,12 +158,16 @@ class Daemon:
 
     async def _serve(self) -> None:
         assert self.store is not None and self.memory is not None
+        assert self.summaries is not None
+        served = ServedLog(self.store, self.settings.privacy.served_log_days)
         app = make_app(Services(store=self.store, status=self.status, version=__version__,
                                 events=self.events, jobs=self.jobs(), ingest=self.ingest,
                                 token=ensure_token(self.paths.token_file)),
                        extra_routes=[summaries_api.routes(self.summaries),
                                      memory_routes(self.memory), context_routes(
-                           ContextBuilder(self.store, self.memory, self.paths.memory_dir))])
+                           ContextBuilder(self.store, self.memory, self.paths.memory_dir),
+                           served), served_routes(served),
+                                     jobs_routes(self.store, self.summaries.queue)])
         runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0,
                                access_log=None)
         await runner.setup()

@@ -79,7 +79,7 @@ def build_server(client: MemorydClient) -> Any:
     async def context(query: str, budget_tokens: int = 2000, session_id: str | None = None,
                       cwd: str | None = None) -> str:
         body = {"query": query, "budget_tokens": budget_tokens, "session_id": session_id,
-                "cwd": cwd}
+                "cwd": cwd, "client": "mcp"}
         r = await call(client.request, "POST", "/v1/context",
                        {k: v for k, v in body.items() if v is not None})
         return r.get("rendered", "") if isinstance(r, dict) else str(r)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from memoryd import __version__
-from memoryd.cli import output
+from memoryd.cli import history, jobs, output
 from memoryd.client import ApiError, DaemonNotRunning, MemorydClient
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING, EXIT_MISMATCH = 0, 1, 2, 3, 4
@@ -100,6 +100,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--list", action="store_true", help="list the jobs")
     r.add_argument("--session", help="session id, for session jobs")
     r.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
+    r.add_argument("--wait", action="store_true", help="return once the job is done")
     ing = sub.add_parser("ingest", help="read a file or folder now")
     ing.add_argument("path")
     ing.add_argument("--agent", default="auto")
@@ -116,6 +117,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("file")
     sub.add_parser("doctor", help="check config, dirs, permissions, socket, sources, LLM")
     sub.add_parser("mcp", help="serve the memory tools over MCP (stdio)")
+    history.add_parsers(sub)
+    jobs.add_parsers(sub)
     sv = sub.add_parser("service", help="run memoryd as a systemd user service / LaunchAgent")
     sv.add_argument("action", choices=["install", "uninstall", "status"])
     sv.add_argument("--dry-run", action="store_true",
@@ -212,7 +215,7 @@ def cmd_search(args: argparse.Namespace, c: MemorydClient) -> Result:
 def cmd_context(args: argparse.Namespace, c: MemorydClient) -> Result:
     body = {"query": " ".join(args.query) or None, "session_id": args.session_id,
             "cwd": str(Path(args.cwd or os.getcwd()).absolute()), "agent": args.agent,
-            "budget_tokens": args.budget, "include": args.include}
+            "budget_tokens": args.budget, "include": args.include, "client": "memoryctl"}
     data = c.request("POST", "/v1/context", {k: v for k, v in body.items() if v is not None})
     if args.format == "json" or args.json:
         output.emit_json(data)
@@ -231,7 +234,8 @@ def cmd_hook(args: argparse.Namespace, c: MemorydClient) -> Result:
         prompt = event.get("prompt") if event.get("hook_event_name") == "UserPromptSubmit" \
             else None
         body = {"query": prompt, "session_id": event.get("session_id"), "agent": args.agent,
-                "cwd": event.get("cwd") or os.getcwd(), "budget_tokens": args.budget}
+                "cwd": event.get("cwd") or os.getcwd(), "budget_tokens": args.budget,
+                "client": "hook"}
         c.timeout = 5.0
         data = c.request("POST", "/v1/context", {k: v for k, v in body.items() if v})
         if data.get("rendered"):
@@ -300,7 +304,15 @@ def cmd_run(args: argparse.Namespace, c: MemorydClient) -> Result:
             print(f"memoryctl: --param {kv}: expected KEY=VALUE", file=sys.stderr)
             return EXIT_USAGE
         params[k] = v
-    return c.run_job(args.job, params), output.render_job
+    data = c.run_job(args.job, params)
+    job_id = (data.get("result") or {}).get("job_id")
+    if args.wait and job_id is not None and data["result"].get("state") not in ("done",
+                                                                               "failed"):
+        data["waited"] = jobs.wait_job(c, int(job_id))
+    if (data.get("waited") or data.get("result") or {}).get("state") == "failed":
+        print(jobs.render_run(data))
+        return EXIT_ERROR
+    return data, jobs.render_run
 
 
 def cmd_ingest(args: argparse.Namespace, c: MemorydClient) -> Result:
@@ -318,6 +330,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, MemorydClient], Result]] = {
     "status": cmd_status, "search": cmd_search, "context": cmd_context, "hook": cmd_hook,
     "sessions": cmd_sessions,
     "memory": cmd_memory, "run": cmd_run, "ingest": cmd_ingest, "backup": cmd_backup,
+    **history.COMMANDS, **jobs.COMMANDS,
 }
 
 

@@ -194,7 +194,41 @@ def m003_units_id_session(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX units_id_session ON units (id, session_pk, seq)")
 
 
-MIGRATIONS: list[Migration] = [m001_initial, m002_jobs_and_summaries, m003_units_id_session]
+def m004_served_context_and_exclusions(conn: sqlite3.Connection) -> None:
+    """What context was served to whom (`memoryctl served`, GET /v1/context/log), and
+    the paths and projects the user excluded from memory (`memoryctl exclude`)."""
+    _script(
+        conn,
+        """
+        CREATE TABLE served_context (
+            id INTEGER PRIMARY KEY,
+            ts REAL NOT NULL,
+            day TEXT NOT NULL,
+            via TEXT NOT NULL,
+            agent TEXT,
+            session_id TEXT,
+            query TEXT,
+            items TEXT NOT NULL DEFAULT '[]',
+            tokens INTEGER NOT NULL,
+            budget_tokens INTEGER NOT NULL
+        );
+        CREATE INDEX served_context_ts ON served_context (ts);
+        CREATE INDEX served_context_session ON served_context (session_id, ts);
+
+        CREATE TABLE exclusions (
+            id INTEGER PRIMARY KEY,
+            kind TEXT NOT NULL CHECK (kind IN ('path', 'project')),
+            value TEXT NOT NULL,
+            patterns TEXT NOT NULL DEFAULT '[]',
+            created_at REAL NOT NULL,
+            UNIQUE (kind, value)
+        )
+        """,
+    )
+
+
+MIGRATIONS: list[Migration] = [m001_initial, m002_jobs_and_summaries, m003_units_id_session,
+                               m004_served_context_and_exclusions]
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

@@ -24,15 +24,17 @@ from memoryd.config import Settings, settings_summary
 from memoryd.context import ContextBuilder
 from memoryd.errors import AlreadyRunningError, BadRequestError
 from memoryd.events import EventBus
+from memoryd.forgetting import Forgetting
 from memoryd.ingest.ingestor import IngestEvent, Ingestor
 from memoryd.ingest.queue import IngestQueue
 from memoryd.ingest.redact import Redactor
 from memoryd.memory import MemoryFile
 from memoryd.paths import Paths
 from memoryd.served_log import ServedLog
-from memoryd.server import summaries_api
+from memoryd.server import export_api, summaries_api
 from memoryd.server.app import JobFn, Services, make_app
 from memoryd.server.context_api import routes as context_routes
+from memoryd.server.forgetting_api import routes as forgetting_routes
 from memoryd.server.jobs_api import routes as jobs_routes
 from memoryd.server.memory_api import routes as memory_routes
 from memoryd.server.served_api import routes as served_routes
@@ -43,6 +45,7 @@ from memoryd.store.files import file_stats
 from memoryd.store.sessions import count_sessions
 from memoryd.store.units import count_units
 from memoryd.summaries_service import Summaries
+from memoryd.triggers import session_target
 from memoryd.watcher import Watcher
 
 log = logging.getLogger(__name__)
@@ -90,6 +93,7 @@ class Daemon:
         self.watcher: Watcher | None = None
         self.memory: MemoryFile | None = None
         self.summaries: Summaries | None = None
+        self.forgetting: Forgetting | None = None
 
     def sources(self) -> list[Source]:
         return self._sources + self._adhoc
@@ -122,6 +126,9 @@ class Daemon:
             self.memory = MemoryFile.from_paths(self.paths, events=self.events)
             await self.memory.start()
             self._stack.push_async_callback(self.memory.stop)
+            self.forgetting = Forgetting(self.store, candidate, self.memory, self._resummarize)
+            if n := await self.forgetting.load_exclusions():
+                log.info("%d exclusions (memoryctl exclude --list)", n)
 
             await self._serve()
             self._spawn(self.queue.run(), "ingest")
@@ -158,7 +165,7 @@ class Daemon:
 
     async def _serve(self) -> None:
         assert self.store is not None and self.memory is not None
-        assert self.summaries is not None
+        assert self.summaries is not None and self.forgetting is not None
         served = ServedLog(self.store, self.settings.privacy.served_log_days)
         app = make_app(Services(store=self.store, status=self.status, version=__version__,
                                 events=self.events, jobs=self.jobs(), ingest=self.ingest,
@@ -167,7 +174,9 @@ class Daemon:
                                      memory_routes(self.memory), context_routes(
                            ContextBuilder(self.store, self.memory, self.paths.memory_dir),
                            served), served_routes(served),
-                                     jobs_routes(self.store, self.summaries.queue)])
+                                     jobs_routes(self.store, self.summaries.queue),
+                                     forgetting_routes(self.forgetting),
+                                     export_api.add_routes])
         runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0,
                                access_log=None)
         await runner.setup()
@@ -229,6 +238,12 @@ class Daemon:
         for f in files:
             self.queue.submit(f, urgent=True)
         return IngestResponse(path=str(path), files=len(files), new_units=None)
+
+    async def _resummarize(self, pk: int) -> None:
+        """A session lost units to `forget`: its summary is rebuilt from what is left."""
+        assert self.summaries is not None
+        await self.summaries.queue.enqueue("summarize", session_target(pk), {"mode": "all"},
+                                           reason="forget")
 
     def _ignored(self, files: list[Path], agent: str) -> list[dict[str, str]]:
         """Files just read that were not taken as transcripts, and why (POST /v1/ingest

@@ -140,3 +140,28 @@ def forget_session(conn: sqlite3.Connection, pk: int) -> int:
     conn.execute("DELETE FROM jobs WHERE target = ? AND state = 'pending'", (f"session:{pk}",))
     conn.execute("DELETE FROM sessions WHERE id = ?", (pk,))
     return int(n)
+
+
+def forget_units(conn: sqlite3.Connection, unit_ids: list[int]) -> dict[int, int]:
+    """Delete these units everywhere, like `forget_session` but unit by unit (its twin:
+    change both together): their index rows, the rows, and the counters of their
+    sessions. The sessions' summaries, which may quote them, are dropped for rebuilding.
+    Returns {session pk: units deleted}."""
+    per: dict[int, int] = {}
+    for i in range(0, len(unit_ids), 500):
+        chunk = unit_ids[i:i + 500]
+        marks = ",".join("?" * len(chunk))
+        for pk, n in conn.execute(f"SELECT session_pk, count(*) FROM units WHERE id IN "
+                                  f"({marks}) GROUP BY session_pk", chunk):
+            per[pk] = per.get(pk, 0) + n
+        conn.execute(f"DELETE FROM units_fts WHERE rowid IN ({marks})", chunk)
+        conn.execute(f"DELETE FROM units WHERE id IN ({marks})", chunk)
+    for pk in per:
+        conn.execute(
+            "UPDATE sessions SET units = (SELECT count(*) FROM units WHERE session_pk = ?1), "
+            "user_units = (SELECT count(*) FROM units WHERE session_pk = ?1 AND role = 'user' "
+            "AND kind = 'message'), summary = NULL, summary_upto = 0, summary_by = NULL, "
+            "summary_prompt = NULL, summary_user_mark = 0, "
+            "summary_updated = NULL, updated_at = ?2 WHERE id = ?1", (pk, time.time()))
+        conn.execute("DELETE FROM summaries WHERE session_pk = ?", (pk,))
+    return per

@@ -20,6 +20,7 @@ from aiohttp import web
 
 from memoryd import __version__, _sdnotify
 from memoryd.api import IngestRequest, IngestResponse
+from memoryd.backfill import BackfillProgress, human_bytes, log_progress, offsets, read_since
 from memoryd.config import Settings, settings_summary
 from memoryd.context import ContextBuilder
 from memoryd.errors import AlreadyRunningError, BadRequestError
@@ -80,6 +81,8 @@ class Daemon:
         self.state = "stopped"
         self.started_at = 0.0
         self.backfill_done = False
+        self.backfill = BackfillProgress()
+        self._baseline: dict[str, int] = {}
         self._stack = contextlib.AsyncExitStack()
         self._stop_requested = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
@@ -268,11 +271,35 @@ class Daemon:
 
     async def _backfill(self) -> None:
         assert self.watcher is not None and self.queue is not None
+        assert self.ingestor is not None
         t0 = time.monotonic()
+        self._baseline = offsets(self.ingestor.seen)
+        self.backfill = BackfillProgress()
         queued = await self.watcher.reconcile()
-        await self.queue.drained()
+        await self._refresh_backfill()
+        log.info("backfill: %d files, %s to read", self.backfill.files_total,
+                 human_bytes(self.backfill.bytes_total))
+        logger = asyncio.create_task(log_progress(self.backfill, self._refresh_backfill))
+        try:
+            await self.queue.drained()
+        finally:
+            logger.cancel()
+        await self._refresh_backfill()
+        self.backfill.finish()
         self.backfill_done = True
-        log.info("backfill done: %d files read in %.1fs", queued, time.monotonic() - t0)
+        log.info("backfill done: %d files read in %.1fs (%s)", queued, time.monotonic() - t0,
+                 self.backfill.line())
+
+    async def _refresh_backfill(self) -> None:
+        assert self.queue is not None and self.ingestor is not None
+        unread = await asyncio.to_thread(self.ingestor.unread_bytes, self.queue.queued())
+        self._update_backfill(self.queue.depth(), unread)
+
+    def _update_backfill(self, pending: int, unread: int) -> None:
+        assert self.ingestor is not None
+        files, nbytes = read_since(self._baseline, self.ingestor.seen)
+        self.backfill.update(files_read=files, bytes_read=nbytes, pending_files=pending,
+                             unread_bytes=unread)
 
     async def _reconcile_loop(self) -> None:
         assert self.watcher is not None
@@ -308,6 +335,8 @@ class Daemon:
         depth = self.queue.depth()
         unread = await asyncio.to_thread(self.ingestor.unread_bytes, self.queue.queued())
         depth = max(depth, self.queue.depth())
+        if not backfill_done:
+            self._update_backfill(depth, unread)
         c = await self.store.read(counts)
         st = self.ingestor.stats
         return {
@@ -323,6 +352,7 @@ class Daemon:
             "queue_depth": depth,
             "backfill_done": backfill_done,
             "caught_up": backfill_done and depth == 0 and unread == 0,
+            "backfill": self.backfill.snapshot(),
             "ingest_lag_ms": None if st.last_lag_ms is None else round(st.last_lag_ms, 1),
             "ingest": {"units_this_run": st.units, "batches": st.batches,
                        "bad_lines_this_run": st.bad_lines, "errors": st.errors,

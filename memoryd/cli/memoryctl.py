@@ -38,7 +38,10 @@ def parser() -> argparse.ArgumentParser:
                            parser_class=_with_parents(common))
     sub.required = True
 
-    sub.add_parser("status", help="is the daemon up, what has it read")
+    st = sub.add_parser("status", help="is the daemon up, what has it read")
+    st.add_argument("--watch", action="store_true",
+                    help="a live progress bar of the backfill until caught up")
+    st.add_argument("--interval", type=float, default=1.0, help="--watch refresh (seconds)")
     s = sub.add_parser("search", help="full-text search over every transcript")
     s.add_argument("query", nargs="+")
     s.add_argument("--mode", choices=["or", "and"], default="or")
@@ -203,6 +206,10 @@ Result = "int | tuple[Any, Callable[[Any], str]]"  # a string: typing is not imp
 
 
 def cmd_status(args: argparse.Namespace, c: MemorydClient) -> Result:
+    if args.watch and not args.json:
+        from memoryd.cli.progress import watch
+
+        return watch(c, max(0.1, args.interval))
     return c.status(), output.render_status
 
 

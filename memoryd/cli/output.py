@@ -32,6 +32,10 @@ def render_status(s: dict[str, Any]) -> str:
         f"queue {s['queue_depth']}; lag "
         + (f"{s['ingest_lag_ms']:.0f} ms" if s.get("ingest_lag_ms") is not None else "-"),
     ]
+    if s.get("backfill") and s["backfill"].get("files_total"):
+        from memoryd.cli.progress import backfill_line
+
+        lines.append(f"backfill {backfill_line(s['backfill'])}")
     llm = s.get("llm")
     if llm:
         if llm.get("in_use") == "extractive" or not llm.get("model"):

@@ -8,9 +8,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from collections.abc import Mapping
 from typing import Any, Protocol
 
 log = logging.getLogger(__name__)

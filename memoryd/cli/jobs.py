@@ -4,7 +4,6 @@ user sees it. Standard library and `memoryd.client` only."""
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 from memoryd.cli import output
@@ -86,7 +85,7 @@ def render_run(d: dict[str, Any]) -> str:
         return (f"{d['job']}: job #{res['job_id']} {res.get('state', 'queued')}"
                 + (f" ({rest})" if rest else "")
                 + ("" if res.get("state") in ("done", "failed") else
-                   f"; follow it with `memoryctl jobs -f` or wait with --wait"))
+                   "; follow it with `memoryctl jobs -f` or wait with --wait"))
     return output.render_job(d)
 
 

@@ -112,6 +112,8 @@ def cmd_forget(args: argparse.Namespace, c: MemorydClient) -> Result:
 
 
 def render_forget(d: dict[str, Any]) -> str:
+    if not d["units"]:
+        return f"nothing stored matches {d['query']!r} (all of: {', '.join(d['terms'])})"
     verb = "would forget" if d["dry_run"] else "forgot"
     out = [f"{verb} {d['units']} turns in {len(d['sessions'])} sessions matching "
            f"{d['query']!r}"]

@@ -71,7 +71,7 @@ async def test_issue_10_forget_by_query_dry_run_then_everywhere(live, sock, caps
     ctx = await c.request("POST", "/v1/context", {"query": "hunter2 password"})
     assert "hunter2" not in json.dumps(ctx["recalled"])
     code, out, _ = await ctl(capsys, sock, "forget", "--query", "hunter2", "--yes")
-    assert code == 0 and out.startswith("would forget 0 turns")  # nothing left to forget
+    assert code == 0 and out.startswith("nothing stored matches 'hunter2'")
 
 
 async def _rebuilt(c):

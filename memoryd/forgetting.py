@@ -77,7 +77,17 @@ class Forgetting:
         if dry_run or not hits:
             return out
         ids = [h.unit_id for h in hits]
-        per = await self.store.write(lambda c: forget_units(c, ids))
+
+        def delete(c: sqlite3.Connection) -> tuple[dict[int, int], int]:
+            per = forget_units(c, ids)
+            # the served-context log quotes queries: drop the entries that asked for it
+            like = " AND ".join("query LIKE ? ESCAPE '\\'" for _ in plan.terms)
+            args = ["%" + t.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+                    + "%" for t in plan.terms]
+            served = c.execute(f"DELETE FROM served_context WHERE {like}", args).rowcount
+            return per, served
+
+        per, out["served_log_entries"] = await self.store.write(delete)
         for pk in per:
             await self.resummarize(pk)
         out["summaries_rebuilt"] = len(per)

@@ -56,8 +56,12 @@ async def test_issue_10_forget_by_query_dry_run_then_everywhere(live, sock, caps
     await c.run_job("summarize", {"session_id": "work/s1", "wait": True})
     assert "hunter2" in (await c.request("GET", "/v1/sessions/work/s1/summary"))["summary"]
 
+    await c.request("POST", "/v1/context", {"query": "rotate HUNTER2 again"})
+    await c.request("POST", "/v1/context", {"query": "billing"})
     code, out, _ = await ctl(capsys, sock, "forget", "--query", "hunter2", "--yes")
     assert code == 0 and out.startswith("forgot 2 turns in 1 sessions")
+    served = (await c.request("GET", "/v1/context/log"))["entries"]
+    assert [e["query"] for e in served] == ["billing"]  # the log forgot who asked for it
     assert "summaries rebuilt: 1 sessions" in out and "MEMORY.md entries mentioning it: 1" in out
     r = await c.search(query="hunter2")
     assert r["total"] == 0

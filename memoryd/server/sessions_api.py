@@ -25,7 +25,13 @@ def resolve(conn: sqlite3.Connection, session_id: str, agent: str | None) -> sql
     """The session with this id, or the only one whose id starts with it."""
     rows = sql.find_sessions(conn, session_id, agent)
     if not rows and session_id:
-        rows = sql.find_sessions_by_prefix(conn, session_id, agent)
+        rows = sql.find_sessions_by_prefix(conn, session_id, agent, limit=50)
+        # a session and its sub-agents ("<id>/agent-...") share a prefix: the session
+        parents = [r for r in rows if all(o["session_id"] == r["session_id"] or
+                                          o["session_id"].startswith(r["session_id"] + "/")
+                                          for o in rows)]
+        if len({r["session_id"] for r in parents}) == 1:
+            rows = parents
         if len(rows) > 1 and len({r["session_id"] for r in rows}) > 1:
             shown = ", ".join(r["session_id"] for r in rows[:5])
             more = ", ..." if len(rows) > 5 else ""

@@ -44,10 +44,19 @@ async def live(memoryd_home, sock, tmp_path):
 
 
 async def test_issue_10_sessions_show_takes_a_unique_prefix(live, sock, capsys):
+    d, src = live
     code, out, _ = await ctl(capsys, sock, "sessions", "show", "4c2d")
     assert code == 0 and "session 4c2ddfdc-b619" in out and "rotate the staging" in out
     code, _, err = await ctl(capsys, sock, "sessions", "show", "4c")
     assert code == 1 and "ambiguous" in err and "4c2ddfdc-b619" in err and "4c9e0000" in err
+    # a session and its sub-agents share its id as a prefix: the prefix means the session
+    write_jsonl(src / "4c2ddfdc-b619" / "agent-1.jsonl", [
+        {"role": "user", "content": "sub-agent work", "id": "s1"}])
+    await ctl(capsys, sock, "ingest", str(src / "4c2ddfdc-b619" / "agent-1.jsonl"), "--wait")
+    code, out, _ = await ctl(capsys, sock, "sessions", "show", "4c2d", "--messages", "0")
+    assert code == 0 and "session 4c2ddfdc-b619 —" in out
+    code, out, _ = await ctl(capsys, sock, "sessions", "show", "4c2ddfdc-b619/")
+    assert code == 0 and "sub-agent work" in out
     code, _, err = await ctl(capsys, sock, "sessions", "show", "zz")
     assert code == 1 and "no session 'zz'" in err
 

@@ -38,5 +38,5 @@ def _message(total: int, shown: int, folded: int, limit: int) -> str:
     if folded and shown < total:
         why.append(f"{folded} near-duplicate{'s' if folded != 1 else ''} folded in")
     if shown < total and shown >= limit:
-        why.append(f"limit {limit} (-n)")
+        why.append(f"-n {limit}")
     return f"{total} matches, showing {shown}" + (f" ({'; '.join(why)})" if why else "")

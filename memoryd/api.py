@@ -135,6 +135,8 @@ class IngestResponse(BaseModel):
     path: str
     files: int
     new_units: int | None  # with wait: units stored by this request
+    # with wait: files not taken as transcripts, each {"path", "reason"}
+    ignored: list[dict[str, str]] = Field(default_factory=list)
 
 
 class JobResponse(BaseModel):
@@ -169,6 +171,8 @@ class ContextRequest(_Request):
     include: list[Section] | None = None  # default: long_term, session_summary, recalled
     max_recalled: int = Field(8, ge=1, le=50)
     format: Literal["json", "md"] = "json"
+    # who asks, for the served-context log: "hook", "mcp", "memoryctl", a plugin's name
+    client: str | None = Field(None, max_length=40)
 
     @field_validator("include", mode="before")
     @classmethod

@@ -123,7 +123,8 @@ class MemorydClient:
             sock.close()
         ctype = resp.headers.get("content-type", "")
         raw = resp.body
-        data = json.loads(raw) if raw and "json" in ctype else raw.decode("utf-8", "replace")
+        is_json = ctype.split(";")[0].strip() == "application/json"  # not x-ndjson exports
+        data = json.loads(raw) if raw and is_json else raw.decode("utf-8", "replace")
         if resp.status >= 400:
             err = data.get("error", {}) if isinstance(data, dict) else {}
             raise ApiError(resp.status, err.get("code", "http_error"),

@@ -62,6 +62,7 @@ class ServerSettings(_Section):
 class PrivacySettings(_Section):
     redact_patterns: tuple[str, ...] = ()  # extra regexes whose matches are redacted
     private_tags: tuple[str, ...] = ("private",)  # <private>...</private> is never stored
+    served_log_days: int = Field(30, ge=0, le=3650)  # context-served log kept; 0: not kept
 
 
 class LLMSettings(_Section):
@@ -204,13 +205,18 @@ def load_settings(
     try:
         return Settings.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        key = ".".join(str(p) for p in err["loc"])
-        where = origin
-        env_name = env_keys.get(key.split(".")[0] + "." + key.split(".")[1]) if "." in key else None
-        if env_name:
-            where = f"environment variable {env_name}"
-        raise ConfigError(f"{where}: {key}: {err['msg']}", field=key) from None
+        # every problem, one per line, so one `config check` shows them all
+        problems, first_key = [], None
+        for err in e.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            first_key = first_key or key
+            where = origin
+            env_name = (env_keys.get(key.split(".")[0] + "." + key.split(".")[1])
+                        if "." in key else None)
+            if env_name:
+                where = f"environment variable {env_name}"
+            problems.append(f"{where}: {key}: {err['msg']}")
+        raise ConfigError("\n".join(problems), field=first_key) from None
 
 
 def _merge_env(data: dict[str, dict[str, Any]], environ: Mapping[str, str]) -> dict[str, str]:

@@ -24,6 +24,7 @@ DESCRIPTIONS: dict[str, str] = {
     "server.allow_non_loopback": "permit a non-loopback tcp_host (still needs the token)",
     "privacy.redact_patterns": "extra regexes whose matches are redacted before storage",
     "privacy.private_tags": "<tag>…</tag> spans are never stored",
+    "privacy.served_log_days": "days the log of context served to agents is kept (0: none)",
     "llm.model": "litellm route for summaries, e.g. ollama/qwen2.5 (none: extractive)",
     "llm.summary_model": "overrides llm.model for summaries (env MEMORYD_SUMMARY_MODEL wins)",
     "llm.api_base": "OpenAI-compatible server URL, with an openai/<name> model",

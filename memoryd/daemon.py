@@ -20,6 +20,7 @@ from aiohttp import web
 
 from memoryd import __version__, _sdnotify
 from memoryd.api import IngestRequest, IngestResponse
+from memoryd.backfill import BackfillProgress, human_bytes, log_progress, offsets, read_since
 from memoryd.config import Settings, settings_summary
 from memoryd.consolidate.clock import Clock
 from memoryd.consolidate.retention import Retention
@@ -27,15 +28,20 @@ from memoryd.consolidate.service import Consolidator
 from memoryd.context import ContextBuilder
 from memoryd.errors import AlreadyRunningError, BadRequestError
 from memoryd.events import EventBus
+from memoryd.forgetting import Forgetting
 from memoryd.ingest.ingestor import IngestEvent, Ingestor
 from memoryd.ingest.queue import IngestQueue
 from memoryd.ingest.redact import Redactor
 from memoryd.memory import MemoryFile
 from memoryd.paths import Paths
-from memoryd.server import consolidate_api, summaries_api
+from memoryd.served_log import ServedLog
+from memoryd.server import consolidate_api, export_api, summaries_api
 from memoryd.server.app import JobFn, Services, make_app
 from memoryd.server.context_api import routes as context_routes
+from memoryd.server.forgetting_api import routes as forgetting_routes
+from memoryd.server.jobs_api import routes as jobs_routes
 from memoryd.server.memory_api import routes as memory_routes
+from memoryd.server.served_api import routes as served_routes
 from memoryd.server.sites import start_tcp, start_unix
 from memoryd.sources import Candidates, Source, configured_sources, owner, walk
 from memoryd.store import Store
@@ -43,6 +49,7 @@ from memoryd.store.files import file_stats, files_with_bad_lines
 from memoryd.store.sessions import count_sessions
 from memoryd.store.units import count_units
 from memoryd.summaries_service import Summaries
+from memoryd.triggers import session_target
 from memoryd.watcher import Watcher
 from memoryd.web import WebDeps
 from memoryd.web import routes as web_routes
@@ -80,6 +87,8 @@ class Daemon:
         self.state = "stopped"
         self.started_at = 0.0
         self.backfill_done = False
+        self.backfill = BackfillProgress()
+        self._baseline: dict[str, int] = {}
         self._stack = contextlib.AsyncExitStack()
         self._stop_requested = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
@@ -95,6 +104,7 @@ class Daemon:
         self.summaries: Summaries | None = None
         self.consolidator: Consolidator | None = None
         self.retention: Retention | None = None
+        self.forgetting: Forgetting | None = None
 
     def sources(self) -> list[Source]:
         return self._sources + self._adhoc
@@ -133,6 +143,9 @@ class Daemon:
             self.retention = Retention(s.retention, self.store, self.paths.memory_dir,
                                        self.paths.data_dir / "archive", self.consolidator.tz,
                                        clock=self.clock)
+            self.forgetting = Forgetting(self.store, candidate, self.memory, self._resummarize)
+            if n := await self.forgetting.load_exclusions():
+                log.info("%d exclusions (memoryctl exclude --list)", n)
 
             await self._serve()
             self._spawn(self.queue.run(), "ingest")
@@ -184,18 +197,23 @@ class Daemon:
 
     async def _serve(self) -> None:
         assert self.store is not None and self.memory is not None
-        assert self.summaries is not None
+        assert self.summaries is not None and self.forgetting is not None
         builder = ContextBuilder(self.store, self.memory, self.paths.memory_dir)
         page = web_routes(WebDeps(summaries=self.summaries, memory=self.memory, context=builder,
                                   memory_dir=self.paths.memory_dir,
                                   tcp_port=lambda: self.tcp_port))
+        served = ServedLog(self.store, self.settings.privacy.served_log_days)
         app = make_app(Services(store=self.store, status=self.status, version=__version__,
                                 events=self.events, jobs=self.jobs(), ingest=self.ingest,
                                 token=ensure_token(self.paths.token_file),
                                 on_forget=(self._forgotten,)),
                        extra_routes=[summaries_api.routes(self.summaries, self._to_memory),
                                      consolidate_api.routes(self.consolidator, self.retention),
-                                     memory_routes(self.memory), context_routes(builder), page])
+                                     memory_routes(self.memory),
+                                     context_routes(builder, served), served_routes(served),
+                                     jobs_routes(self.store, self.summaries.queue),
+                                     forgetting_routes(self.forgetting),
+                                     export_api.add_routes, page])
         runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0,
                                access_log=None)
         await runner.setup()
@@ -271,18 +289,70 @@ class Daemon:
             await self.queue.process(files)
             await self.store.indexed()  # waited for: searchable, not only stored
             return IngestResponse(path=str(path), files=len(files),
-                                  new_units=self.ingestor.stats.units - before)
+                                  new_units=self.ingestor.stats.units - before,
+                                  ignored=await asyncio.to_thread(self._ignored, files, req.agent))
         for f in files:
             self.queue.submit(f, urgent=True)
         return IngestResponse(path=str(path), files=len(files), new_units=None)
 
+    async def _resummarize(self, pk: int) -> None:
+        """A session lost units to `forget`: its summary is rebuilt from what is left."""
+        assert self.summaries is not None
+        await self.summaries.queue.enqueue("summarize", session_target(pk), {"mode": "all"},
+                                           reason="forget")
+
+    def _ignored(self, files: list[Path], agent: str) -> list[dict[str, str]]:
+        """Files just read that were not taken as transcripts, and why (POST /v1/ingest
+        with wait: "1 files read, 0 new units" alone leaves a user guessing)."""
+        assert self.ingestor is not None
+        out = []
+        for f in files:
+            seen = self.ingestor.seen.get(str(f))
+            if seen is not None and seen.transcript:
+                continue
+            if seen is None and f.stat().st_size == 0:
+                why = "empty file (read again once it has a complete line)"
+            elif seen is None:
+                continue
+            elif agent == "auto":
+                why = ("not a transcript of a known agent: its first line matches none of "
+                       "the formats (pass --agent to force one)")
+            else:
+                why = f"not a {agent} transcript: its first line does not match that format"
+            out.append({"path": str(f), "reason": why})
+        return out
+
     async def _backfill(self) -> None:
         assert self.watcher is not None and self.queue is not None
+        assert self.ingestor is not None
         t0 = time.monotonic()
+        self._baseline = offsets(self.ingestor.seen)
+        self.backfill = BackfillProgress()
         queued = await self.watcher.reconcile()
-        await self.queue.drained()
+        await self._refresh_backfill()
+        log.info("backfill: %d files, %s to read", self.backfill.files_total,
+                 human_bytes(self.backfill.bytes_total))
+        logger = asyncio.create_task(log_progress(self.backfill, self._refresh_backfill))
+        try:
+            await self.queue.drained()
+        finally:
+            logger.cancel()
+        await self._refresh_backfill()
+        self.backfill.finish()
         self.backfill_done = True
-        log.info("backfill done: %d files read in %.1fs", queued, time.monotonic() - t0)
+        log.info("backfill done: %d files read in %.1fs (%s)", queued, time.monotonic() - t0,
+                 self.backfill.line())
+
+    async def _refresh_backfill(self) -> None:
+        assert self.queue is not None and self.ingestor is not None
+        unread = await asyncio.to_thread(self.ingestor.unread_bytes, self.queue.queued())
+        self._update_backfill(self.queue.depth(), unread)
+
+    def _update_backfill(self, pending: int, unread: int) -> None:
+        assert self.ingestor is not None
+        files, nbytes = read_since(self._baseline, self.ingestor.seen)
+        self.backfill.update(files_read=files, bytes_read=nbytes, pending_files=pending,
+                             unread_bytes=unread)
 
     async def _reconcile_loop(self) -> None:
         assert self.watcher is not None
@@ -319,6 +389,8 @@ class Daemon:
         unread = await asyncio.to_thread(self.ingestor.unread_bytes, self.queue.queued())
         depth = max(depth, self.queue.depth())
         index = await self.store.read(self.store.index.status)
+        if not backfill_done:
+            self._update_backfill(depth, unread)
         c = await self.store.read(counts)
         st = self.ingestor.stats
         failures = self.ingestor.failures.report(c.pop("bad_files"))
@@ -340,6 +412,7 @@ class Daemon:
             "caught_up": (backfill_done and depth == 0 and unread == 0 and not failing
                           and index["caught_up"]),
             "index": index,
+            "backfill": self.backfill.snapshot(),
             "ingest_lag_ms": None if st.last_lag_ms is None else round(st.last_lag_ms, 1),
             "ingest": {"units_this_run": st.units, "batches": st.batches,
                        "bad_lines_this_run": st.bad_lines, "errors": st.errors,

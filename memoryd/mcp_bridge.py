@@ -31,9 +31,12 @@ def build_server(client: MemorydClient) -> Any:
         except ApiError as e:
             raise ValueError(f"{e.message}" + (f" ({e.field})" if e.field else "")) from None
 
-    @server.tool(description="Search MEMORY.md entries (case-insensitive keywords).")
-    async def memory_search(keywords: list[str], match_mode: str = "or",
+    @server.tool(description=("Search MEMORY.md entries (case-insensitive keywords): a list "
+                              "of keywords, or one string of words separated by spaces."))
+    async def memory_search(keywords: list[str] | str, match_mode: str = "or",
                             max_results: int = 15) -> str:
+        if isinstance(keywords, str):  # models often send the query as one string
+            keywords = keywords.split()
         r = await call(client.memory_search, keywords, match_mode, max_results)
         lines = [r["message"]] + [_entry(e) for e in r["results"]]
         return "\n".join(lines)
@@ -76,7 +79,7 @@ def build_server(client: MemorydClient) -> Any:
     async def context(query: str, budget_tokens: int = 2000, session_id: str | None = None,
                       cwd: str | None = None) -> str:
         body = {"query": query, "budget_tokens": budget_tokens, "session_id": session_id,
-                "cwd": cwd}
+                "cwd": cwd, "client": "mcp"}
         r = await call(client.request, "POST", "/v1/context",
                        {k: v for k, v in body.items() if v is not None})
         return r.get("rendered", "") if isinstance(r, dict) else str(r)

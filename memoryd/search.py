@@ -25,8 +25,20 @@ async def search(store: Store, req: SearchRequest) -> SearchResponse:
             score=round(h.score, 4), path=h.path, offset=h.offset, why=h.why())
         for h in r.hits
     ]
-    message = f"{r.total} matches, showing {len(results)}"
+    message = _message(r.total, len(results), sum(len(h.duplicates) for h in r.hits),
+                       req.max_results)
     if not store.index.searchable():
         message += " (index: rebuilding; searched the most recent units only)"
     return SearchResponse(total=r.total, shown=len(results), message=message,
                           results=results)
+
+
+def _message(total: int, shown: int, folded: int, limit: int) -> str:
+    """Say why fewer results are shown than matched: the -n limit, or near-duplicates
+    folded into the ones shown (a bare "2 matches, showing 1" reads like a bug)."""
+    why = []
+    if folded and shown < total:
+        why.append(f"{folded} near-duplicate{'s' if folded != 1 else ''} folded in")
+    if shown < total and shown >= limit:
+        why.append(f"-n {limit}")
+    return f"{total} matches, showing {shown}" + (f" ({'; '.join(why)})" if why else "")

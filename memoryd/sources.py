@@ -63,6 +63,10 @@ class Candidates:
         self._exclude = tuple(exclude)
         self._own = tuple(str(d.absolute()) + os.sep for d in own_dirs)
 
+    def add_exclude(self, patterns: Iterable[str]) -> None:
+        """More glob patterns never read (`memoryctl exclude`), from now on."""
+        self._exclude += tuple(p for p in patterns if p not in self._exclude)
+
     def __call__(self, path: str) -> bool:
         name = os.path.basename(path)
         if not name.endswith(SUFFIXES) or name.startswith("."):

@@ -172,7 +172,7 @@ class Summaries:
 
     def _finished(self, job: JobRow) -> None:
         if self.events is not None:
-            self.events.publish("job_done", kind=job.kind, target=job.target, state=job.state)
+            self.events.publish("job_done", job=job.kind, target=job.target, state=job.state)
 
     # -- for the HTTP API and `memoryctl run` --------------------------------------------
 

@@ -28,6 +28,9 @@ async def test_mcp_lists_tools_and_answers(memoryd_home, sock, tmp_path):
             assert "remembered at line 1" in r.content[0].text
             r = await client.call_tool("memory_search", {"keywords": ["pnpm"]})
             assert "1 matches" in r.content[0].text and "pnpm" in r.content[0].text
+            # issue 10: a plain string query is accepted (words split on spaces)
+            r = await client.call_tool("memory_search", {"keywords": "PNPM yarn"})
+            assert not r.is_error and "1 matches" in r.content[0].text
             r = await client.call_tool("memory_read", {"recent": 5})
             assert "用中文" in r.content[0].text
             r = await client.call_tool("memory_read", {"lines": [1, 7]})

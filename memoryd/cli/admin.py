@@ -52,7 +52,13 @@ def config(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(path)
     except ConfigError as e:
-        print(f"memoryctl: bad configuration: {e}", file=sys.stderr)
+        problems = str(e).split("\n")
+        if len(problems) == 1:
+            print(f"memoryctl: bad configuration: {e}", file=sys.stderr)
+        else:
+            print(f"memoryctl: bad configuration ({len(problems)} problems):", file=sys.stderr)
+            for line in problems:
+                print(f"  {line}", file=sys.stderr)
         return EXIT_USAGE
     if args.action == "check":
         where = path if path.exists() else "defaults (no config file)"
@@ -206,13 +212,24 @@ def doctor(args: argparse.Namespace) -> int:
     llm = (status or {}).get("llm")
     model = settings and (os.environ.get("MEMORYD_SUMMARY_MODEL") or settings.llm.summary_model
                           or settings.llm.model)
-    if llm:
+    if llm and llm.get("model") and llm.get("api_key") == "unset":
+        report("FAIL", "llm", f"{llm['model']}: {llm.get('extractive_reason') or 'no API key'}"
+                              " in the daemon's environment; summaries stay extractive until "
+                              "it is set (e.g. in ~/.config/memoryd/env) and memoryd restarts")
+    elif llm:
         level = "FAIL" if llm.get("paused") else "ok"
         report(level, "llm", f"{llm.get('model') or 'extractive'}"
                              + (f": paused: {llm['paused']}" if llm.get("paused") else ""))
     elif model:
-        report("warn", "llm", f"{model} configured; reachability is checked by the daemon "
-                              "(start it and run doctor again)")
+        from memoryd.llm import resolve_model
+
+        choice = resolve_model(settings.llm, os.environ)
+        if choice.missing_key:
+            report("FAIL", "llm", f"{model}: {choice.missing_key}; summaries would be "
+                                  "extractive until it is set")
+        else:
+            report("warn", "llm", f"{model} configured; reachability is checked by the daemon "
+                                  "(start it and run doctor again)")
     else:
         report("ok", "llm", "no model configured: extractive summaries")
     return EXIT_ERROR if failed else EXIT_OK

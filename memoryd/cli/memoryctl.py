@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from memoryd import __version__
-from memoryd.cli import consolidation, output
+from memoryd.cli import consolidation, history, jobs, output
 from memoryd.client import ApiError, DaemonNotRunning, MemorydClient
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING, EXIT_MISMATCH = 0, 1, 2, 3, 4
@@ -38,7 +38,10 @@ def parser() -> argparse.ArgumentParser:
                            parser_class=_with_parents(common))
     sub.required = True
 
-    sub.add_parser("status", help="is the daemon up, what has it read")
+    st = sub.add_parser("status", help="is the daemon up, what has it read")
+    st.add_argument("--watch", action="store_true",
+                    help="a live progress bar of the backfill until caught up")
+    st.add_argument("--interval", type=float, default=1.0, help="--watch refresh (seconds)")
     s = sub.add_parser("search", help="full-text search over every transcript")
     s.add_argument("query", nargs="+")
     s.add_argument("--mode", choices=["or", "and"], default="or")
@@ -69,7 +72,7 @@ def parser() -> argparse.ArgumentParser:
         a.add_argument("--since", help="ISO date/time or Unix seconds")
         a.add_argument("--limit", type=int, default=50)
     show = sss.add_parser("show", help="one session and its messages")
-    show.add_argument("id")
+    show.add_argument("id", help="session id, or a unique prefix of it")
     show.add_argument("--agent")
     show.add_argument("--messages", type=int, default=20, help="how many messages to print")
     fg = sss.add_parser("forget", help="delete a session everywhere")
@@ -103,6 +106,7 @@ def parser() -> argparse.ArgumentParser:
     consolidation.add_parsers(sub, r, ms, sss, s)
     sub.add_parser("reindex", help="rebuild the search index from the database, in the "
                    "background (search scans recent units meanwhile)")
+    r.add_argument("--wait", action="store_true", help="return once the job is done")
     ing = sub.add_parser("ingest", help="read a file or folder now")
     ing.add_argument("path")
     ing.add_argument("--agent", default="auto")
@@ -121,6 +125,8 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("mcp", help="serve the memory tools over MCP (stdio)")
     op = sub.add_parser("open", help="open the web page (prints a one-time login link)")
     op.add_argument("--no-browser", action="store_true", help="only print the link")
+    history.add_parsers(sub)
+    jobs.add_parsers(sub)
     sv = sub.add_parser("service", help="run memoryd as a systemd user service / LaunchAgent")
     sv.add_argument("action", choices=["install", "uninstall", "status"])
     sv.add_argument("--dry-run", action="store_true",
@@ -205,6 +211,10 @@ Result = "int | tuple[Any, Callable[[Any], str]]"  # a string: typing is not imp
 
 
 def cmd_status(args: argparse.Namespace, c: MemorydClient) -> Result:
+    if args.watch and not args.json:
+        from memoryd.cli.progress import watch
+
+        return watch(c, max(0.1, args.interval))
     return c.status(), output.render_status
 
 
@@ -221,7 +231,7 @@ def cmd_search(args: argparse.Namespace, c: MemorydClient) -> Result:
 def cmd_context(args: argparse.Namespace, c: MemorydClient) -> Result:
     body = {"query": " ".join(args.query) or None, "session_id": args.session_id,
             "cwd": str(Path(args.cwd or os.getcwd()).absolute()), "agent": args.agent,
-            "budget_tokens": args.budget, "include": args.include}
+            "budget_tokens": args.budget, "include": args.include, "client": "memoryctl"}
     data = c.request("POST", "/v1/context", {k: v for k, v in body.items() if v is not None})
     if args.format == "json" or args.json:
         output.emit_json(data)
@@ -240,7 +250,8 @@ def cmd_hook(args: argparse.Namespace, c: MemorydClient) -> Result:
         prompt = event.get("prompt") if event.get("hook_event_name") == "UserPromptSubmit" \
             else None
         body = {"query": prompt, "session_id": event.get("session_id"), "agent": args.agent,
-                "cwd": event.get("cwd") or os.getcwd(), "budget_tokens": args.budget}
+                "cwd": event.get("cwd") or os.getcwd(), "budget_tokens": args.budget,
+                "client": "hook"}
         c.timeout = 5.0
         data = c.request("POST", "/v1/context", {k: v for k, v in body.items() if v})
         if data.get("rendered"):
@@ -259,9 +270,13 @@ def cmd_sessions(args: argparse.Namespace, c: MemorydClient) -> Result:
     if action == "summarize":
         return consolidation.cmd_summarize(args, c)  # type: ignore[no-any-return]
     if action == "show":
-        data = c.session(args.id, args.agent)
-        data["messages"] = c.messages(args.id, agent=args.agent, after_seq=max(
-            0, data["units"] - args.messages), limit=args.messages)["messages"]
+        if args.messages < 0:
+            print("memoryctl: --messages must be 0 or more", file=sys.stderr)
+            return EXIT_USAGE
+        data = c.session(args.id, args.agent)  # the daemon resolves a unique id prefix
+        data["messages"] = c.messages(data["session_id"], agent=data["agent"], after_seq=max(
+            0, data["units"] - args.messages), limit=args.messages)["messages"] \
+            if args.messages else []
         return data, output.render_session
     if not args.yes and sys.stdin.isatty():
         answer = input(f"Forget session {args.id} everywhere? This cannot be undone [y/N] ")
@@ -309,8 +324,15 @@ def cmd_run(args: argparse.Namespace, c: MemorydClient) -> Result:
             print(f"memoryctl: --param {kv}: expected KEY=VALUE", file=sys.stderr)
             return EXIT_USAGE
         params[k] = v
-    return c.run_job(args.job, params), \
-        lambda d: consolidation.render_run(d) or output.render_job(d)
+    data = c.run_job(args.job, params)
+    job_id = (data.get("result") or {}).get("job_id")
+    if args.wait and job_id is not None and data["result"].get("state") not in ("done",
+                                                                               "failed"):
+        data["waited"] = jobs.wait_job(c, int(job_id))
+    if (data.get("waited") or data.get("result") or {}).get("state") == "failed":
+        print(jobs.render_run(data))
+        return EXIT_ERROR
+    return data, lambda d: consolidation.render_run(d) or jobs.render_run(d)
 
 
 def cmd_reindex(args: argparse.Namespace, c: MemorydClient) -> Result:
@@ -320,8 +342,7 @@ def cmd_reindex(args: argparse.Namespace, c: MemorydClient) -> Result:
 def cmd_ingest(args: argparse.Namespace, c: MemorydClient) -> Result:
     path = str(Path(args.path).expanduser().absolute())
     data = c.ingest(path, agent=args.agent, wait=args.wait)
-    return data, lambda d: f"{d['files']} files " + (
-        f"read, {d['new_units']} new units" if d["new_units"] is not None else "queued")
+    return data, output.render_ingest
 
 
 def cmd_backup(args: argparse.Namespace, c: MemorydClient) -> Result:
@@ -354,6 +375,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, MemorydClient], Result]] = {
     "daily": consolidation.cmd_daily, "archive": consolidation.cmd_archive,
     "reindex": cmd_reindex,
     "open": cmd_open,
+    **history.COMMANDS, **jobs.COMMANDS,
 }
 
 

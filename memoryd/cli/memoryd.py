@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
 import os
 import sys
@@ -86,7 +87,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"memoryd: cannot start: {e}", file=sys.stderr)
         return EXIT_STARTUP
     except OSError as e:
-        print(f"memoryd: cannot start: {e}", file=sys.stderr)
+        hint = ""
+        if e.errno == errno.EADDRINUSE:
+            hint = ("; another program uses that TCP port: pick a free one with `--port 0`, "
+                    "or serve only the Unix socket with `--no-tcp` ([server] tcp_port / "
+                    "tcp_enabled in the config)")
+        print(f"memoryd: cannot start: {e}{hint}", file=sys.stderr)
         return EXIT_STARTUP
     except KeyboardInterrupt:
         return EXIT_OK

@@ -37,6 +37,10 @@ def render_status(s: dict[str, Any]) -> str:
         lines.append(f"index    {ix['state']}; {ix['units']} units"
                      + ("" if ix.get("caught_up") else ", catching up")
                      + (f"; error: {ix['error']}" if ix.get("error") else ""))
+    if s.get("backfill") and s["backfill"].get("files_total"):
+        from memoryd.cli.progress import backfill_line
+
+        lines.append(f"backfill {backfill_line(s['backfill'])}")
     llm = s.get("llm")
     if llm:
         if llm.get("in_use") == "extractive" or not llm.get("model"):
@@ -140,3 +144,14 @@ def render_job(d: dict[str, Any]) -> str:
     res = d["result"]
     detail = ", ".join(f"{k}={v}" for k, v in res.items()) if isinstance(res, dict) else str(res)
     return f"{d['job']}: {detail or 'done'}"
+
+
+def render_ingest(d: dict[str, Any]) -> str:
+    if d["new_units"] is None:
+        return f"{d['files']} files queued"
+    out = [f"{d['files']} files read, {d['new_units']} new units"]
+    ignored = d.get("ignored") or []
+    if ignored:
+        out[0] += f"; {len(ignored)} ignored:"
+        out += [f"  {x['path']}: {x['reason']}" for x in ignored]
+    return "\n".join(out)

@@ -8,7 +8,8 @@ from aiohttp import web
 
 from memoryd.api import ContextRequest
 from memoryd.context import ContextBuilder
-from memoryd.server.app import json_body
+from memoryd.served_log import ServedLog
+from memoryd.server.app import json_body, via_tcp
 from memoryd.server.openapi import EXTRA_ROUTES
 
 EXTRA_ROUTES.append(("post", "/v1/context", "What to remember now, within a token budget",
@@ -17,19 +18,24 @@ EXTRA_ROUTES.append(("get", "/v1/context", "The same, with query parameters (for
                      "rendered block as text/markdown)", None, ContextRequest, None))
 
 
-def routes(builder: ContextBuilder) -> Callable[[web.Application], None]:
-    async def respond(req: ContextRequest) -> web.Response:
+def routes(builder: ContextBuilder,
+           served: ServedLog | None = None) -> Callable[[web.Application], None]:
+    async def respond(req: ContextRequest, request: web.Request) -> web.Response:
         pack = await builder.build(req)
+        if served is not None:
+            await served.record(via=req.client or ("http" if via_tcp(request) else "socket"),
+                                agent=req.agent, session_id=req.session_id, query=req.query,
+                                budget_tokens=req.budget_tokens, pack=pack)
         if req.format == "md":
             return web.Response(text=pack["rendered"], content_type="text/markdown",
                                 charset="utf-8")
         return web.json_response(pack)
 
     async def post(request: web.Request) -> web.Response:
-        return await respond(ContextRequest.model_validate(await json_body(request)))
+        return await respond(ContextRequest.model_validate(await json_body(request)), request)
 
     async def get(request: web.Request) -> web.Response:
-        return await respond(ContextRequest.model_validate(dict(request.query)))
+        return await respond(ContextRequest.model_validate(dict(request.query)), request)
 
     def add(app: web.Application) -> None:
         app.router.add_post("/v1/context", post)

@@ -22,7 +22,21 @@ from memoryd.store import sessions as sql
 
 
 def resolve(conn: sqlite3.Connection, session_id: str, agent: str | None) -> sqlite3.Row:
+    """The session with this id, or the only one whose id starts with it."""
     rows = sql.find_sessions(conn, session_id, agent)
+    if not rows and session_id:
+        rows = sql.find_sessions_by_prefix(conn, session_id, agent, limit=50)
+        # a session and its sub-agents ("<id>/agent-...") share a prefix: the session
+        parents = [r for r in rows if all(o["session_id"] == r["session_id"] or
+                                          o["session_id"].startswith(r["session_id"] + "/")
+                                          for o in rows)]
+        if len({r["session_id"] for r in parents}) == 1:
+            rows = parents
+        if len(rows) > 1 and len({r["session_id"] for r in rows}) > 1:
+            shown = ", ".join(r["session_id"] for r in rows[:5])
+            more = ", ..." if len(rows) > 5 else ""
+            raise ConflictError(f"session id prefix {session_id!r} is ambiguous: {shown}{more}",
+                                field="id")
     if not rows:
         raise NotFoundError(f"no session {session_id!r}" + (f" of {agent}" if agent else ""),
                             field="id")
@@ -83,12 +97,13 @@ async def forget_session(request: web.Request) -> web.Response:
     def forget(c: sqlite3.Connection) -> dict[str, Any]:
         row = resolve(c, sid, ref.agent)
         n = sql.forget_session(c, row["pk"])
-        return {"agent": row["agent"], "session_id": sid, "units_deleted": n}
+        return {"agent": row["agent"], "session_id": row["session_id"], "units_deleted": n}
 
     data = await services.store.write(forget)
     for hook in services.on_forget:
-        data.update(await hook(data["agent"], sid))
-    services.events.publish("session_forgotten", agent=data["agent"], session_id=sid)
+        data.update(await hook(data["agent"], data["session_id"]))
+    services.events.publish("session_forgotten", agent=data["agent"],
+                            session_id=data["session_id"])
     return web.json_response(Forgotten.model_validate(data).model_dump())
 
 

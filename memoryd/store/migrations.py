@@ -237,6 +237,39 @@ def m004_memory_provenance(conn: sqlite3.Connection) -> None:
     )
 
 
+def m006_served_context_and_exclusions(conn: sqlite3.Connection) -> None:
+    """What context was served to whom (`memoryctl served`, GET /v1/context/log), and
+    the paths and projects the user excluded from memory (`memoryctl exclude`)."""
+    _script(
+        conn,
+        """
+        CREATE TABLE served_context (
+            id INTEGER PRIMARY KEY,
+            ts REAL NOT NULL,
+            day TEXT NOT NULL,
+            via TEXT NOT NULL,
+            agent TEXT,
+            session_id TEXT,
+            query TEXT,
+            items TEXT NOT NULL DEFAULT '[]',
+            tokens INTEGER NOT NULL,
+            budget_tokens INTEGER NOT NULL
+        );
+        CREATE INDEX served_context_ts ON served_context (ts);
+        CREATE INDEX served_context_session ON served_context (session_id, ts);
+
+        CREATE TABLE exclusions (
+            id INTEGER PRIMARY KEY,
+            kind TEXT NOT NULL CHECK (kind IN ('path', 'project')),
+            value TEXT NOT NULL,
+            patterns TEXT NOT NULL DEFAULT '[]',
+            created_at REAL NOT NULL,
+            UNIQUE (kind, value)
+        )
+        """,
+    )
+
+
 def m005_tantivy_index(conn: sqlite3.Connection) -> None:
     """Search moves to the tantivy index (`memoryd.index`), derived from this database:
     the FTS5 table and its copy of every unit's text go, and with them m003's unit ->
@@ -272,7 +305,8 @@ def m005_tantivy_index(conn: sqlite3.Connection) -> None:
 
 
 MIGRATIONS: list[Migration] = [m001_initial, m002_jobs_and_summaries, m003_units_id_session,
-                               m004_memory_provenance, m005_tantivy_index]
+                               m004_memory_provenance, m005_tantivy_index,
+                               m006_served_context_and_exclusions]
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

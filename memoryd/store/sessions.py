@@ -72,6 +72,18 @@ def find_sessions(conn: sqlite3.Connection, session_id: str,
     return conn.execute(sql, args).fetchall()
 
 
+def find_sessions_by_prefix(conn: sqlite3.Connection, prefix: str, agent: str | None = None,
+                            limit: int = 6) -> list[sqlite3.Row]:
+    """Sessions whose id starts with `prefix` (as git takes a unique prefix of a hash)."""
+    sql = f"SELECT s.id AS pk, {SESSION_COLUMNS}, s.summary, s.summary_upto FROM sessions s " \
+          "WHERE substr(s.session_id, 1, ?) = ?"
+    args: list[Any] = [len(prefix), prefix]
+    if agent is not None:
+        sql += " AND s.agent = ?"
+        args.append(agent)
+    return conn.execute(sql + " ORDER BY s.session_id LIMIT ?", (*args, limit)).fetchall()
+
+
 def page_sessions(conn: sqlite3.Connection, *, agent: str | None, project: str | None,
                   since: float | None, until: float | None, limit: int,
                   after: tuple[float, int] | None) -> list[dict[str, Any]]:
@@ -136,3 +148,30 @@ def delete_session_units(conn: sqlite3.Connection, pk: int) -> int:
                  "SELECT id FROM units WHERE session_pk = ?", (pk,))
     conn.execute("DELETE FROM units WHERE session_pk = ?", (pk,))
     return int(n)
+
+
+def forget_units(conn: sqlite3.Connection, unit_ids: list[int]) -> dict[int, int]:
+    """Delete these units everywhere, like `forget_session` but unit by unit (its twin:
+    change both together): their index rows, the rows, and the counters of their
+    sessions. The sessions' summaries, which may quote them, are dropped for rebuilding.
+    Returns {session pk: units deleted}."""
+    per: dict[int, int] = {}
+    for i in range(0, len(unit_ids), 500):
+        chunk = unit_ids[i:i + 500]
+        marks = ",".join("?" * len(chunk))
+        for pk, n in conn.execute(f"SELECT session_pk, count(*) FROM units WHERE id IN "
+                                  f"({marks}) GROUP BY session_pk", chunk):
+            per[pk] = per.get(pk, 0) + n
+        # the search index drops them when its writer next runs (memoryd.index.indexer)
+        conn.execute(f"INSERT INTO index_pending (unit_id) SELECT id FROM units "
+                     f"WHERE id IN ({marks})", chunk)
+        conn.execute(f"DELETE FROM units WHERE id IN ({marks})", chunk)
+    for pk in per:
+        conn.execute(
+            "UPDATE sessions SET units = (SELECT count(*) FROM units WHERE session_pk = ?1), "
+            "user_units = (SELECT count(*) FROM units WHERE session_pk = ?1 AND role = 'user' "
+            "AND kind = 'message'), summary = NULL, summary_upto = 0, summary_by = NULL, "
+            "summary_prompt = NULL, summary_user_mark = 0, "
+            "summary_updated = NULL, updated_at = ?2 WHERE id = ?1", (pk, time.time()))
+        conn.execute("DELETE FROM summaries WHERE session_pk = ?", (pk,))
+    return per

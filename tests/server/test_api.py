@@ -112,7 +112,7 @@ async def test_ingest_on_demand_and_its_errors(daemon, tmp_path, memoryd_home):
     write_jsonl(other / "late.jsonl", [{"role": "user", "content": "ingested on demand kiwi",
                                         "id": "k1"}])
     r = await c.request("POST", "/v1/ingest", {"path": str(other), "wait": True})
-    assert r == {"path": str(other), "files": 1, "new_units": 1}
+    assert r == {"path": str(other), "files": 1, "new_units": 1, "ignored": []}
     assert (await c.search(query="kiwi"))["total"] == 1
     for body, field in [({"path": "relative/path"}, "path"),
                         ({"path": str(tmp_path / "missing")}, "path"),

@@ -59,8 +59,8 @@ class Forgetting:
             raise BadRequestError("the query has no searchable words", field="query")
 
         def find(c: sqlite3.Connection) -> list[Any]:
-            return retrieve_sync(c, query, k=MAX_UNITS, mode="and", agent=agent,
-                                 project=project, params=EVERY_MATCH).hits
+            return retrieve_sync(c, self.store.index, query, k=MAX_UNITS, mode="and",
+                                 agent=agent, project=project, params=EVERY_MATCH).hits
 
         hits = await self.store.read(find)
         sessions: dict[tuple[str, str], dict[str, Any]] = {}
@@ -88,6 +88,10 @@ class Forgetting:
             return per, served
 
         per, out["served_log_entries"] = await self.store.write(delete)
+        try:  # gone from search before we answer
+            await self.store.indexed()
+        except TimeoutError:
+            log.warning("forgot %d units; the search index is still catching up", len(ids))
         for pk in per:
             await self.resummarize(pk)
         out["summaries_rebuilt"] = len(per)

@@ -281,8 +281,10 @@ def m005_tantivy_index(conn: sqlite3.Connection) -> None:
         """
         DROP TABLE IF EXISTS units_fts;
         DROP INDEX IF EXISTS units_id_session;
+        -- AUTOINCREMENT: an id is never handed out twice, or a change queued after the
+        -- queue was emptied could sit at or below what the index last cleared
         CREATE TABLE index_pending (
-            id INTEGER PRIMARY KEY,
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
             unit_id INTEGER NOT NULL
         );
         -- SQLite hands out max(id) + 1, so once the newest units are deleted (forget,

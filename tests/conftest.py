@@ -48,3 +48,13 @@ def src(tmp_path):
     d = tmp_path / "src"
     d.mkdir()
     return d
+
+
+@pytest.fixture(scope="session", autouse=True)
+def litellm_imported():
+    """Import litellm once, before the first test, as the daemon does on first use: it
+    takes seconds of CPU (20 s on a loaded machine), which would otherwise land inside
+    whichever test first talks to the fake LLM server and eat its time bound."""
+    from memoryd.llm import _import_litellm
+
+    _import_litellm()

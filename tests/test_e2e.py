@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.client import DaemonNotRunning, MemorydClient
-from tests.helpers import short_dir
+from tests.helpers import SLOWDOWN, short_dir
 
 pytestmark = pytest.mark.e2e
 
@@ -29,7 +29,7 @@ def start(home: Path, src: Path, sock: Path) -> subprocess.Popen:
 
 
 def wait(pred, timeout=30.0):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + timeout * SLOWDOWN
     last: object = None
     while time.monotonic() < deadline:
         try:

@@ -23,7 +23,7 @@ async def idle(svc) -> bool:
     return c["pending"] == 0 and c["running"] == 0 and not svc.triggers.pending()
 
 
-async def settled(svc, timeout: float = 15.0) -> None:
+async def settled(svc, timeout: float = 15.0) -> None:  # scaled by wait_for
     await wait_for(lambda: idle(svc), timeout=timeout)
 
 

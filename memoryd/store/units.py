@@ -125,7 +125,9 @@ def _merge(conn: sqlite3.Connection, pk: int, rec: Record, record_id: str) -> St
 def count_units(conn: sqlite3.Connection) -> int:
     """The number of units, from the sessions' maintained counters (one row per session,
     not per unit: `count(*)` over units reads a whole index, 100+ ms at 1M units)."""
-    return conn.execute("SELECT coalesce(sum(units), 0) FROM sessions").fetchone()[0]
+    # units archived by retention left the store but stay counted on their session
+    return conn.execute("SELECT (SELECT coalesce(sum(units), 0) FROM sessions) - "
+                        "(SELECT coalesce(sum(units), 0) FROM archived_sessions)").fetchone()[0]
 
 
 SEARCH_COLUMNS = (

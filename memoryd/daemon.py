@@ -12,16 +12,16 @@ import platform
 import secrets
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
 
 from memoryd import __version__, _sdnotify
 from memoryd.api import IngestRequest, IngestResponse
 from memoryd.config import Settings, settings_summary
 from memoryd.context import ContextBuilder
+from memoryd.db_guard import watch_identity
 from memoryd.errors import AlreadyRunningError, BadRequestError
 from memoryd.events import EventBus
 from memoryd.ingest.ingestor import IngestEvent, Ingestor
@@ -29,11 +29,12 @@ from memoryd.ingest.queue import IngestQueue
 from memoryd.ingest.redact import Redactor
 from memoryd.memory import MemoryFile
 from memoryd.paths import Paths
+from memoryd.reload import reload_settings
 from memoryd.server import summaries_api
 from memoryd.server.app import JobFn, Services, make_app
 from memoryd.server.context_api import routes as context_routes
 from memoryd.server.memory_api import routes as memory_routes
-from memoryd.server.sites import start_tcp, start_unix
+from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
 from memoryd.sources import Candidates, Source, configured_sources, owner, walk
 from memoryd.store import Store
 from memoryd.store.files import file_stats
@@ -64,8 +65,11 @@ def ensure_token(path: Path) -> str:
 
 class Daemon:
     def __init__(self, settings: Settings, paths: Paths,
-                 environ: Mapping[str, str] = os.environ) -> None:
+                 environ: Mapping[str, str] = os.environ,
+                 load_settings: Callable[[], Settings] | None = None) -> None:
         self.settings = settings
+        self.load_settings = load_settings  # SIGHUP re-reads the config with it
+        self.exit_code = 0
         self.paths = paths
         self.environ = environ
         self.socket_path = Path(settings.server.socket or environ.get("MEMORYD_SOCKET")
@@ -126,6 +130,7 @@ class Daemon:
             self._spawn(self._backfill(), "backfill")
             self._spawn(self.watcher.run(self._stop_requested), "watcher")
             self._spawn(self._reconcile_loop(), "reconcile")
+            self._spawn(watch_identity(self.paths.db, self._db_gone), "db-guard")
             await self.summaries.start()  # triggers last: the exit stack stops them first
             self._stack.push_async_callback(self.summaries.stop)
             if (period := _sdnotify.watchdog_interval()) is not None:
@@ -141,7 +146,8 @@ class Daemon:
         _sdnotify.notify("READY=1")
 
     def _lock(self) -> None:
-        f = open(self.paths.lock, "a+")  # noqa: SIM115 - held for the daemon's lifetime
+        # held for the daemon's lifetime; 0600 like every file memoryd makes
+        f = os.fdopen(os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o600), "r+")
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -158,12 +164,12 @@ class Daemon:
         assert self.store is not None and self.memory is not None
         app = make_app(Services(store=self.store, status=self.status, version=__version__,
                                 events=self.events, jobs=self.jobs(), ingest=self.ingest,
-                                token=ensure_token(self.paths.token_file)),
+                                token=ensure_token(self.paths.token_file),
+                                backup_roots=(Path.home(), self.paths.data_dir)),
                        extra_routes=[summaries_api.routes(self.summaries),
                                      memory_routes(self.memory), context_routes(
                            ContextBuilder(self.store, self.memory, self.paths.memory_dir))])
-        runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0,
-                               access_log=None)
+        runner = GuardedRunner(app, shutdown_timeout=1.0, access_log=None)
         await runner.setup()
         self._stack.push_async_callback(runner.cleanup)
         await start_unix(runner, self.socket_path)
@@ -289,6 +295,17 @@ class Daemon:
             **(await self.summaries.status() if self.summaries else {}),
         }
 
+    def _db_gone(self, reason: str) -> None:
+        self.exit_code = 1
+        self.request_stop()
+
+    def request_reload(self) -> None:
+        async def reload() -> None:
+            self.settings = await asyncio.to_thread(reload_settings, self.settings,
+                                                    self.load_settings)
+
+        self._spawn(reload(), "reload")
+
     def request_stop(self) -> None:
         _sdnotify.notify("STOPPING=1")
         self._stop_requested.set()
@@ -316,15 +333,16 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.request_stop)
+        loop.add_signal_handler(signal.SIGHUP, self.request_reload)
         try:
             await self.start()
             await self._stop_requested.wait()
             log.info("stopping")
         finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
             await self.stop()
         log.info("stopped")
-        return 0
+        return self.exit_code
 
 

@@ -53,7 +53,10 @@ def reload_settings(current: Settings, load: Callable[[], Settings] | None) -> S
         return current
     live = [k for k in keys if k in LIVE]
     later = [k for k in keys if k not in LIVE]
-    logging.getLogger().setLevel(new.log.level)
+    root = logging.getLogger()
+    # this line is logged at the more verbose of the two levels, then the new one applies
+    root.setLevel(min(root.level, logging.getLevelName(new.log.level)))
     log.info("SIGHUP: config reloaded; applied now: %s%s", ", ".join(live) or "none",
              f"; after a restart: {', '.join(later)}" if later else "")
+    root.setLevel(new.log.level)
     return new

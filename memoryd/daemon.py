@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-
 from memoryd import __version__, _sdnotify
 from memoryd.api import IngestRequest, IngestResponse
 from memoryd.config import Settings, settings_summary

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import requests
@@ -75,10 +74,12 @@ def test_schemathesis_no_server_errors(daemon):
     session = requests.Session()
     cases, failures, per_op = 0, [], {}
 
+    timing: dict[str, float] = {}
     for result in schema.get_all_operations():
         op = result.ok()
         if (op.method.upper(), op.path) in SKIP:
             continue
+        t0 = time.monotonic()
         for mode in (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE):
             @given(case=op.as_strategy(generation_mode=mode))
             @settings(max_examples=EXAMPLES, deadline=None, database=None,
@@ -98,8 +99,10 @@ def test_schemathesis_no_server_errors(daemon):
             except Unsatisfiable:
                 # an operation without parameters or body has no invalid form
                 assert mode is schemathesis.GenerationMode.NEGATIVE, op.label
+        timing[op.label] = time.monotonic() - t0
 
     print(f"\nschemathesis: {cases} cases over {len(per_op)} operations, "
-          f"{len(failures)} server errors")
+          f"{len(failures)} server errors; slowest: " + ", ".join(
+              f"{k} {v:.1f}s" for k, v in sorted(timing.items(), key=lambda x: -x[1])[:4]))
     assert cases > 0
     assert not failures, "\n".join(failures[:20]) + "\n" + log_path.read_text()[-3000:]

@@ -17,7 +17,7 @@ import pytest
 from memoryd.client import DaemonNotRunning, MemorydClient
 from tests.helpers import short_dir
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.reliability, pytest.mark.e2e, pytest.mark.timeout(300)]
 
 
 def wait(pred, timeout=120.0):

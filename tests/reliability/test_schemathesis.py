@@ -19,7 +19,7 @@ from hypothesis.errors import Unsatisfiable
 from memoryd.client import DaemonNotRunning, MemorydClient
 from tests.helpers import short_dir, write_jsonl
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.reliability, pytest.mark.e2e, pytest.mark.timeout(900)]
 
 # Bounded for CI: 1-2 minutes on a shared 2-core machine.
 # 8 per operation and mode: about 250 cases. MEMORYD_FUZZ_EXAMPLES=40 for a longer run.

@@ -67,7 +67,7 @@ class SessionRef(_Request):
 
 class MessagesQuery(_Request):
     agent: str | None = Field(None, max_length=100)
-    after_seq: int = Field(0, ge=0)
+    after_seq: int = Field(0, ge=0, le=(1 << 63) - 1)  # SQLite INTEGER
     limit: int = Field(100, ge=1, le=1000)
 
 

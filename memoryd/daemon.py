@@ -12,11 +12,9 @@ import platform
 import secrets
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
-
-from aiohttp import web
 
 from memoryd import __version__, _sdnotify
 from memoryd.api import IngestRequest, IngestResponse
@@ -26,6 +24,7 @@ from memoryd.consolidate.clock import Clock
 from memoryd.consolidate.retention import Retention
 from memoryd.consolidate.service import Consolidator
 from memoryd.context import ContextBuilder
+from memoryd.db_guard import watch_identity
 from memoryd.errors import AlreadyRunningError, BadRequestError
 from memoryd.events import EventBus
 from memoryd.forgetting import Forgetting
@@ -34,6 +33,7 @@ from memoryd.ingest.queue import IngestQueue
 from memoryd.ingest.redact import Redactor
 from memoryd.memory import MemoryFile
 from memoryd.paths import Paths
+from memoryd.reload import reload_settings
 from memoryd.served_log import ServedLog
 from memoryd.server import consolidate_api, export_api, summaries_api
 from memoryd.server.app import JobFn, Services, make_app
@@ -42,7 +42,7 @@ from memoryd.server.forgetting_api import routes as forgetting_routes
 from memoryd.server.jobs_api import routes as jobs_routes
 from memoryd.server.memory_api import routes as memory_routes
 from memoryd.server.served_api import routes as served_routes
-from memoryd.server.sites import start_tcp, start_unix
+from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
 from memoryd.sources import Candidates, Source, configured_sources, owner, walk
 from memoryd.store import Store
 from memoryd.store.files import file_stats, files_with_bad_lines
@@ -76,9 +76,12 @@ def ensure_token(path: Path) -> str:
 
 class Daemon:
     def __init__(self, settings: Settings, paths: Paths,
-                 environ: Mapping[str, str] = os.environ, *, clock: Clock = time.time) -> None:
+                 environ: Mapping[str, str] = os.environ, *, clock: Clock = time.time,
+                 load_settings: Callable[[], Settings] | None = None) -> None:
         self.settings = settings
         self.clock = clock
+        self.load_settings = load_settings  # SIGHUP re-reads the config with it
+        self.exit_code = 0
         self.paths = paths
         self.environ = environ
         self.socket_path = Path(settings.server.socket or environ.get("MEMORYD_SOCKET")
@@ -152,6 +155,7 @@ class Daemon:
             self._spawn(self._backfill(), "backfill")
             self._spawn(self.watcher.run(self._stop_requested), "watcher")
             self._spawn(self._reconcile_loop(), "reconcile")
+            self._spawn(watch_identity(self.paths.db, self._db_gone), "db-guard")
             await self.summaries.start()  # triggers last: the exit stack stops them first
             self._stack.push_async_callback(self.summaries.stop)
             self._schedule()
@@ -182,7 +186,8 @@ class Daemon:
             add("retention", s.retention.cron, tz, ret.scheduled, grace)
 
     def _lock(self) -> None:
-        f = open(self.paths.lock, "a+")  # noqa: SIM115 - held for the daemon's lifetime
+        # held for the daemon's lifetime; 0600 like every file memoryd makes
+        f = os.fdopen(os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o600), "r+")
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -206,7 +211,8 @@ class Daemon:
         app = make_app(Services(store=self.store, status=self.status, version=__version__,
                                 events=self.events, jobs=self.jobs(), ingest=self.ingest,
                                 token=ensure_token(self.paths.token_file),
-                                on_forget=(self._forgotten,)),
+                                on_forget=(self._forgotten,),
+                                backup_roots=(Path.home(), self.paths.data_dir)),
                        extra_routes=[summaries_api.routes(self.summaries, self._to_memory),
                                      consolidate_api.routes(self.consolidator, self.retention),
                                      memory_routes(self.memory),
@@ -214,8 +220,7 @@ class Daemon:
                                      jobs_routes(self.store, self.summaries.queue),
                                      forgetting_routes(self.forgetting),
                                      export_api.add_routes, page])
-        runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0,
-                               access_log=None)
+        runner = GuardedRunner(app, shutdown_timeout=1.0, access_log=None)
         await runner.setup()
         self._stack.push_async_callback(runner.cleanup)
         await start_unix(runner, self.socket_path)
@@ -426,6 +431,17 @@ class Daemon:
                 "retention_last_run": self.retention.last_run if self.retention else None},
         }
 
+    def _db_gone(self, reason: str) -> None:
+        self.exit_code = 1
+        self.request_stop()
+
+    def request_reload(self) -> None:
+        async def reload() -> None:
+            self.settings = await asyncio.to_thread(reload_settings, self.settings,
+                                                    self.load_settings)
+
+        self._spawn(reload(), "reload")
+
     def request_stop(self) -> None:
         _sdnotify.notify("STOPPING=1")
         self._stop_requested.set()
@@ -453,15 +469,16 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.request_stop)
+        loop.add_signal_handler(signal.SIGHUP, self.request_reload)
         try:
             await self.start()
             await self._stop_requested.wait()
             log.info("stopping")
         finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
             await self.stop()
         log.info("stopped")
-        return 0
+        return self.exit_code
 
 

@@ -39,3 +39,11 @@ class ConflictError(MemorydError):
 
 class AlreadyRunningError(MemorydError):
     code = "already_running"
+
+
+class StorageFullError(MemorydError):
+    """The disk (or the user's quota) is full: nothing was written, nothing was lost;
+    retry once space is freed."""
+
+    status = 507
+    code = "disk_full"

@@ -18,8 +18,10 @@ class EventBus:
         self._subscribers: set[asyncio.Queue[dict[str, Any]]] = set()
         self.published = 0
 
-    def publish(self, kind: str, **data: Any) -> None:
-        event = {"event": kind, "ts": time.time(), **data}
+    def publish(self, event_name: str, /, **data: Any) -> None:
+        """`event_name` is positional-only, so any keyword (`kind=`, `job=`) is data: a
+        keyword named like the parameter once raised TypeError in every job callback."""
+        event = {"event": event_name, "ts": time.time(), **data}
         self.published += 1
         for q in list(self._subscribers):
             if q.full():

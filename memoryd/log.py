@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import os
 import re
 from pathlib import Path
+from typing import Any
 
+from memoryd.paths import mkdir_private
 from memoryd.redact import Redactor
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -50,12 +53,42 @@ class Hygiene(logging.Filter):
         return True
 
 
+class PrivateFileHandler(logging.handlers.RotatingFileHandler):
+    """A rotating log file that only its owner can read (0600, whatever the umask),
+    reopened on SIGHUP (`reopen_logs`) so an external logrotate can move it away."""
+
+    def _open(self) -> Any:
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+        return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
+
+    def reopen(self) -> None:
+        self.acquire()
+        try:
+            if self.stream is not None:
+                self.stream.close()
+            self.stream = self._open()
+        finally:
+            self.release()
+
+
+def reopen_logs() -> int:
+    """Reopen every log file we write (SIGHUP); returns how many."""
+    n = 0
+    for h in logging.getLogger().handlers:
+        if isinstance(h, PrivateFileHandler):
+            h.reopen()
+            n += 1
+    return n
+
+
 def configure_logging(level: str, log_file: Path | None = None) -> None:
     hygiene = Hygiene()
     handlers: list[logging.Handler] = [logging.StreamHandler()]
     if log_file is not None:
-        log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        handlers.append(logging.handlers.RotatingFileHandler(
+        mkdir_private(log_file.parent)
+        handlers.append(PrivateFileHandler(
             log_file, maxBytes=10 << 20, backupCount=3, encoding="utf-8"))
     for h in handlers:
         h.addFilter(hygiene)

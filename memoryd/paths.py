@@ -61,10 +61,44 @@ class Paths:
     def owned_dirs(self) -> tuple[Path, ...]:
         return (self.config_dir, self.data_dir, self.state_dir, self.log_dir, self.runtime_dir)
 
+    def private_files(self) -> tuple[Path, ...]:
+        db = str(self.db)
+        return (self.db, Path(db + "-wal"), Path(db + "-shm"), Path(db + "-journal"),
+                self.token_file, self.lock, self.log_file)
+
     def ensure(self) -> None:
+        """Make memoryd's directories 0700 (and any missing parent: a home memoryd
+        creates is the user's alone), its database 0600 before SQLite first opens it
+        (the -wal and -shm files take the database's mode), and tighten those files when
+        an older memoryd left them readable."""
         for d in self.owned_dirs():
-            d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.runtime_dir.chmod(0o700)
+            mkdir_private(d)
+            if d.stat().st_mode & 0o077:
+                d.chmod(0o700)
+        os.close(os.open(self.db, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        for f in self.private_files():
+            try:
+                if f.stat().st_mode & 0o077:
+                    f.chmod(0o600)
+            except FileNotFoundError:
+                pass
+
+
+def mkdir_private(path: Path) -> None:
+    """mkdir -p where every directory created is 0700 (mkdir's `parents` would make the
+    missing parents with the umask's mode, often 0755)."""
+    missing = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+        else:
+            d.chmod(0o700)  # mkdir's mode is masked by the umask
 
 
 def resolve_paths(home: str | os.PathLike[str] | None = None,

@@ -75,11 +75,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as e:
         print(f"memoryd: bad configuration: {e}", file=sys.stderr)
         return EXIT_CONFIG
+    os.umask(0o077)  # everything memoryd creates (db, logs, backups, memory files) is private
     configure_logging(settings.log.level, paths.log_file if settings.log.file else None)
     log = logging.getLogger("memoryd")
     log.info("config: %s", config if config.exists() else "defaults (no config file)")
     try:
-        return asyncio.run(Daemon(settings, paths).run())
+        return asyncio.run(Daemon(settings, paths, load_settings=lambda: load_settings(
+            config, os.environ, overrides(args))).run())
     except ConfigError as e:
         print(f"memoryd: bad configuration: {e}", file=sys.stderr)
         return EXIT_CONFIG

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import hashlib
 import logging
@@ -23,7 +24,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from memoryd.errors import ConflictError, MemorydError
+from memoryd.errors import ConflictError, MemorydError, StorageFullError
 from memoryd.events import EventBus
 from memoryd.memory.document import (
     FILENAME,
@@ -297,6 +298,9 @@ class MemoryFile:
             finally:
                 os.close(dfd)
         except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise StorageFullError(f"cannot write {self.path}: the disk is full ({e}); "
+                                       "the file is unchanged") from None
             raise MemoryIOError(f"cannot write {self.path}: {e}") from None
         # The pre-rename stat may differ from the final one (rename touches ctime): that
         # costs one re-read next time, and can never hide an edit made after ours.

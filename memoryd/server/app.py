@@ -3,18 +3,22 @@ One application is served on both the Unix socket and loopback TCP."""
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import hmac
 import json
 import logging
+import sqlite3
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 from pydantic import ValidationError
 
 from memoryd.api import IngestRequest, IngestResponse
-from memoryd.errors import BadRequestError, MemorydError
+from memoryd.errors import BadRequestError, MemorydError, StorageFullError
 from memoryd.server.limiter import QueryLimiter
 from memoryd.events import EventBus
 from memoryd.metrics import Metrics
@@ -23,6 +27,7 @@ from memoryd.store import Store
 log = logging.getLogger(__name__)
 
 MAX_BODY = 1 << 20
+BODY_TIMEOUT = 30.0  # a request body must arrive within this (slowloris)
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
 
 
@@ -48,6 +53,8 @@ class Services:
     limiter: QueryLimiter = field(default_factory=QueryLimiter)
     # called after DELETE /v1/sessions/{id} with (agent, session_id): archives, provenance
     on_forget: Sequence[Callable[[str, str], Awaitable[dict[str, Any]]]] = ()
+    # POST /v1/backup writes only under these folders (server/backup_dest.py)
+    backup_roots: tuple[Path, ...] = field(default_factory=lambda: (Path.home(),))
 
 
 SERVICES = web.AppKey("services", Services)
@@ -69,6 +76,15 @@ def validation_error(e: ValidationError) -> BadRequestError:
     return BadRequestError(f"{field}: {msg}" if field else msg, field=field)
 
 
+def disk_full(e: BaseException) -> bool:
+    """ENOSPC/EDQUOT from the OS, or SQLite's own "database or disk is full"."""
+    if isinstance(e, OSError):
+        return e.errno in (errno.ENOSPC, errno.EDQUOT)
+    if isinstance(e, sqlite3.Error):
+        return getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+    return False
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
     try:
@@ -86,7 +102,13 @@ async def error_middleware(request: web.Request, handler: Callable[..., Any]) ->
         code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(
             e.status, "http_error")
         return web.json_response(error_body(code, e.reason), status=e.status)
-    except Exception:
+    except Exception as e:
+        if disk_full(e):
+            log.error("request %s %s failed: the disk is full (%s)", request.method,
+                      request.path, e)
+            err = StorageFullError(f"the disk is full ({e}); nothing was changed, retry once "
+                                   "space is freed")
+            return web.json_response(error_body(err.code, err.message), status=err.status)
         log.exception("request %s %s failed", request.method, request.path)
         return web.json_response(error_body("internal", "internal error (see the daemon log)"),
                                  status=500)
@@ -129,6 +151,32 @@ async def host_middleware(request: web.Request, handler: Callable[..., Any]) -> 
     return await handler(request)
 
 
+def body_deadline(timeout: float) -> Callable[..., Any]:
+    """Read each request's body, with a deadline, before its handler runs: a client that
+    sends headers and then the body a byte a minute (or never) gets a 408 and the
+    connection is closed. Handlers' reads then return the buffered body."""
+
+    @web.middleware
+    async def read_body(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+        if request.body_exists:
+            if (request.content_length or 0) > MAX_BODY:
+                raise BadRequestError(f"body over {MAX_BODY} bytes", field="body")
+            try:
+                async with asyncio.timeout(timeout):
+                    await request.read()
+            except web.HTTPRequestEntityTooLarge:
+                raise BadRequestError(f"body over {MAX_BODY} bytes", field="body") from None
+            except TimeoutError:
+                resp = web.json_response(error_body(
+                    "request_timeout", f"the request body did not arrive within {timeout:g}s",
+                    "body"), status=408)
+                resp.force_close()
+                return resp
+        return await handler(request)
+
+    return read_body
+
+
 async def json_body(request: web.Request) -> dict[str, Any]:
     if request.content_length is not None and request.content_length > MAX_BODY:
         raise BadRequestError(f"body over {MAX_BODY} bytes", field="body")
@@ -144,7 +192,8 @@ async def json_body(request: web.Request) -> dict[str, Any]:
     return data
 
 
-def make_app(services: Services, extra_routes: Sequence[RouteAdder] = ()) -> web.Application:
+def make_app(services: Services, extra_routes: Sequence[RouteAdder] = (), *,
+             body_timeout: float = BODY_TIMEOUT) -> web.Application:
     """The application; `extra_routes` lets each service module (memory, summaries, ...)
     add its own routes, keeping this table and handlers.py small."""
     from memoryd.server import handlers, sessions_api
@@ -152,7 +201,7 @@ def make_app(services: Services, extra_routes: Sequence[RouteAdder] = ()) -> web
     app = web.Application(
         middlewares=[services.metrics.middleware(), host_middleware,
                      token_middleware(services.token), services.limiter.middleware(),
-                     error_middleware],
+                     error_middleware, body_deadline(body_timeout)],
         client_max_size=MAX_BODY)
     app[SERVICES] = services
     app.router.add_get("/v1/health", handlers.health)

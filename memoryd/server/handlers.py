@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 from aiohttp import web
 
 from memoryd import search as search_service
 from memoryd.api import BackupRequest, IngestRequest, SearchRequest
-from memoryd.errors import BadRequestError, ConflictError, NotFoundError
+from memoryd.errors import NotFoundError
 from memoryd.metrics import CONTENT_TYPE as METRICS_TYPE
 from memoryd.server.app import SERVICES, json_body
+from memoryd.server.backup_dest import create_backup_file
 from memoryd.server.openapi import document
 
 HEARTBEAT_S = 15.0
@@ -43,15 +43,15 @@ async def ingest(request: web.Request) -> web.Response:
 
 
 async def backup(request: web.Request) -> web.Response:
+    """A 0600 copy in a folder of the user's own: the rule is in server/backup_dest.py."""
     req = BackupRequest.model_validate(await json_body(request))
-    dest = Path(req.path)
-    if not dest.is_absolute() or "\x00" in req.path:
-        raise BadRequestError("path must be an absolute path", field="path")
-    if await asyncio.to_thread(dest.exists):
-        raise ConflictError(f"{dest} exists; refusing to overwrite it", field="path")
-    if not await asyncio.to_thread(dest.parent.is_dir):
-        raise BadRequestError(f"no such folder: {dest.parent}", field="path")
-    size = await request.app[SERVICES].store.backup(dest)
+    services = request.app[SERVICES]
+    dest = await asyncio.to_thread(create_backup_file, req.path, services.backup_roots)
+    try:
+        size = await services.store.backup(dest)
+    except BaseException:
+        await asyncio.to_thread(dest.unlink, missing_ok=True)
+        raise
     return web.json_response({"path": str(dest), "bytes": size})
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import sqlite3
+from datetime import datetime
 from typing import Any
 
 from aiohttp import web
@@ -16,9 +18,11 @@ from memoryd.api import (
     SessionsPage,
     SessionsQuery,
 )
-from memoryd.errors import ConflictError, NotFoundError
+from memoryd.errors import BadRequestError, ConflictError, NotFoundError
 from memoryd.server.app import SERVICES
 from memoryd.store import sessions as sql
+
+MAX_INT = (1 << 63) - 1  # SQLite's INTEGER
 
 
 def resolve(conn: sqlite3.Connection, session_id: str, agent: str | None) -> sqlite3.Row:
@@ -47,15 +51,36 @@ def resolve(conn: sqlite3.Connection, session_id: str, agent: str | None) -> sql
     return rows[0]
 
 
+def parse_cursor(cursor: str) -> tuple[float, int]:
+    """A `next_cursor` this API returned: "<last_ts>:<pk>"."""
+    ts, _, pk = cursor.partition(":")
+    try:
+        after = (float(ts), int(pk))
+    except ValueError:
+        after = None
+    if after is None or not math.isfinite(after[0]) or not 0 <= after[1] <= MAX_INT:
+        raise BadRequestError(f"cursor: {cursor!r} is not a next_cursor this API returned",
+                              field="cursor")
+    return after
+
+
+def epoch(value: datetime | None, field: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        return value.timestamp()
+    except (OverflowError, ValueError, OSError):
+        raise BadRequestError(f"{field}: {value.isoformat()} is out of range",
+                              field=field) from None
+
+
 async def list_sessions(request: web.Request) -> web.Response:
     q = SessionsQuery.model_validate(dict(request.query))
-    after = None
-    if q.cursor:
-        ts, _, pk = q.cursor.partition(":")
-        after = (float(ts), int(pk))
+    after = parse_cursor(q.cursor) if q.cursor else None
+    since, until = epoch(q.since, "since"), epoch(q.until, "until")
     rows = await request.app[SERVICES].store.read(lambda c: sql.page_sessions(
-        c, agent=q.agent, project=q.project, since=q.since and q.since.timestamp(),
-        until=q.until and q.until.timestamp(), limit=q.limit, after=after))
+        c, agent=q.agent, project=q.project, since=since, until=until, limit=q.limit,
+        after=after))
     nxt = None
     if len(rows) == q.limit:
         last = rows[-1]

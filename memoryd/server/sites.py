@@ -3,17 +3,86 @@ and loopback TCP."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import ipaddress
+import logging
 import os
 import socket
 import stat
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
 
 from memoryd.errors import AlreadyRunningError, ConfigError
 from memoryd.paths import check_socket_path
+
+log = logging.getLogger(__name__)
+
+# Slowloris: a connection must finish its first request's line and headers within
+# HEADER_TIMEOUT; an idle keep-alive connection, or one half-way through sending its next
+# request's headers, is closed after IDLE_TIMEOUT (aiohttp's keepalive_timeout, which
+# closes a connection whose handler still waits for a complete request); a request body
+# must arrive within app.BODY_TIMEOUT.
+HEADER_TIMEOUT = 10.0
+IDLE_TIMEOUT = 30.0
+
+
+class GuardedRunner(web.AppRunner):
+    """An AppRunner whose connections get a deadline for their first request's headers
+    (aiohttp itself has none: a client that sends half a request line and stops holds the
+    connection forever)."""
+
+    def __init__(self, app: web.Application, *, header_timeout: float = HEADER_TIMEOUT,
+                 idle_timeout: float = IDLE_TIMEOUT, **kwargs: Any) -> None:
+        # lingering_time: how long a closing connection may still send an unread body
+        # (aiohttp's default, 10 s, would let a slow body hold it that much longer)
+        kwargs.setdefault("lingering_time", 1.0)
+        super().__init__(app, handle_signals=False, keepalive_timeout=idle_timeout, **kwargs)
+        self.header_timeout = header_timeout
+        self.timed_out = 0  # connections closed for sending their headers too slowly
+
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        self._guard(server)
+        return server
+
+    def _guard(self, server: web.Server) -> None:
+        """Arm a timer when a connection opens; the first parsed request (aiohttp calls
+        the request factory once the headers are complete) or the connection's end
+        disarms it; if it fires, the connection is closed."""
+        loop = asyncio.get_running_loop()
+        timers: dict[RequestHandler, asyncio.TimerHandle] = {}
+        made, lost, factory = server.connection_made, server.connection_lost, \
+            server.request_factory
+
+        def expire(handler: RequestHandler) -> None:
+            timers.pop(handler, None)
+            self.timed_out += 1
+            log.debug("closing a connection that sent no complete request within %.0fs",
+                      self.header_timeout)
+            handler.force_close()
+
+        def connection_made(handler: RequestHandler, transport: asyncio.Transport) -> None:
+            made(handler, transport)
+            timers[handler] = loop.call_later(self.header_timeout, expire, handler)
+
+        def connection_lost(handler: RequestHandler, exc: BaseException | None = None) -> None:
+            if (t := timers.pop(handler, None)) is not None:
+                t.cancel()
+            lost(handler, exc)
+
+        def request_factory(message: Any, payload: Any, protocol: RequestHandler,
+                            *args: Any) -> web.BaseRequest:
+            if (t := timers.pop(protocol, None)) is not None:
+                t.cancel()
+            return factory(message, payload, protocol, *args)
+
+        server.connection_made = connection_made  # type: ignore[method-assign]
+        server.connection_lost = connection_lost  # type: ignore[method-assign]
+        server.request_factory = request_factory
 
 
 def probe_socket(path: Path) -> None:

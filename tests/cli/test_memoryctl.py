@@ -6,6 +6,7 @@ import asyncio
 import json
 import re
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -78,7 +79,7 @@ async def test_run_ingest_backup(live, sock, capsys, tmp_path):
     assert code == 0 and out.strip() == "1 files read, 1 new units"
     code, _, err = await ctl(capsys, sock, "ingest", str(tmp_path / "missing"))
     assert code == 2 and "no such file" in err
-    dest = tmp_path / "backup.db"
+    dest = Path.home() / "backup.db"  # backups go under the user's home (or data dir)
     code, out, _ = await ctl(capsys, sock, "backup", str(dest))
     assert code == 0 and "wrote" in out
     n = sqlite3.connect(dest).execute("SELECT count(*) FROM units").fetchone()[0]

@@ -42,7 +42,7 @@ async def test_issue_8_job_done_reaches_event_subscribers(memoryd_home, sock, sr
                 async with http.post(f"http://localhost/v1/sessions/{sid}/summarize") as r:
                     assert r.status == 202, await r.text()
                 ev = await read_events(events, "job_done")
-    assert ev["kind"] == "summarize" and ev["state"] == "done"
+    assert ev["job"] == "summarize" and ev["state"] == "done"  # as job_started names it
     assert ev["target"]
     assert not [r for r in caplog.records if "multiple values" in r.getMessage()
                 or (r.exc_info and "multiple values" in str(r.exc_info[1]))]

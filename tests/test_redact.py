@@ -123,3 +123,30 @@ def test_a_name_as_a_value_does_not_hide_the_next_assignment():
     r = PackageRedactor()
     assert r.clean("aws-secret-access-key: aws_secret_access_key = wJalrXUtnFEMI/K7MDENG") \
         == "aws-secret-access-key: aws_secret_access_key = [REDACTED]"
+
+
+
+async def test_a_title_with_a_secret_is_stored_redacted_in_the_session_and_the_cursor(
+        memoryd_home, sock, tmp_path):
+    """The file cursor's saved state carried the adapter's raw title into the DB."""
+    from tests.helpers import AsyncClient, running_daemon, wait_for, write_jsonl
+
+    secret = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
+    src = tmp_path / "src"
+    write_jsonl(src / "chat.jsonl", [
+        {"title": f"deploy with token {secret}"},
+        {"role": "user", "content": "hello there, how is the deploy going?"}])
+    async with running_daemon(memoryd_home, [("generic", src)], sock) as d:
+        c = AsyncClient(sock)
+        await wait_for(lambda: c.status(), timeout=10)
+        await wait_for(lambda: _caught_up(c))
+        sessions = (await c.sessions())["sessions"]
+        assert sessions and secret not in sessions[0]["title"]
+        db = d.paths.db
+    for f in db.parent.glob(db.name + "*"):
+        assert secret.encode() not in f.read_bytes(), f.name
+
+
+async def _caught_up(c) -> bool:
+    s = await c.status()
+    return s["caught_up"] and s["units"] >= 1

@@ -370,6 +370,8 @@ class Ingestor:
     def _commit(self, conn: sqlite3.Connection, adapter: Adapter, batch: Batch) -> dict[int, int]:
         c = batch.cursor
         c.bad_lines += len(batch.bad)
+        if c.state.get("title"):  # the cursor's state is stored too: no secret in it
+            c.state["title"] = self.redactor.clean(c.state["title"])
         replaced = claim_session(conn, adapter.agent, c.path, c.root, c.state)
         file_id = save_cursor(conn, c)
         state = c.state
@@ -378,7 +380,7 @@ class Ingestor:
             batch.items = [(dataclasses.replace(r, session_id=default_sid)
                             if r.session_id == replaced else r, rid, off)
                            for r, rid, off in batch.items]
-        title = self.redactor.clean(state.get("title"))
+        title = state.get("title")
         projects: dict[str, str | None] = {}
         for rec, _, _ in batch.items:
             sid = rec.session_id or default_sid

@@ -88,3 +88,22 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]], mode: str = "a") -> None
     with open(path, mode, encoding="utf-8") as f:
         for r in rows:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
+async def ctl(capsys: Any, sock: Path, *args: str, stdin: str | None = None,
+              monkeypatch: Any = None) -> tuple[int, str, str]:
+    """memoryctl in-process against the daemon at `sock`: (exit code, stdout, stderr)."""
+    import io
+
+    from memoryd.cli.memoryctl import main
+
+    if stdin is not None:
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+    code = await asyncio.to_thread(main, ["--socket", str(sock), *args])
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+async def caught_up(c: AsyncClient) -> dict[str, Any] | None:
+    st = await c.status()
+    return st if st["caught_up"] else None

@@ -3,24 +3,14 @@ end through a real daemon watching real files."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 
-from memoryd.cli.memoryctl import main
-from tests.helpers import AsyncClient, running_daemon, wait_for, write_jsonl
+from tests.helpers import (AsyncClient, caught_up, ctl, running_daemon, wait_for,
+                           write_jsonl)
 
 
-async def ctl(capsys, sock, *args):
-    code = await asyncio.to_thread(main, ["--socket", str(sock), *args])
-    cap = capsys.readouterr()
-    return code, cap.out, cap.err
-
-
-async def _caught_up(c):
-    st = await c.status()
-    return st if st["caught_up"] else None
 
 
 @pytest.fixture
@@ -42,7 +32,7 @@ async def live(memoryd_home, sock, tmp_path):
          "timestamp": "2026-01-03T09:00:05Z"}])
     async with running_daemon(memoryd_home, [("generic", src)], sock) as d:
         c = AsyncClient(sock)
-        await wait_for(lambda: _caught_up(c))
+        await wait_for(lambda: caught_up(c))
         yield d, src, c
 
 
@@ -97,7 +87,7 @@ async def test_issue_10_exclude_path_with_purge_and_its_future_files(live, sock,
     write_jsonl(src / "work" / "s4.jsonl", [{"role": "user", "content": "Initech in work",
                                              "id": "d1"}])
     await wait_for(lambda: _found(c, "Initech"))
-    await wait_for(lambda: _caught_up(c))
+    await wait_for(lambda: caught_up(c))
     r = await c.search(query="Initech")
     assert [x["session_id"] for x in r["results"]] == ["work/s4"]
     code, out, _ = await ctl(capsys, sock, "exclude", "--list")
@@ -117,7 +107,7 @@ async def test_issue_10_exclude_project_survives_a_restart(memoryd_home, sock, t
         {"cwd": "/home/u/work"}, {"role": "user", "content": "Initech in work", "id": "a1"}])
     async with running_daemon(memoryd_home, [("generic", src)], sock):
         c = AsyncClient(sock)
-        await wait_for(lambda: _caught_up(c))
+        await wait_for(lambda: caught_up(c))
         code, out, _ = await ctl(capsys, sock, "--json", "exclude", "/home/u/secret",
                                  "--project")
         data = json.loads(out)
@@ -128,7 +118,7 @@ async def test_issue_10_exclude_project_survives_a_restart(memoryd_home, sock, t
         {"cwd": "/home/u/secret"}, {"role": "user", "content": "Initech later", "id": "z"}])
     async with running_daemon(memoryd_home, [("generic", src)], sock):
         c = AsyncClient(sock)
-        await wait_for(lambda: _caught_up(c))
+        await wait_for(lambda: caught_up(c))
         r = await c.search(query="Initech later", mode="and")
         assert r["total"] == 0  # the excluded project's new file was not read
         code, _, err = await ctl(capsys, sock, "exclude", "relative/x", "--project")

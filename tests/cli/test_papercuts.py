@@ -3,7 +3,6 @@ real command line."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import socket
@@ -16,18 +15,10 @@ from memoryd.cli.memoryctl import main
 from memoryd.config import load_settings
 from memoryd.daemon import Daemon
 from memoryd.paths import resolve_paths
-from tests.helpers import AsyncClient, running_daemon, wait_for, write_jsonl
+from tests.helpers import (AsyncClient, caught_up, ctl, running_daemon, wait_for,
+                           write_jsonl)
 
 
-async def ctl(capsys, sock, *args):
-    code = await asyncio.to_thread(main, ["--socket", str(sock), *args])
-    cap = capsys.readouterr()
-    return code, cap.out, cap.err
-
-
-async def _caught_up(c):
-    st = await c.status()
-    return st if st["caught_up"] else None
 
 
 @pytest.fixture
@@ -39,7 +30,7 @@ async def live(memoryd_home, sock, tmp_path):
     write_jsonl(src / "4c9e0000-aaaa.jsonl", [
         {"role": "user", "content": "another session", "id": "b1"}])
     async with running_daemon(memoryd_home, [("generic", src)], sock) as d:
-        await wait_for(lambda: _caught_up(AsyncClient(sock)))
+        await wait_for(lambda: caught_up(AsyncClient(sock)))
         yield d, src
 
 
@@ -92,7 +83,7 @@ async def test_issue_10_search_count_says_why_fewer_are_shown(memoryd_home, sock
         write_jsonl(src / f"s{i}.jsonl", [
             {"role": "user", "content": "how do I flush the varnish cache", "id": f"q{i}"}])
     async with running_daemon(memoryd_home, [("generic", src)], sock):
-        await wait_for(lambda: _caught_up(AsyncClient(sock)))
+        await wait_for(lambda: caught_up(AsyncClient(sock)))
         code, out, _ = await ctl(capsys, sock, "search", "varnish", "-n", "2")
         first = out.splitlines()[0]
         assert code == 0 and first.startswith("3 matches, showing ")

@@ -4,30 +4,17 @@ through a real daemon."""
 
 from __future__ import annotations
 
-import asyncio
-import io
 import json
 import time
 
 import pytest
 
-from memoryd.cli.memoryctl import main
 from memoryd.served_log import ServedLog
 from memoryd.store import Store
-from tests.helpers import AsyncClient, running_daemon, wait_for, write_jsonl
+from tests.helpers import (AsyncClient, caught_up, ctl, running_daemon, wait_for,
+                           write_jsonl)
 
 
-async def ctl(capsys, sock, *args, stdin: str | None = None, monkeypatch=None):
-    if stdin is not None:
-        monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
-    code = await asyncio.to_thread(main, ["--socket", str(sock), *args])
-    cap = capsys.readouterr()
-    return code, cap.out, cap.err
-
-
-async def _caught_up(c):
-    st = await c.status()
-    return st if st["caught_up"] else None
 
 
 @pytest.fixture
@@ -37,7 +24,7 @@ async def live(memoryd_home, sock, tmp_path):
         {"role": "user", "content": "please refactor the billing module", "id": "a1"},
         {"role": "assistant", "content": "refactored billing into three files", "id": "a2"}])
     async with running_daemon(memoryd_home, [("generic", src)], sock) as d:
-        await wait_for(lambda: _caught_up(AsyncClient(sock)))
+        await wait_for(lambda: caught_up(AsyncClient(sock)))
         yield d, src
 
 

@@ -58,3 +58,29 @@ def litellm_imported():
     from memoryd.llm import _import_litellm
 
     _import_litellm()
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """One real PostgreSQL server for the test session (tests/pg_server.py). Skipped with a
+    reason only when no server binary exists and CI is unset; in CI it must run."""
+    from tests.pg_server import PgServer, find_bindir
+
+    bindir = find_bindir()
+    if bindir is None or not (bindir / "initdb").exists():
+        if os.environ.get("CI"):
+            pytest.fail("CI: PostgreSQL's initdb was not found (apt-get install postgresql)")
+        pytest.skip("no PostgreSQL server binary (initdb); apt-get install postgresql")
+    server = PgServer(bindir)
+    server.init()
+    server.start()
+    yield server
+    server.destroy()
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """A fresh, empty database on the session's server; its URL carries the password."""
+    name = pg_server.create_database()
+    yield pg_server.url(name)
+    pg_server.drop_database(name)

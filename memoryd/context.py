@@ -324,7 +324,7 @@ def _session(conn: sqlite3.Connection, session_id: str | None,
     if agent:
         sql += " AND agent = ?"
         args.append(agent)
-    row = conn.execute(sql + " ORDER BY last_ts DESC LIMIT 1", args).fetchone()
+    row = conn.execute(sql + " ORDER BY last_ts DESC NULLS LAST LIMIT 1", args).fetchone()
     return dict(row) if row else None
 
 

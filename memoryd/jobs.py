@@ -239,7 +239,7 @@ class JobQueue:
         with contextlib.suppress(Exception):
             async with asyncio.timeout(1.0):
                 await self.store.write(lambda c: c.execute(
-                    "UPDATE jobs SET state = 'pending', attempts = max(0, attempts - 1), "
+                    "UPDATE jobs SET state = 'pending', attempts = greatest(0, attempts - 1), "
                     "next_run_at = ?, updated_at = ? WHERE id = ? AND state = 'running'",
                     (now, now, job.id)))
 

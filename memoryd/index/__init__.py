@@ -42,9 +42,11 @@ META = "memoryd-index.json"
 
 
 class SearchIndex:
-    def __init__(self, root: Path, db_path: Path) -> None:
+    def __init__(self, root: Path, db_path: Path, connect: Any = None) -> None:
         self.root = root
         self.db_path = db_path
+        # a read connection of the index's own (the store's engine gives one)
+        self.connect = connect or (lambda: _connect_ro(db_path))
         self.schema = build_schema()
         self.analyzer = build_analyzer()
         self.state = "rebuilding"
@@ -259,7 +261,7 @@ class SearchIndex:
         return int(s.fast_field_values("unit_id", [res.hits[0][1]])[0])
 
     def _db_max_unit_id(self) -> int:
-        conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True)
+        conn = self.connect()
         try:
             return int(conn.execute("SELECT coalesce(max(id), 0) FROM units").fetchone()[0])
         finally:
@@ -276,6 +278,14 @@ class SearchIndex:
         tmp = self.root / (META + ".tmp")
         tmp.write_text(json.dumps({"schema": SCHEMA_VERSION, "complete": complete}))
         os.replace(tmp, self.root / META)
+
+
+def _connect_ro(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None,
+                           check_same_thread=False)
+    conn.execute("PRAGMA busy_timeout=10000")
+    conn.row_factory = sqlite3.Row
+    return conn
 
 
 def session_pks(conn: sqlite3.Connection, f: Filters) -> list[int]:

@@ -69,7 +69,7 @@ class Indexer:
     def _main(self) -> None:
         with contextlib.suppress(OSError, AttributeError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
-        conn = _connect(self.ix.db_path)
+        conn = self.ix.connect()
         try:
             while not self._stop:
                 self._wake.clear()
@@ -100,9 +100,9 @@ class Indexer:
             changed = sorted({r[1] for r in pending if r[1] <= upto})
             rows = conn.execute(_ROWS + "WHERE u.id > ? ORDER BY u.id LIMIT ?",
                                 (upto, BATCH)).fetchall()
-            again = [] if not changed else conn.execute(
-                _ROWS + "WHERE u.id IN (SELECT value FROM json_each(?))",
-                (_json(changed),)).fetchall()
+            again = [row for i in range(0, len(changed), 500) for row in conn.execute(
+                _ROWS + "WHERE u.id IN (" + ",".join("?" * len(changed[i:i + 500])) + ")",
+                changed[i:i + 500]).fetchall()]
         finally:
             conn.rollback()
         if not pending and not rows:
@@ -121,17 +121,3 @@ class Indexer:
             self.ix.pending_done = pending[-1][0]
             self._clear_pending(pending[-1][0])
         return True
-
-
-def _connect(path: object) -> sqlite3.Connection:
-    """A read-only connection of the writer thread's own (not `memoryd.store.db`: the
-    store imports this package)."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None,
-                           check_same_thread=False)
-    conn.execute("PRAGMA busy_timeout=10000")
-    conn.row_factory = sqlite3.Row
-    return conn
-
-
-def _json(ids: list[int]) -> str:
-    return "[" + ",".join(str(i) for i in ids) + "]"

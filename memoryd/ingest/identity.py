@@ -34,7 +34,7 @@ def claim_session(conn: sqlite3.Connection, agent: str, path: str, root: str,
     sid = str(state.get("session_id"))
     taken = conn.execute(
         "SELECT 1 FROM files WHERE agent = ? AND path != ? "
-        "AND json_extract(state, '$.session_id') = ? LIMIT 1", (agent, path, sid)).fetchone()
+        "AND state ->> 'session_id' = ? LIMIT 1", (agent, path, sid)).fetchone()
     state[_CHECKED] = True
     if taken:
         state["session_id"] = f"{sid}@{root_tag(root)}"

@@ -1,11 +1,13 @@
-"""The store: one SQLite file (the truth), a writer thread and a few reader threads, and
-the tantivy search index that follows it (`store.index`, `memoryd.index`).
+"""The store: the truth (one SQLite file, or a namespace in a shared PostgreSQL database,
+`memoryd.store.pg`), a writer thread and a few reader threads, and the tantivy search
+index that follows it (`store.index`, `memoryd.index`).
 
 `await store.write(fn)` / `await store.read(fn)` run `fn(conn)` in one transaction on
 the owning thread. Reads go to the least busy reader, so queries never queue in front
 of the writer and one slow query does not hold up the others. The SQL itself lives in
 plain sync functions (`store/units.py`, `store/sessions.py`, `store/files.py`) that take
-`conn` first. Every committed write wakes the index writer, which indexes what changed
+`conn` first; both engines run them (standard SQL; `PgConn` translates the placeholders).
+Every committed write wakes the index writer, which indexes what changed
 (`memoryd.index.indexer`).
 """
 
@@ -15,12 +17,13 @@ import asyncio
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from memoryd.errors import StoreError
 from memoryd.index import SearchIndex
-from memoryd.store.db import DBThread, connect
+from memoryd.store.db import DBThread, SqliteRunner, connect
 from memoryd.store.migrations import migrate
+from memoryd.store.target import StoreTarget
 
 T = TypeVar("T")
 
@@ -31,21 +34,34 @@ READERS = 2
 
 class Store:
     def __init__(self, path: Path, writer: DBThread, readers: list[DBThread],
-                 index: SearchIndex) -> None:
+                 index: SearchIndex, target: StoreTarget | None = None,
+                 pools: Any = None) -> None:
         self.path = path
+        self.target = target or StoreTarget()
         self._writer = writer
         self._readers = tuple(readers)
         self._reader = readers[0]
+        self._pools = pools
         self.index = index
 
-    @classmethod
-    async def open(cls, path: Path, index_dir: Path | None = None) -> Store:
-        return await asyncio.to_thread(cls.open_sync, path, index_dir)
+    @property
+    def kind(self) -> str:
+        """'sqlite' or 'postgresql'."""
+        return self.target.kind
 
     @classmethod
-    def open_sync(cls, path: Path, index_dir: Path | None = None) -> Store:
+    async def open(cls, path: Path, index_dir: Path | None = None,
+                   target: StoreTarget | None = None) -> Store:
+        return await asyncio.to_thread(cls.open_sync, path, index_dir, target)
+
+    @classmethod
+    def open_sync(cls, path: Path, index_dir: Path | None = None,
+                  target: StoreTarget | None = None) -> Store:
         """Open (and migrate) the database at `path` and its search index (by default
-        the `index` directory beside it)."""
+        the `index` directory beside it). With a PostgreSQL `target`, the truth is that
+        database's namespace instead and `path` only places the local index."""
+        if target is not None and target.kind == "postgresql":
+            return cls._open_pg(path, index_dir, target)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = connect(path)
@@ -53,11 +69,12 @@ class Store:
                 migrate(conn)
             finally:
                 conn.close()
-            writer = DBThread(path, write=True, name="memoryd-db-writer")
+            writer = DBThread(lambda: SqliteRunner(path, True), name="memoryd-db-writer")
             writer.start()
             readers = []
             for i in range(READERS):
-                reader = DBThread(path, write=False, name=f"memoryd-db-reader-{i}")
+                reader = DBThread(lambda: SqliteRunner(path, False),
+                                  name=f"memoryd-db-reader-{i}")
                 reader.start()
                 readers.append(reader)
         except sqlite3.Error as e:
@@ -71,7 +88,46 @@ class Store:
                 reader.stop()
             writer.stop()
             raise StoreError(f"cannot open the search index {index.root}: {e}") from e
-        return cls(path, writer, readers, index)
+        return cls(path, writer, readers, index, target)
+
+    @classmethod
+    def _open_pg(cls, path: Path, index_dir: Path | None, target: StoreTarget) -> Store:
+        from memoryd.store import pg, pg_migrations
+
+        conn = pg.connect(target, autocommit=True, configure=False)
+        try:
+            pg_migrations.migrate(conn.raw, target.schema)
+        except Exception as e:
+            if isinstance(e, StoreError):
+                raise
+            raise StoreError(f"cannot migrate the store at {target.masked()}: "
+                             f"{target.scrub(str(e))}") from None
+        finally:
+            conn.close()
+        pools = pg.PgPools(target, READERS)
+        threads: list[DBThread] = []
+        try:
+            writer = DBThread(lambda: pools.runner(True), name="memoryd-db-writer")
+            writer.start()
+            threads.append(writer)
+            readers = []
+            for i in range(READERS):
+                reader = DBThread(lambda: pools.runner(False), name=f"memoryd-db-reader-{i}")
+                reader.start()
+                threads.append(reader)
+                readers.append(reader)
+            index = SearchIndex(index_dir or path.parent / "index", path,
+                                connect=lambda: pg.connect(target, autocommit=True))
+            index.open(lambda upto: writer.call(lambda c: c.execute(
+                "DELETE FROM index_pending WHERE id <= ?", (upto,))))
+        except BaseException as e:
+            for t in threads:
+                t.stop()
+            pools.close()
+            if isinstance(e, OSError | ValueError):
+                raise StoreError(f"cannot open the search index: {e}") from e
+            raise
+        return cls(path, writer, readers, index, target, pools)
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         try:
@@ -105,6 +161,9 @@ class Store:
     async def backup(self, dest: Path) -> int:
         """A consistent copy of the database (`VACUUM INTO`, on its own connection: it
         cannot run inside a transaction). Returns the copy's size in bytes."""
+        if self.kind != "sqlite":
+            raise StoreError("a PostgreSQL store is backed up with the database's own "
+                             "tools (pg_dump --schema " + self.target.schema + ")")
 
         def run() -> int:
             conn = connect(self.path)
@@ -127,3 +186,5 @@ class Store:
         for reader in self._readers:
             reader.stop()
         self._writer.stop()
+        if self._pools is not None:
+            self._pools.close()

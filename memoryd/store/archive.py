@@ -27,7 +27,7 @@ def sessions_to_archive(conn: sqlite3.Connection, before: float,
 
 
 def session_units(conn: sqlite3.Connection, pk: int) -> list[dict[str, Any]]:
-    cols = ", ".join(ARCHIVE_FIELDS)
+    cols = ", ".join(f'"{f}"' for f in ARCHIVE_FIELDS)  # "offset" is a keyword
     return [dict(r) for r in conn.execute(
         f"SELECT {cols} FROM units WHERE session_pk = ? ORDER BY seq", (pk,))]
 
@@ -38,7 +38,7 @@ def mark_archived(conn: sqlite3.Connection, pk: int, month: str) -> int:
     n = delete_session_units(conn, pk)
     conn.execute("INSERT INTO archived_sessions (session_pk, month, units, archived_at) "
                  "VALUES (?, ?, ?, ?) ON CONFLICT (session_pk) DO UPDATE SET "
-                 "units = units + excluded.units, archived_at = excluded.archived_at",
+                 "units = archived_sessions.units + excluded.units, archived_at = excluded.archived_at",
                  (pk, month, n, time.time()))
     conn.execute("UPDATE sessions SET state = 'archived' WHERE id = ?", (pk,))
     return n
@@ -66,7 +66,7 @@ def restore_units(conn: sqlite3.Connection, pk: int, rows: Sequence[dict[str, An
     """Insert archived units back with their original seq (a unit already there is left
     alone: restoring twice does nothing)."""
     n = 0
-    cols = ", ".join(ARCHIVE_FIELDS)
+    cols = ", ".join(f'"{f}"' for f in ARCHIVE_FIELDS)
     marks = ", ".join("?" * (len(ARCHIVE_FIELDS) + 1))
     for r in rows:
         cur = conn.execute(

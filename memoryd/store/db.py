@@ -1,9 +1,10 @@
-"""SQLite connections, each owned by one thread.
+"""The store's threads, each running the functions submitted to it one at a time.
 
-The event loop never touches SQLite. A `DBThread` owns one connection and runs the
-functions submitted to it, one at a time, each in its own transaction (`BEGIN
-IMMEDIATE` for the writer, a deferred read transaction for the reader, so a read sees
-one consistent snapshot). WAL lets the reader run while the writer commits.
+The event loop never touches the database. A `DBThread` runs each function in its own
+transaction through a runner: `SqliteRunner` owns one SQLite connection (`BEGIN
+IMMEDIATE` for the writer, a deferred read transaction for a reader, so a read sees one
+consistent snapshot; WAL lets readers run while the writer commits); for PostgreSQL,
+`memoryd.store.pg.PgRunner` takes a pooled connection per call.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -36,13 +37,54 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     conn.execute("PRAGMA busy_timeout=10000")
     conn.execute("PRAGMA cache_size=-65536")  # 64 MiB
     conn.row_factory = sqlite3.Row
+    # the scalar forms PostgreSQL has (SQLite's two-argument min/max are not standard);
+    # NULLs are ignored, as PostgreSQL does
+    conn.create_function("greatest", -1, _greatest, deterministic=True)
+    conn.create_function("least", -1, _least, deterministic=True)
     return conn
 
 
+def _greatest(*args: Any) -> Any:
+    vals = [a for a in args if a is not None]
+    return max(vals) if vals else None
+
+
+def _least(*args: Any) -> Any:
+    vals = [a for a in args if a is not None]
+    return min(vals) if vals else None
+
+
+class Runner(Protocol):
+    def run(self, fn: Callable[[Any], T]) -> T: ...
+
+    def close(self) -> None: ...
+
+
+class SqliteRunner:
+    """One SQLite connection; each call one transaction."""
+
+    def __init__(self, path: Path, write: bool) -> None:
+        self.write = write
+        self.conn = connect(path, readonly=not write)
+
+    def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE" if self.write else "BEGIN")
+        try:
+            result = fn(conn)
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
+        return result
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 class DBThread:
-    def __init__(self, path: Path, *, write: bool, name: str) -> None:
-        self._path = path
-        self._write = write
+    def __init__(self, opener: Callable[[], Runner], *, name: str) -> None:
+        self._opener = opener
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._ready = threading.Event()
         self._error: BaseException | None = None
@@ -95,7 +137,7 @@ class DBThread:
 
     def _main(self) -> None:
         try:
-            conn = connect(self._path, readonly=not self._write)
+            runner = self._opener()
         except BaseException as e:
             self._error = e
             self._ready.set()
@@ -109,13 +151,7 @@ class DBThread:
                 fn, fut, loop = item
                 self.busy_since = time.monotonic()
                 try:
-                    conn.execute("BEGIN IMMEDIATE" if self._write else "BEGIN")
-                    try:
-                        result = fn(conn)
-                    except BaseException:
-                        conn.rollback()
-                        raise
-                    conn.commit()
+                    result = runner.run(fn)
                 except BaseException as e:  # delivered to the awaiting coroutine
                     if fut is not None:
                         loop.call_soon_threadsafe(_settle, fut, None, e)
@@ -125,7 +161,7 @@ class DBThread:
                 finally:
                     self.busy_since = None
         finally:
-            conn.close()
+            runner.close()
 
 
 def _settle(fut: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

@@ -27,7 +27,7 @@ class Cursor:
     last_error: str | None = None
 
 
-_COLS = ("path, root, agent, offset, size, inode, mtime_ns, head_hash, tail_hash, line_no, "
+_COLS = ('path, root, agent, "offset", size, inode, mtime_ns, head_hash, tail_hash, line_no, "
          "bad_lines, state, last_error")
 
 
@@ -52,7 +52,7 @@ def save_cursor(conn: sqlite3.Connection, c: Cursor) -> int:
         )
         c.id = cur.fetchone()[0]
     conn.execute(
-        "UPDATE files SET path=?, root=?, agent=?, offset=?, size=?, inode=?, mtime_ns=?, "
+        'UPDATE files SET path=?, root=?, agent=?, "offset"=?, size=?, inode=?, mtime_ns=?, "
         "head_hash=?, tail_hash=?, line_no=?, bad_lines=?, state=?, last_error=?, gone=0, "
         "updated_at=? "
         "WHERE id=?",
@@ -67,7 +67,7 @@ def mark_gone(conn: sqlite3.Connection, path: str) -> None:
 
 
 def live_cursors(conn: sqlite3.Connection) -> list[Cursor]:
-    rows = conn.execute(f"SELECT id, {_COLS} FROM files WHERE NOT gone").fetchall()
+    rows = conn.execute(f"SELECT id, {_COLS} FROM files WHERE gone = 0").fetchall()
     out = []
     for row in rows:
         d = dict(row)
@@ -78,15 +78,15 @@ def live_cursors(conn: sqlite3.Connection) -> list[Cursor]:
 
 def files_with_bad_lines(conn: sqlite3.Connection, limit: int = 20) -> list[dict[str, Any]]:
     """The files with the most skipped lines: (path, bad_lines), for status."""
-    rows = conn.execute("SELECT path, bad_lines FROM files WHERE bad_lines > 0 AND NOT gone "
+    rows = conn.execute("SELECT path, bad_lines FROM files WHERE bad_lines > 0 AND gone = 0 "
                         "ORDER BY bad_lines DESC, path LIMIT ?", (limit,)).fetchall()
     return [{"path": r[0], "bad_lines": r[1]} for r in rows]
 
 
 def file_stats(conn: sqlite3.Connection) -> dict[str, int]:
     row = conn.execute(
-        "SELECT count(*) FILTER (WHERE agent IS NOT NULL AND NOT gone),"
-        " count(*) FILTER (WHERE agent IS NULL AND NOT gone),"
+        "SELECT count(*) FILTER (WHERE agent IS NOT NULL AND gone = 0),"
+        " count(*) FILTER (WHERE agent IS NULL AND gone = 0),"
         " coalesce(sum(bad_lines), 0) FROM files"
     ).fetchone()
     return {"files": row[0], "ignored_files": row[1], "bad_lines": row[2]}

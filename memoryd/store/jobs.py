@@ -62,8 +62,8 @@ def enqueue_job(conn: sqlite3.Connection, kind: str, target: str, *, params: Par
     if old is not None:
         merged = merge(old.params, params) if merge else {**old.params, **params}
         conn.execute(
-            "UPDATE jobs SET params = ?, next_run_at = min(next_run_at, ?), "
-            "priority = max(priority, ?), reason = coalesce(?, reason), updated_at = ? "
+            "UPDATE jobs SET params = ?, next_run_at = least(next_run_at, ?), "
+            "priority = greatest(priority, ?), reason = coalesce(?, reason), updated_at = ? "
             "WHERE id = ?",
             (json.dumps(merged), run_at, priority, reason, now, old.id))
         return old.id, False
@@ -105,7 +105,7 @@ def retry_job(conn: sqlite3.Connection, job_id: int, error: str, run_at: float,
     assert row is not None
     twin = _fold(conn, row, now, merge)
     if twin is not None:
-        conn.execute("UPDATE jobs SET next_run_at = max(next_run_at, ?), last_error = ? "
+        conn.execute("UPDATE jobs SET next_run_at = greatest(next_run_at, ?), last_error = ? "
                      "WHERE id = ?", (run_at, error, twin))
         return twin
     conn.execute(
@@ -121,7 +121,7 @@ def _fold(conn: sqlite3.Connection, job: JobRow, now: float, merge: Merge | None
     if twin is None:
         return None
     merged = merge(job.params, twin.params) if merge else {**job.params, **twin.params}
-    conn.execute("UPDATE jobs SET params = ?, priority = max(priority, ?), updated_at = ? "
+    conn.execute("UPDATE jobs SET params = ?, priority = greatest(priority, ?), updated_at = ? "
                  "WHERE id = ?", (json.dumps(merged), job.priority, now, twin.id))
     conn.execute("UPDATE jobs SET state = 'done', finished_at = ?, updated_at = ?, result = ? "
                  "WHERE id = ?", (now, now, json.dumps({"merged_into": twin.id}), job.id))

@@ -59,8 +59,9 @@ def record_item(conn: sqlite3.Connection, *, key: str, item: str, source: str,
         "first_seen, last_confirmed, made_by, prompt_version, created_at, updated_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (item_key) DO UPDATE SET "
         "state = 'active', superseded_by = NULL, "
-        "importance = max(importance, excluded.importance), "
-        "last_confirmed = max(last_confirmed, excluded.last_confirmed), updated_at = ?",
+        "importance = greatest(memory_items.importance, excluded.importance), "
+        "last_confirmed = greatest(memory_items.last_confirmed, excluded.last_confirmed), "
+        "updated_at = ?",
         (key, item, source, scope, importance, json.dumps(reasons, ensure_ascii=False), day, day,
          made_by, prompt_version, now, now, now))
     return int(conn.execute("SELECT id FROM memory_items WHERE item_key = ?",
@@ -78,7 +79,7 @@ def link_session(conn: sqlite3.Connection, item_id: int, session_pk: int, unit_i
 
 def confirm_item(conn: sqlite3.Connection, key: str, day: str) -> None:
     conn.execute("UPDATE memory_items SET confirmations = confirmations + 1, "
-                 "last_confirmed = max(last_confirmed, ?), updated_at = ? WHERE item_key = ?",
+                 "last_confirmed = greatest(last_confirmed, ?), updated_at = ? WHERE item_key = ?",
                  (day, time.time(), key))
 
 

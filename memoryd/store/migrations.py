@@ -317,6 +317,13 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
         "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
     )
     done = {r[0] for r in conn.execute("SELECT name FROM _migrations")}
+    newer = sorted(done - {m.__name__ for m in MIGRATIONS})
+    if newer:
+        from memoryd.errors import StoreError
+
+        raise StoreError(f"the database was migrated by a newer memoryd (migrations "
+                         f"{', '.join(newer)} are unknown to this one): upgrade memoryd; "
+                         "it will not write to a newer schema")
     applied = []
     for m in MIGRATIONS:
         if m.__name__ in done:

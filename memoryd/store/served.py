@@ -12,10 +12,10 @@ def record_served(conn: sqlite3.Connection, *, ts: float, day: str, via: str,
                   items: list[dict[str, Any]], tokens: int, budget_tokens: int) -> int:
     cur = conn.execute(
         "INSERT INTO served_context (ts, day, via, agent, session_id, query, items, tokens, "
-        "budget_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "budget_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (ts, day, via, agent, session_id, query, json.dumps(items, ensure_ascii=False),
          tokens, budget_tokens))
-    return int(cur.lastrowid or 0)
+    return int(cur.fetchone()[0])
 
 
 def list_served(conn: sqlite3.Connection, *, session_id: str | None = None,

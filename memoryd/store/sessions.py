@@ -168,10 +168,11 @@ def forget_units(conn: sqlite3.Connection, unit_ids: list[int]) -> dict[int, int
         conn.execute(f"DELETE FROM units WHERE id IN ({marks})", chunk)
     for pk in per:
         conn.execute(
-            "UPDATE sessions SET units = (SELECT count(*) FROM units WHERE session_pk = ?1), "
-            "user_units = (SELECT count(*) FROM units WHERE session_pk = ?1 AND role = 'user' "
+            "UPDATE sessions SET units = (SELECT count(*) FROM units WHERE session_pk = :pk), "
+            "user_units = (SELECT count(*) FROM units WHERE session_pk = :pk AND role = 'user' "
             "AND kind = 'message'), summary = NULL, summary_upto = 0, summary_by = NULL, "
             "summary_prompt = NULL, summary_user_mark = 0, "
-            "summary_updated = NULL, updated_at = ?2 WHERE id = ?1", (pk, time.time()))
+            "summary_updated = NULL, updated_at = :now WHERE id = :pk",
+            {"pk": pk, "now": time.time()})
         conn.execute("DELETE FROM summaries WHERE session_pk = ?", (pk,))
     return per

@@ -65,7 +65,7 @@ def backlogs(conn: sqlite3.Connection, pks: list[int]) -> list[Backlog]:
         r = conn.execute(
             "SELECT count(*), coalesce(sum(CASE WHEN kind = 'message' AND role IN "
             "('user', 'assistant') THEN chars END), 0), "
-            "coalesce(sum(role = 'user' AND kind = 'message'), 0) "
+            "count(*) FILTER (WHERE role = 'user' AND kind = 'message') "
             "FROM units WHERE session_pk = ? AND seq > ?", (pk, s[0])).fetchone()
         out.append(Backlog(pk, s[0], r[0], r[1], r[2], s[1], s[2], s[3]))
     return out
@@ -123,7 +123,7 @@ def recent_units(conn: sqlite3.Connection, pk: int, after: int,
                          (pk, after)).fetchone()[0]
     rows = conn.execute(
         "SELECT * FROM (SELECT seq, role, kind, content, ts, tool_name, one_liner FROM units "
-        "WHERE session_pk = ? AND seq > ? ORDER BY seq DESC LIMIT ?) ORDER BY seq",
+        "WHERE session_pk = ? AND seq > ? ORDER BY seq DESC LIMIT ?) AS tail ORDER BY seq",
         (pk, after, limit))
     return total, [dict(r) for r in rows]
 
@@ -211,7 +211,7 @@ def save_one_liners(conn: sqlite3.Connection, items: list[tuple[int, str, str, s
 
 
 def set_one_liner_upto(conn: sqlite3.Connection, pk: int, seq: int) -> None:
-    conn.execute("UPDATE sessions SET one_liner_upto = max(one_liner_upto, ?) WHERE id = ?",
+    conn.execute("UPDATE sessions SET one_liner_upto = greatest(one_liner_upto, ?) WHERE id = ?",
                  (seq, pk))
 
 
@@ -232,7 +232,8 @@ def idle_sessions(conn: sqlite3.Connection, idle_before: float, min_messages: in
 
 def sessions_with_backlog(conn: sqlite3.Connection, min_messages: int) -> list[int]:
     return [r[0] for r in conn.execute(
-        "SELECT id FROM sessions WHERE next_seq - 1 - summary_upto >= ? ORDER BY last_ts DESC",
+        "SELECT id FROM sessions WHERE next_seq - 1 - summary_upto >= ? "
+        "ORDER BY last_ts DESC NULLS LAST",
         (min_messages,))]
 
 
@@ -276,7 +277,7 @@ def record_usage(conn: sqlite3.Connection, *, ts: float, day: str, model: str, p
 def usage_on(conn: sqlite3.Connection, day: str) -> dict[str, Any]:
     r = conn.execute(
         "SELECT count(*), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), "
-        "coalesce(sum(cost), 0), coalesce(sum(outcome NOT IN ('ok', 'malformed')), 0) "
+        "coalesce(sum(cost), 0), count(*) FILTER (WHERE outcome NOT IN ('ok', 'malformed')) "
         "FROM llm_usage WHERE day = ?", (day,)).fetchone()
     return {"calls": r[0], "input_tokens": r[1], "output_tokens": r[2], "cost": r[3],
             "errors": r[4], "tokens": r[1] + r[2]}

@@ -8,7 +8,6 @@ rewritten one through `index_pending`, in the same transaction.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -45,16 +44,16 @@ class SessionWriter:
         user_turn = int(rec.role == "user" and rec.kind == "message")
         cur = self.conn.execute(
             "INSERT INTO units (session_pk, record_id, seq, turn, role, kind, content, "
-            "tool_name, tool_args, related_id, ts, file_id, offset, parts, chars, tokens) "
+            'tool_name, tool_args, related_id, ts, file_id, "offset", parts, chars, tokens) '
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (session_pk, record_id) DO NOTHING",
+            "ON CONFLICT (session_pk, record_id) DO NOTHING RETURNING id",
             (self.pk, record_id, self.next_seq, self.turns + user_turn, rec.role, rec.kind,
              rec.content, rec.tool_name, rec.tool_args, rec.related_id, rec.ts, file_id,
              offset, rec.part_id, len(rec.content), estimate_tokens(rec.content)))
-        if cur.rowcount != 1:
+        row = cur.fetchone()
+        if row is None:
             return _merge(self.conn, self.pk, rec, record_id)
-        uid = cur.lastrowid
-        assert uid is not None
+        uid = int(row[0])
         self.next_seq += 1
         self.turns += user_turn
         self.units += 1
@@ -143,29 +142,42 @@ Exclusion = tuple[int, int]
 """(session_pk, from_seq): leave out that session's units with seq >= from_seq."""
 
 
-def _ids_json(ids: Iterable[int]) -> str:
-    return json.dumps(list(ids))
+CHUNK = 500  # ids per `IN (...)`: well under both engines' limit on parameters
+
+
+def _chunks(ids: Iterable[int]) -> list[list[int]]:
+    ids = list(ids)
+    return [ids[i:i + CHUNK] for i in range(0, len(ids), CHUNK)]
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
 
 
 def units_by_id(conn: sqlite3.Connection, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
     """Full search rows (content, session, file) of the given units."""
-    rows = conn.execute(
-        f"SELECT {SEARCH_COLUMNS} FROM units u JOIN sessions s ON s.id = u.session_pk "
-        "LEFT JOIN files f ON f.id = u.file_id "
-        "WHERE u.id IN (SELECT value FROM json_each(?))", (_ids_json(ids),)).fetchall()
-    return {r["unit_id"]: dict(r) for r in rows}
+    out: dict[int, dict[str, Any]] = {}
+    for chunk in _chunks(ids):
+        for r in conn.execute(
+                f"SELECT {SEARCH_COLUMNS} FROM units u JOIN sessions s ON s.id = u.session_pk "
+                f"LEFT JOIN files f ON f.id = u.file_id WHERE u.id IN ({_marks(len(chunk))})",
+                chunk).fetchall():
+            out[r["unit_id"]] = dict(r)
+    return out
 
 
 def candidate_rows(conn: sqlite3.Connection, ids: Iterable[int], head_chars: int = 400
                    ) -> dict[int, dict[str, Any]]:
     """What reranking needs of the given units: position in the session, role, kind,
     time, project, and the first `head_chars` characters (`head`, to spot duplicates)."""
-    rows = conn.execute(
-        f"SELECT {CANDIDATE_COLUMNS}, substr(u.content, 1, ?) AS head FROM units u "
-        "JOIN sessions s ON s.id = u.session_pk "
-        "WHERE u.id IN (SELECT value FROM json_each(?))", (head_chars, _ids_json(ids))
-    ).fetchall()
-    return {r["unit_id"]: dict(r) for r in rows}
+    out: dict[int, dict[str, Any]] = {}
+    for chunk in _chunks(ids):
+        for r in conn.execute(
+                f"SELECT {CANDIDATE_COLUMNS}, substr(u.content, 1, ?) AS head FROM units u "
+                f"JOIN sessions s ON s.id = u.session_pk WHERE u.id IN ({_marks(len(chunk))})",
+                (head_chars, *chunk)).fetchall():
+            out[r["unit_id"]] = dict(r)
+    return out
 
 
 def session_units_around(conn: sqlite3.Connection, spots: Iterable[tuple[int, int]],
@@ -174,12 +186,16 @@ def session_units_around(conn: sqlite3.Connection, spots: Iterable[tuple[int, in
     spans = [(pk, seq - radius, seq + radius) for pk, seq in spots]
     if not spans:
         return []
-    rows = conn.execute(
-        "SELECT u.id AS unit_id, u.session_pk, u.record_id, u.seq, u.turn, u.role, u.kind, "
-        "u.ts, u.content, u.one_liner, u.tool_name FROM json_each(?) j "
-        "JOIN units u ON u.session_pk = json_extract(j.value, '$[0]') "
-        "AND u.seq BETWEEN json_extract(j.value, '$[1]') AND json_extract(j.value, '$[2]') "
-        "ORDER BY u.session_pk, u.seq", (json.dumps(spans),)).fetchall()
+    rows = []
+    for i in range(0, len(spans), CHUNK // 3):
+        part = spans[i:i + CHUNK // 3]
+        rows += conn.execute(
+            "WITH spans (pk, lo, hi) AS (VALUES " + ", ".join(["(?, ?, ?)"] * len(part)) + ") "
+            "SELECT u.id AS unit_id, u.session_pk, u.record_id, u.seq, u.turn, u.role, "
+            "u.kind, u.ts, u.content, u.one_liner, u.tool_name FROM spans j "
+            "JOIN units u ON u.session_pk = j.pk AND u.seq BETWEEN j.lo AND j.hi "
+            "ORDER BY u.session_pk, u.seq", [v for span in part for v in span]).fetchall()
+    rows.sort(key=lambda r: (r["session_pk"], r["seq"]))
     seen: set[int] = set()
     out = []
     for r in rows:

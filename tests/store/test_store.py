@@ -4,37 +4,36 @@ import pytest
 
 from memoryd.index import Filters
 from memoryd.ingest.adapters.base import Record
-from memoryd.store import Store
 from memoryd.store.migrations import MIGRATIONS
 from memoryd.store.sessions import list_sessions, session_pk
 from memoryd.store.units import store_record
 
 
-@pytest.fixture
-async def store(tmp_path):
-    s = await Store.open(tmp_path / "memoryd.db")
-    yield s
-    await s.close()
+def tables(c, engine):
+    if engine == "sqlite":
+        return {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    return {r[0] for r in c.execute("SELECT table_name FROM information_schema.tables "
+                                    "WHERE table_schema = current_schema()")}
 
 
-async def test_migrate_blank_creates_schema_in_wal(store):
+async def test_migrate_blank_creates_schema(store, engine):
     def schema(c):
-        names = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        mode = c.execute("PRAGMA journal_mode").fetchone()[0]
+        mode = c.execute("PRAGMA journal_mode").fetchone()[0] if engine == "sqlite" else None
         done = [r[0] for r in c.execute("SELECT name FROM _migrations ORDER BY name")]
-        return names, mode, done
+        return tables(c, engine), mode, done
 
     names, mode, done = await store.read(schema)
     assert {"sessions", "units", "files", "index_pending", "_migrations"} <= names
     assert "units_fts" not in names  # search lives in the tantivy index
-    assert mode == "wal"
+    assert mode == ("wal" if engine == "sqlite" else None)
     assert done == [m.__name__ for m in MIGRATIONS]
+    assert store.kind == engine
 
 
-async def test_reopen_does_not_migrate_twice(tmp_path):
-    s = await Store.open(tmp_path / "m.db")
+async def test_reopen_does_not_migrate_twice(open_store):
+    s = await open_store("m")
     await s.close()
-    s = await Store.open(tmp_path / "m.db")
+    s = await open_store("m")
     n = await s.read(lambda c: c.execute("SELECT count(*) FROM _migrations").fetchone()[0])
     await s.close()
     assert n == len(MIGRATIONS)

@@ -8,14 +8,23 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_serializer,
+    field_validator,
+)
 
 from memoryd.errors import ConfigError
+from memoryd.store_target import StoreTarget, check_namespace, check_url, masked_url
 
 AgentName = Literal[
     "auto", "claude-code", "codex", "gemini-cli", "pi", "openclaw", "nanobot", "generic"
@@ -148,6 +157,40 @@ class RetentionSettings(_Section):
         return _check_cron(v)
 
 
+class StoreSettings(_Section):
+    """Where the truth lives (DESIGN §11): '' or 'sqlite' is the embedded SQLite file; a
+    postgresql:// URL shares one memory among a fleet of daemons, a schema per namespace.
+    The URL is only ever shown masked (`config show` too)."""
+
+    url: str = ""
+    machine: str = Field(default_factory=socket.gethostname, min_length=1, max_length=200)
+    namespace: str = "default"
+    password_file: Path | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        return check_url(v)
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, v: str) -> str:
+        return check_namespace(v)
+
+    @field_validator("password_file")
+    @classmethod
+    def _expand(cls, v: Path | None) -> Path | None:
+        return v.expanduser() if v is not None else None
+
+    @field_serializer("url")
+    def _masked(self, v: str) -> str:
+        return masked_url(v) if v else v
+
+    def target(self) -> StoreTarget:
+        return StoreTarget(url=self.url, namespace=self.namespace, machine=self.machine,
+                           password_file=self.password_file)
+
+
 class LogSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     file: bool = False
@@ -166,6 +209,7 @@ class Settings(_Section):
     summary: SummarySettings = SummarySettings()
     consolidate: ConsolidateSettings = ConsolidateSettings()
     retention: RetentionSettings = RetentionSettings()
+    store: StoreSettings = StoreSettings()
     log: LogSettings = LogSettings()
 
 
@@ -277,5 +321,7 @@ def settings_summary(s: Settings) -> str:
         f"sources=[{sources}] default_sources={s.watch.default_sources} "
         f"tcp={f'{s.server.tcp_host}:{s.server.tcp_port}' if s.server.tcp_enabled else 'off'} "
         f"llm_model={s.llm.summary_model or s.llm.model or 'none (extractive)'} "
-        f"log_level={s.log.level}"
+        f"log_level={s.log.level} store={s.store.target().masked()}"
+        + (f" namespace={s.store.namespace} machine={s.store.machine}"
+           if s.store.target().kind == "postgresql" else "")
     )

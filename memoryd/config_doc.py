@@ -63,6 +63,11 @@ DESCRIPTIONS: dict[str, str] = {
     "retention.cron": "when retention runs (cron, local time)",
     "retention.daily_keep_days": "older daily notes are folded into HISTORY.md and removed",
     "retention.units_keep_days": "sessions idle longer move their units to archive/ (0: keep)",
+    "store.url": "'' or sqlite: the embedded store; postgresql://user@host/db: a shared one",
+    "store.machine": "this machine's name in a shared store (default: the host name)",
+    "store.namespace": "which memory in a shared store (one PostgreSQL schema each)",
+    "store.password_file": "file holding the database password (or the URL, PGPASSWORD, "
+                           "~/.pgpass)",
     "log.level": "DEBUG, INFO, WARNING or ERROR",
     "log.file": "also log to a rotating file in the log dir",
 }

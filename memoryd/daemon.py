@@ -119,9 +119,12 @@ class Daemon:
         try:
             self.paths.ensure()
             self._lock()
-            self.store = await Store.open(self.paths.db)
+            target = s.store.target()
+            self.store = await Store.open(self.paths.db, target=target)
             self._stack.push_async_callback(self.store.close)
-            log.info("store open at %s", self.paths.db)
+            log.info("store open at %s", self.paths.db if target.kind == "sqlite" else
+                     f"{target.masked()} (namespace {target.namespace}, machine "
+                     f"{target.machine})")
 
             redactor = Redactor(s.privacy.redact_patterns, s.privacy.private_tags)
             self.ingestor = Ingestor(self.store, redactor, max_line_bytes=s.watch.max_line_bytes)
@@ -155,7 +158,8 @@ class Daemon:
             self._spawn(self._backfill(), "backfill")
             self._spawn(self.watcher.run(self._stop_requested), "watcher")
             self._spawn(self._reconcile_loop(), "reconcile")
-            self._spawn(watch_identity(self.paths.db, self._db_gone), "db-guard")
+            if target.kind == "sqlite":
+                self._spawn(watch_identity(self.paths.db, self._db_gone), "db-guard")
             await self.summaries.start()  # triggers last: the exit stack stops them first
             self._stack.push_async_callback(self.summaries.stop)
             self._schedule()
@@ -409,6 +413,9 @@ class Daemon:
             "socket": str(self.socket_path),
             "tcp_port": self.tcp_port,
             "sources": [x.as_dict() for x in self._sources],
+            "store": {"kind": self.store.kind, "url": self.store.target.masked(),
+                      "namespace": self.store.target.namespace,
+                      "machine": self.store.target.machine},
             **c,
             "unread_bytes": unread,
             "queue_depth": depth,

@@ -31,6 +31,9 @@ def parser() -> argparse.ArgumentParser:
     tcp = p.add_mutually_exclusive_group()
     tcp.add_argument("--port", type=int, help="TCP port on 127.0.0.1 (0: any free port)")
     tcp.add_argument("--no-tcp", action="store_true", help="serve only the Unix socket")
+    p.add_argument("--store", metavar="URL",
+                   help="the store: 'sqlite' (default) or postgresql://user@host/db, "
+                        "shared by a fleet of daemons ([store] url)")
     p.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    type=str.upper)
     p.add_argument("--version", action="version", version=f"memoryd {__version__}")
@@ -53,6 +56,8 @@ def overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         out.setdefault("server", {})["tcp_enabled"] = False
     if args.log_level:
         out.setdefault("log", {})["level"] = args.log_level
+    if args.store is not None:
+        out.setdefault("store", {})["url"] = args.store
     return out
 
 

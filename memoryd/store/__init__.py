@@ -23,7 +23,7 @@ from memoryd.errors import StoreError
 from memoryd.index import SearchIndex
 from memoryd.store.db import DBThread, SqliteRunner, connect
 from memoryd.store.migrations import migrate
-from memoryd.store.target import StoreTarget
+from memoryd.store_target import StoreTarget
 
 T = TypeVar("T")
 

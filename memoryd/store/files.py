@@ -27,7 +27,7 @@ class Cursor:
     last_error: str | None = None
 
 
-_COLS = ('path, root, agent, "offset", size, inode, mtime_ns, head_hash, tail_hash, line_no, "
+_COLS = ('path, root, agent, "offset", size, inode, mtime_ns, head_hash, tail_hash, line_no, '
          "bad_lines, state, last_error")
 
 
@@ -52,7 +52,7 @@ def save_cursor(conn: sqlite3.Connection, c: Cursor) -> int:
         )
         c.id = cur.fetchone()[0]
     conn.execute(
-        'UPDATE files SET path=?, root=?, agent=?, "offset"=?, size=?, inode=?, mtime_ns=?, "
+        'UPDATE files SET path=?, root=?, agent=?, "offset"=?, size=?, inode=?, mtime_ns=?, '
         "head_hash=?, tail_hash=?, line_no=?, bad_lines=?, state=?, last_error=?, gone=0, "
         "updated_at=? "
         "WHERE id=?",

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from memoryd.errors import StoreError
-from memoryd.store.target import StoreTarget
+from memoryd.store_target import StoreTarget
 
 T = TypeVar("T")
 INSTALL_HINT = ("the PostgreSQL store needs the psycopg driver: install memoryd[postgres] "

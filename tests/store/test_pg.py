@@ -1,0 +1,169 @@
+"""The PostgreSQL engine's own parts: placeholders, the masked URL and scrubbed errors,
+where the password may come from, the missing driver, namespaces as schemas, concurrent
+and newer-version migrations."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+
+import psycopg
+import pytest
+
+from memoryd.errors import StoreError
+from memoryd.store import Store
+from memoryd.store.migrations import MIGRATIONS
+from memoryd.store.pg import Row, translate
+from memoryd.store.sessions import count_sessions, session_pk
+from memoryd.store_target import StoreTarget, masked_url
+
+
+def test_translate_placeholders_and_leaves_literals_alone():
+    assert translate("SELECT ? , ? WHERE a = :now") == "SELECT %s , %s WHERE a = %(now)s"
+    assert translate("SELECT '?:x%' || \"q?\" FROM t WHERE x LIKE ? ESCAPE '\\'") == \
+        "SELECT '?:x%%' || \"q?\" FROM t WHERE x LIKE %s ESCAPE '\\'"
+    assert translate("SELECT 'it''s ?', 5 % 2 -- a ? comment\n, ?") == \
+        "SELECT 'it''s ?', 5 %% 2 -- a ? comment\n, %s"
+    assert translate("SELECT x::text") == "SELECT x::text"
+    with pytest.raises(ValueError, match=":name"):
+        translate("SELECT ?1")
+
+
+def test_row_reads_like_sqlite_row():
+    r = Row((1, "a"), {"id": 0, "name": 1})
+    assert r[0] == 1 and r["name"] == "a" and dict(r) == {"id": 1, "name": "a"}
+    pk, name = r
+    assert (pk, name) == (1, "a")
+
+
+def test_masked_url_hides_every_password():
+    url = "postgresql://ann:s%40cret@db.example:5432/mem?sslmode=require&password=other"
+    m = masked_url(url)
+    assert "cret" not in m and "other" not in m
+    assert m.startswith("postgresql://ann:***@db.example:5432/mem?sslmode=require")
+    assert masked_url("postgresql://ann@db/mem") == "postgresql://ann@db/mem"
+    assert masked_url("") == "sqlite"
+    t = StoreTarget(url=url)
+    scrubbed = t.scrub(f"failed for {url}: password s@cret and s%40cret rejected")
+    assert "cret" not in scrubbed and "other" not in scrubbed
+
+
+async def test_missing_driver_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if not installed
+    monkeypatch.setitem(sys.modules, "psycopg_pool", None)
+    with pytest.raises(StoreError, match=r"memoryd\[postgres\]"):
+        await Store.open(tmp_path / "memoryd.db",
+                         target=StoreTarget(url="postgresql://u:pw@127.0.0.1:1/x"))
+
+
+async def test_wrong_password_error_shows_no_password(tmp_path, pg_server, pg_url):
+    secret = "Wr0ng-pa55word-xyz"
+    url = pg_url.replace(pg_server.password, secret)
+    with pytest.raises(StoreError) as e:
+        await Store.open(tmp_path / "memoryd.db", target=StoreTarget(url=url))
+    msg = str(e.value)
+    assert "password authentication failed" in msg and "***" in msg
+    assert secret not in msg and pg_server.password not in msg
+
+
+def _without_password(url: str, password: str) -> str:
+    from urllib.parse import quote
+
+    return url.replace(":" + quote(password, safe="") + "@", "@")
+
+
+async def test_password_from_file_pgpassword_or_pgpass(tmp_path, pg_server, pg_url,
+                                                       monkeypatch, memoryd_home):
+    bare = _without_password(pg_url, pg_server.password)
+    assert pg_server.password not in bare
+    pw = tmp_path / "pw"
+    pw.write_text(pg_server.password + "\n")
+    s = await Store.open(tmp_path / "a" / "memoryd.db",
+                         target=StoreTarget(url=bare, password_file=pw))
+    assert await s.read(count_sessions) == 0
+    await s.close()
+    monkeypatch.setenv("PGPASSWORD", pg_server.password)
+    s = await Store.open(tmp_path / "b" / "memoryd.db", target=StoreTarget(url=bare))
+    await s.close()
+    monkeypatch.delenv("PGPASSWORD")
+    pgpass = memoryd_home / "userhome" / ".pgpass"
+    pgpass.write_text(f"127.0.0.1:{pg_server.port}:*:*:{pg_server.password}\n")
+    pgpass.chmod(0o600)
+    monkeypatch.setenv("PGPASSFILE", str(pgpass))  # libpq's own default is ~/.pgpass
+    s = await Store.open(tmp_path / "c" / "memoryd.db", target=StoreTarget(url=bare))
+    await s.close()
+
+
+async def test_namespaces_are_separate_schemas(tmp_path, pg_url):
+    a = await Store.open(tmp_path / "a" / "memoryd.db",
+                         target=StoreTarget(url=pg_url, namespace="team_a"))
+    b = await Store.open(tmp_path / "b" / "memoryd.db",
+                         target=StoreTarget(url=pg_url, namespace="team_b"))
+    try:
+        await a.write(lambda c: session_pk(c, "codex", "only-in-a"))
+        assert await a.read(count_sessions) == 1
+        assert await b.read(count_sessions) == 0
+    finally:
+        await a.close()
+        await b.close()
+    with psycopg.connect(pg_url) as conn:
+        schemas = {r[0] for r in conn.execute("SELECT nspname FROM pg_namespace")}
+    assert {"memoryd_team_a", "memoryd_team_b"} <= schemas
+
+
+async def test_newer_schema_is_refused(open_store, engine):
+    s = await open_store()
+    await s.write(lambda c: c.execute(
+        "INSERT INTO _migrations (name, applied_at) VALUES ('m999_from_a_newer_memoryd', 0)"))
+    await s.close()
+    with pytest.raises(StoreError, match="newer memoryd.*m999_from_a_newer_memoryd"):
+        await open_store()
+
+
+def test_two_daemons_migrate_a_fresh_namespace_at_once(tmp_path, pg_url):
+    target = StoreTarget(url=pg_url, namespace="race")
+    errors: list[BaseException] = []
+    stores: list[Store] = []
+
+    def open_one(i: int) -> None:
+        try:
+            stores.append(Store.open_sync(tmp_path / f"d{i}" / "memoryd.db", target=target))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=open_one, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert errors == []
+        names = stores[0].read_sync(lambda c: [r[0] for r in c.execute(
+            "SELECT name FROM _migrations ORDER BY name")])
+        assert names == sorted(m.__name__ for m in MIGRATIONS)
+    finally:
+        for s in stores:
+            s.close_sync()
+
+
+async def test_pg_reads_see_one_snapshot_and_writes_are_one_transaction(tmp_path, pg_url):
+    s = await Store.open(tmp_path / "memoryd.db", target=StoreTarget(url=pg_url))
+    try:
+        started, go = asyncio.Event(), threading.Event()
+        loop = asyncio.get_running_loop()
+
+        def read_twice(c):
+            first = count_sessions(c)
+            loop.call_soon_threadsafe(started.set)
+            go.wait(30)
+            return first, count_sessions(c)
+
+        reading = asyncio.ensure_future(s.read(read_twice))
+        await started.wait()
+        await s.write(lambda c: session_pk(c, "codex", "new"))
+        go.set()
+        assert await reading == (0, 0)  # one snapshot per read, as in SQLite
+        assert await s.read(count_sessions) == 1
+    finally:
+        await s.close()

@@ -1,0 +1,60 @@
+"""`[store]`: where it is read from, how it is checked, and that the URL is only ever
+shown masked."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from memoryd.cli.memoryd import overrides, parser
+from memoryd.config import load_settings
+from memoryd.config_doc import as_toml
+from memoryd.errors import ConfigError
+
+URL = "postgresql://ann:t0p-s3cret@db.example:5432/mem?sslmode=verify-full"
+
+
+def test_store_defaults_to_the_embedded_sqlite_store():
+    s = load_settings(None, {})
+    assert s.store.url == "" and s.store.target().kind == "sqlite"
+    assert s.store.namespace == "default" and s.store.machine == socket.gethostname()
+
+
+def test_store_from_file_env_and_flag(tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[store]\nurl = "sqlite"\nnamespace = "team_a"\nmachine = "laptop"\n'
+                   'password_file = "~/pw"\n')
+    s = load_settings(cfg, {})
+    assert s.store.target().kind == "sqlite" and s.store.namespace == "team_a"
+    assert s.store.password_file is not None and "~" not in str(s.store.password_file)
+    s = load_settings(cfg, {"MEMORYD_STORE__URL": URL, "MEMORYD_STORE__MACHINE": "ci-7"})
+    t = s.store.target()
+    assert t.kind == "postgresql" and t.machine == "ci-7" and t.schema == "memoryd_team_a"
+    assert t.url == URL  # the real URL reaches the driver, sslmode and all
+    args = parser().parse_args(["--store", "postgresql://bob@other/db"])
+    s = load_settings(cfg, {"MEMORYD_STORE__URL": URL}, overrides(args))
+    assert s.store.url == "postgresql://bob@other/db"
+
+
+@pytest.mark.parametrize("ns", ["Team", "a-b", "1abc", "", "x" * 41, "a;drop"])
+def test_a_bad_namespace_is_a_config_error(ns):
+    with pytest.raises(ConfigError, match="store.namespace: .*not a namespace name"):
+        load_settings(None, {"MEMORYD_STORE__NAMESPACE": ns})
+
+
+def test_a_bad_url_is_a_config_error_that_does_not_quote_it():
+    with pytest.raises(ConfigError, match="store.url") as e:
+        load_settings(None, {"MEMORYD_STORE__URL": "mysql://ann:t0p-s3cret@db/x"})
+    assert "t0p-s3cret" not in str(e.value)
+
+
+def test_config_show_and_the_log_line_mask_the_password():
+    from memoryd.config import settings_summary
+
+    s = load_settings(None, {"MEMORYD_STORE__URL": URL})
+    shown = as_toml(s.model_dump(mode="json")) + json.dumps(s.model_dump(mode="json"))
+    shown += settings_summary(s)
+    assert "t0p-s3cret" not in shown
+    assert "postgresql://ann:***@db.example:5432/mem?sslmode=verify-full" in shown

@@ -160,7 +160,7 @@ def _configure(conn: Any, schema: str) -> None:
     conn.adapters.register_loader("jsonb", TextLoader)
     conn.adapters.register_loader("json", TextLoader)
     ident = psycopg.sql.Identifier(schema)
-    conn.execute(psycopg.sql.SQL("SET search_path TO {}, public").format(ident))
+    conn.execute(psycopg.sql.SQL("SET search_path TO {}").format(ident))
 
 
 def conninfo(target: StoreTarget) -> tuple[str, dict[str, Any]]:

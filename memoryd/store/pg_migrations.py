@@ -252,7 +252,12 @@ def migrate(conn: Any, schema: str, known: list[str] | None = None) -> list[str]
                               (schema,)).fetchone()
         if not exists:
             conn.execute(sql.SQL("CREATE SCHEMA {}").format(ident))
-        conn.execute(sql.SQL("SET search_path TO {}, public").format(ident))
+        if not conn.execute("SELECT has_schema_privilege(%s, 'USAGE')",
+                            (schema,)).fetchone()[0]:
+            raise StoreError(f"permission denied for schema {schema}: this database role "
+                             "may not use that namespace (docs/fleet.md, Isolation)")
+        # only the namespace's schema: a table missing there must not be found elsewhere
+        conn.execute(sql.SQL("SET search_path TO {}").format(ident))
         conn.execute("CREATE TABLE IF NOT EXISTS _migrations "
                      "(name text PRIMARY KEY, applied_at double precision NOT NULL)")
         done = [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY name")]

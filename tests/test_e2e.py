@@ -134,7 +134,7 @@ def test_already_running_exits_3(tmp_path):
         try:
             wait(lambda: MemorydClient(sock).health())
             q = start(tmp_path / "home", src, sock)
-            assert q.wait(timeout=20) == 3
+            assert q.wait(timeout=20 * SLOWDOWN) == 3
             assert "another memoryd" in (tmp_path / "home.log").read_text()
         finally:
             p.send_signal(signal.SIGTERM)

@@ -10,6 +10,9 @@ Then two figures, each against a raw baseline measured in the same run:
   units straight from SQLite;
 - MEMORY.md size after a 90-day simulation (the set's sessions replayed with shifted
   dates, plus synthetic sessions with new preferences every few days and chatter).
+And a held-out probe generated here: rules the user states in two sessions without
+marker words (English and Chinese), noise said twice, rules said once; how many of each
+reach MEMORY.md (the first should, the others should not).
 
     .venv/bin/python bench/admission.py [--set dev] [--tz Asia/Shanghai] [--skip-sim]
 """
@@ -210,6 +213,110 @@ async def ninety_days(tmp: Path, tz: str, which: str) -> list[str]:
             f" ({ms(t)} for 91 runs)"]
 
 
+# -- repeated corrections (held out: generated here, never the dev set) ---------------------
+
+# (phrasing in one session, phrasing in a later one, words that name the rule); no marker
+# words ("remember", "always", "again", "以后", "又"...): only the repetition marks them
+RULES = [
+    ("Use {a} here, not {b}.", "{a} please, not {b}.", "{a}|{b}"),
+    ("Tabs in the {f}, not spaces.", "The {f} needs tabs, not spaces.", "{f}"),
+    ("Dates in the {t} as {fmt}, no other format.", "{t}: {fmt} dates only.", "{fmt}"),
+    ("格式化用 {a}，不用 {b}。", "代码格式化用 {a} 就行，不是 {b}。", "{a}|{b}"),
+    ("接口字段名用 {case}，不是 {other}。", "字段名是 {case}，不要 {other}。", "{case}|{other}"),
+    ("Put new helpers in {d}, not in the root.", "Helpers go in {d}, not the repo root.",
+     "{d}"),
+]
+NOISE = [  # said in two sessions too, but not rules
+    ("What is the capital of {country}?", "What is the capital of {country}?", "{country}"),
+    ("The {t} look off today, can you check?", "The {t} look off today, can you check?",
+     "{t}|look off"),
+    ("Let's keep the {t} as they are for now.", "Let's keep the {t} as they are for now.",
+     "{t}|as they are"),
+    ("Not sure yet whether {a} or {b} is better.", "Not sure yet whether {a} or {b} is better.",
+     "{a}|{b}"),
+    ("No, not that {f}, the other one.", "No, not that {f}, the other one.", "{f}|other one"),
+    ("{svc} 接口今天又超时了，你看看。", "{svc} 接口今天超时了，你看看。", "{svc}|超时"),
+]
+# every probe gets its own names, so a probe is found by them alone
+SLOTS = {
+    "tool": ["pnpm", "npm", "uv", "pip", "ruff", "flake8", "podman", "docker", "httpx",
+             "requests", "vitest", "jest", "bun", "node", "black", "yapf", "poetry", "pipenv",
+             "mypy", "pyright", "eslint", "biome", "prettier", "dprint", "maven", "gradle"],
+    "f": ["Makefile", "justfile", "Go files", "Taskfile", "Dockerfile", "Procfile"],
+    "fmt": ["ISO 8601", "RFC 3339", "YYYY-MM-DD", "Unix seconds"],
+    "case": ["snake_case", "camelCase", "kebab-case", "PascalCase"],
+    "d": ["src/lib", "pkg/util", "app/helpers", "internal/tools"],
+    "country": ["Peru", "Chile", "Kenya", "Laos"],
+    "t": list(THINGS),
+    "svc": ["行情", "订单", "支付", "账户"],
+}
+
+
+class Names:
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.left = {k: rng.sample(v, len(v)) for k, v in SLOTS.items()}
+
+    def fill(self, tpl: tuple[str, str, str]) -> tuple[str, str, str]:
+        text = "".join(tpl)
+        kw = {k: v.pop() for k, v in self.left.items() if "{" + k + "}" in text}
+        for k in ("a", "b"):
+            if "{" + k + "}" in text:
+                kw[k] = self.left["tool"].pop()
+        if "{other}" in text:
+            kw["other"] = self.rng.choice([c for c in SLOTS["case"] if c != kw["case"]])
+        return tuple(x.format(**kw) for x in tpl)  # type: ignore[return-value]
+
+
+async def repeated_corrections(tmp: Path, tz: str) -> list[list[str]]:
+    """Rules said in two sessions a few days apart without marker words, noise said twice
+    the same way, and rules said once: how many of each reach MEMORY.md."""
+    rng = random.Random(23)
+    names = Names(rng)
+    src = tmp / "r-src"
+    start = dt.date(2026, 4, 6)
+    sessions: dict[tuple[int, int], list[tuple[str, str]]] = {}
+    probes = []
+    for kind, tpls, twice in (("rule", RULES, True), ("noise", NOISE, True),
+                              ("once", RULES, False)):
+        for n, tpl in enumerate(tpls * 2):
+            first, second, key = names.fill(tpl)
+            d1 = rng.randrange(0, 10)
+            sessions.setdefault((d1, rng.randrange(3)), []).append(("user", first))
+            if twice:
+                d2 = d1 + rng.randrange(1, 8)
+                sessions.setdefault((d2, rng.randrange(3)), []).append(("user", second))
+            probes.append((kind, key, first))
+    out = []
+    for (d, k), said in sorted(sessions.items()):
+        day = start + dt.timedelta(days=d)
+        turns: list[tuple[str, str]] = [("user", f"Morning. Working on the {rng.choice(THINGS)}.")]
+        for role, text in said:
+            turns += [("assistant", "Sure, on it."), (role, text)]
+        turns += [("assistant", "Done."), ("user", "thanks!")]
+        base = dt.datetime.combine(day, dt.time(3 + k), tzinfo=dt.UTC)
+        sid = f"rc-{day.isoformat()}-{k}"
+        out.append((f"r/{sid}.jsonl", [
+            {"role": r, "content": t, "id": f"{sid}-{i:03d}",
+             "timestamp": (base + dt.timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ")}
+            for i, (r, t) in enumerate(turns)]))
+    write_sessions(src, out)
+    home = tmp / "r-home"
+    days = sorted({(start + dt.timedelta(days=d)).isoformat() for d, _ in sessions})
+    await run_daemon(home, src, "UTC", days)
+    mem = resolve_paths(home).memory_dir / "MEMORY.md"
+    lines = mem.read_text(encoding="utf-8").splitlines() if mem.exists() else []
+    rows = []
+    for kind, label in (("rule", "rules said in 2 sessions, no marker word"),
+                        ("noise", "noise said in 2 sessions"), ("once", "rules said once")):
+        ps = [p for p in probes if p[0] == kind]
+        hit = sum(any(ln[:4].isdigit() and all(k.casefold() in ln.casefold()
+                                               for k in p[1].split("|")) for ln in lines)
+                  for p in ps)
+        rows.append([label, f"{hit}/{len(ps)}", f"{hit / len(ps):.2f}"])
+    return rows
+
+
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--set", default="dev")
@@ -235,6 +342,9 @@ async def main() -> int:
         print()
         print(table(rows, ["goal (extractive)", "value", "target", ""]))
         print(f"\nconsolidated {len(reports)} days in {ms(took)}")
+        print()
+        print(table(await repeated_corrections(tmp, args.tz),
+                    ["repeated corrections (held out)", "in MEMORY.md", "share"]))
         if not args.skip_sim:
             print()
             print(table([await thousand_sessions(tmp, args.tz),

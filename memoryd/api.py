@@ -122,6 +122,8 @@ class Forgotten(BaseModel):
     session_id: str
     units_deleted: int
     archived_units_deleted: int = 0
+    memory_items_removed: list[str] = []  # MEMORY.md items only forgotten sessions stood behind
+    daily_lines_removed: list[str] = []  # and daily-note lines
 
 
 class IngestRequest(_Request):

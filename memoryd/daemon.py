@@ -266,8 +266,7 @@ class Daemon:
         """After `sessions forget`: its archived units and memory provenance go too."""
         assert self.consolidator is not None and self.retention is not None
         archived = await self.retention.forget(agent, session_id)
-        await self.consolidator.on_forget()
-        return {"archived_units_deleted": archived}
+        return {"archived_units_deleted": archived, **await self.consolidator.on_forget()}
 
     async def _to_memory(self, session_id: str, agent: str | None) -> dict[str, Any]:
         assert self.consolidator is not None

@@ -71,12 +71,24 @@ def render_run(d: dict[str, Any]) -> str | None:
     return None
 
 
-def _memory_lines(m: dict[str, Any]) -> list[str]:
+def _memory_lines(m: dict[str, Any], every_drop: bool = False) -> list[str]:
+    """The admission report; `every_drop`: list each sentence left out (one session's),
+    else only count those below the threshold (a whole day's)."""
+    dropped = m.get("dropped", [])
     lines = [f"MEMORY.md: +{len(m['added'])} added, {len(m['confirmed'])} confirmed, "
-             f"{len(m['superseded'])} superseded, {len(m['demoted'])} demoted"]
+             f"{len(m['superseded'])} superseded, {len(m['demoted'])} demoted, "
+             f"{len(dropped)} dropped"]
     for kind in ("added", "confirmed", "superseded", "demoted"):
         for a in m[kind]:
             lines.append(f"  {kind}: {a['item']}  ({a['why']})")
+    below = 0
+    for d in dropped:
+        if d["reason"] == "below threshold" and not every_drop:
+            below += 1
+            continue
+        lines.append(f"  dropped ({d['reason']}): {d['item']}  ({d['why']})")
+    if below:
+        lines.append(f"  dropped (below threshold): {below} sentences")
     return lines
 
 
@@ -150,7 +162,7 @@ def cmd_summarize(args: argparse.Namespace, c: MemorydClient) -> Any:
         lines = [f"{d['agent']} {d['session_id']}: summary by {d['made_by']}",
                  d.get("summary") or "(no summary)"]
         if d.get("to_memory") is not None:
-            lines += _memory_lines(d["to_memory"])
+            lines += _memory_lines(d["to_memory"], every_drop=True)
         return "\n".join(lines)
 
     return data, render

@@ -42,6 +42,8 @@ class Candidate:
     change: bool = False
     made_by: str = "extractive"
     prompt_version: str = "admission-1"
+    # other sessions that said the same (consolidate.recurrence): (session pk, unit ids)
+    evidence: list[tuple[int, list[int]]] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -103,13 +105,14 @@ def plan(doc: Document, cands: Sequence[Candidate], day: dt.date, *,
         scored = [(similarity(fc, features(it)), overlap(fc, features(it)), e, it)
                   for e, it in all_items() if _same_scope(c, e)]
         best = max(scored, key=lambda x: (x[0], x[1]), default=None)
-        if best is not None and best[0] >= similar:
+        if best is not None and best[0] >= similar and not _other_fact(c.text, best[3]):
             p.confirmed.append((c, item_key(best[3])))
             p.actions.append(Action("confirmed", c.text, f"similar ({best[0]:.2f}) to line "
                                     f"{best[2].line}", best[2].line, best[3]))
             continue
         if c.change:
-            target = _supersede_target(c, scored, provenance)
+            made = {**provenance, **{a.key: {} for a in p.added}}  # this run's are ours too
+            target = _supersede_target(c, scored, made)
             if target is not None:
                 e, it = target
                 items[e.line].remove(it)
@@ -168,9 +171,17 @@ def _restatement(c: Candidate, fc: set[str], scored: list[tuple[float, float, En
         shared = dc & di
         if not c.repeat and _specific(dc - di) and _specific(di - dc):
             continue  # other numbers, versions or paths: another fact, not a restatement
+        if not c.repeat and dc and di and not shared:
+            continue  # names only other things: another fact
         if ov >= RESTATE_OVERLAP or len(shared) >= 2 or (c.repeat and (ov >= 0.3 or shared)):
             return e, it
     return None
+
+
+def _other_fact(a: str, b: str) -> bool:
+    """Alike in words but each naming its own number, version or path: two facts."""
+    da, db = distinctive(a), distinctive(b)
+    return _specific(da - db) and _specific(db - da)
 
 
 def _specific(tokens: set[str]) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 from memoryd import extractive
 from memoryd.consolidate.admission import Candidate
 from memoryd.consolidate.daily import FROM_SUMMARY, NoteItem
+from memoryd.consolidate.scorer import Scored
 from memoryd.consolidate.scorer import candidates as q1_sentences
 from memoryd.consolidate.scorer import noise
 
@@ -47,25 +48,31 @@ def note_items(session: Mapping[str, Any], units: Sequence[Mapping[str, Any]], *
     return items, dropped
 
 
-def admission_candidates(session: Mapping[str, Any],
-                         units: Sequence[Mapping[str, Any]]) -> list[Candidate]:
-    """One candidate per user message holding Q1 sentences (the deterministic scorer)."""
-    agent = str(session["agent"])
-    project = project_name(session.get("project"))
+def admission_candidates(session: Mapping[str, Any], units: Sequence[Mapping[str, Any]],
+                         dropped: list[dict[str, str]] | None = None) -> list[Candidate]:
+    """One candidate per user message holding Q1 sentences (the deterministic scorer);
+    the sentences left out go to `dropped`, with why."""
     out: list[Candidate] = []
     for u in units:
         if u.get("role") != "user" or u.get("kind") != "message":
             continue
-        found = q1_sentences(str(u.get("content") or ""))
-        if not found:
-            continue
-        user_wide = project is None or all(f.user_wide for f in found)
-        out.append(Candidate(
-            text=" ".join(f.text for f in found),
-            importance=max(f.score for f in found),
-            source=agent if user_wide else f"{agent}:{project}",
-            scope=None if user_wide else project,
-            session_pk=int(session["pk"]), unit_ids=[int(u["id"])],
-            reasons=sorted({r for f in found for r in f.reasons}),
-            repeat=any(f.repeat for f in found), change=any(f.change for f in found)))
+        found = q1_sentences(str(u.get("content") or ""), dropped)
+        if found:
+            out.append(candidate(session, found, int(u["id"])))
     return out
+
+
+def candidate(session: Mapping[str, Any], found: Sequence[Scored], unit_id: int) -> Candidate:
+    """A candidate from a user message's scored sentences: user-wide when every one is
+    about the user (first person), else the project's."""
+    agent = str(session["agent"])
+    project = project_name(session.get("project"))
+    user_wide = project is None or all(f.user_wide for f in found)
+    return Candidate(
+        text=" ".join(f.text for f in found),
+        importance=max(f.score for f in found),
+        source=agent if user_wide else f"{agent}:{project}",
+        scope=None if user_wide else project,
+        session_pk=int(session["pk"]), unit_ids=[unit_id],
+        reasons=sorted({r for f in found for r in f.reasons}),
+        repeat=any(f.repeat for f in found), change=any(f.change for f in found))

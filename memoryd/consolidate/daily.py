@@ -30,8 +30,12 @@ class NoteItem:
     agent: str
     project: str
 
+    @property
+    def tag(self) -> str:
+        return f"{self.agent} · {self.project}"
+
     def line(self) -> str:
-        return f"- {self.text} ({self.agent} · {self.project})"
+        return f"- {self.text} ({self.tag})"
 
 
 def note_path(memory_dir: Path, day: str) -> Path:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memoryd.consolidate.admission import Candidate
 from memoryd.consolidate.candidates import project_name
-from memoryd.consolidate.scorer import Q1_MIN, clean_item
+from memoryd.consolidate.scorer import Q1_MIN, SECRET, clean_item
 
 if TYPE_CHECKING:
     from memoryd.llm import LLM
@@ -81,8 +81,11 @@ def render(session: Mapping[str, Any], units: Sequence[Mapping[str, Any]]) -> st
 
 
 async def model_candidates(llm: LLM, session: Mapping[str, Any],
-                           units: Sequence[Mapping[str, Any]]) -> list[Candidate] | None:
-    """Q1 candidates from the model, or None (no usable answer: use the scorer)."""
+                           units: Sequence[Mapping[str, Any]],
+                           dropped: list[dict[str, str]] | None = None
+                           ) -> list[Candidate] | None:
+    """Q1 candidates from the model, or None (no usable answer: use the scorer). The
+    items it routed elsewhere go to `dropped`, with its reason."""
     from memoryd.llm import LLMError
 
     user_units = [u for u in units if u.get("role") == "user" and u.get("kind") == "message"]
@@ -105,8 +108,16 @@ async def model_candidates(llm: LLM, session: Mapping[str, Any],
     agent, project = str(session["agent"]), project_name(session.get("project"))
     ids = [int(u["id"]) for u in user_units]
     cands = []
+    left: list[dict[str, str]] = []
     for it in out.items:
+        if SECRET.search(it.text):
+            left.append({"item": clean_item(it.text), "reason": "secret",
+                         "why": "holds a redacted secret: never written to memory"})
+            continue
         if it.route != "Q1":
+            left.append({"item": clean_item(it.text), "reason": "below threshold",
+                         "why": f"routed {it.route} by the model"
+                                + (f": {it.reason}" if it.reason else "")})
             continue
         user_wide = it.scope == "user" or project is None
         cands.append(Candidate(
@@ -115,4 +126,6 @@ async def model_candidates(llm: LLM, session: Mapping[str, Any],
             scope=None if user_wide else project, session_pk=int(session["pk"]),
             unit_ids=ids, reasons=[it.reason] if it.reason else ["model: Q1"],
             change=it.supersedes_previous, made_by=done.model, prompt_version=PROMPT_VERSION))
+    if dropped is not None:
+        dropped += left
     return cands

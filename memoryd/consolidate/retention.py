@@ -27,6 +27,7 @@ from memoryd.consolidate.clock import Clock, local_day
 from memoryd.errors import ConflictError, NotFoundError
 from memoryd.store import Store
 from memoryd.store import archive as sql
+from memoryd.store import memories
 
 log = logging.getLogger(__name__)
 DAY_S = 86400.0
@@ -105,6 +106,8 @@ class Retention:
             return done
 
         folded = await asyncio.to_thread(fold)
+        if folded and not dry_run:  # their lines' provenance went with them
+            await self.store.write(lambda c: [memories.drop_note_items(c, d) for d in folded])
         return {"before": cutoff, "folded": folded}
 
     # -- units -> archive files ----------------------------------------------------------

@@ -44,7 +44,8 @@ FACT = re.compile(
 TRANSIENT = re.compile(
     r"\btoday\b|\btonight\b|\bthis (?:morning|afternoon|evening|week)\b|\bright now\b|"
     r"\bat the moment\b|\bfor now\b|\byesterday\b|\btomorrow\b|\bdown\b|\boutage\b|"
-    r"\b50[0-9]\b|\brate.?limit|\bflak|\btimed? ?out\b|\bbroke\b|\bfailing\b|\berror\b|"
+    r"\b50[0-9]\b|\brate.?limit|\bflak(?:y|ey|ily|iness)\b|\btimed? ?out\b|\bbroke\b|"
+    r"\bfailing\b|\berror\b|"
     r"\bbug\b|\bcrash\w*|报错|错误|"
     r"今天|今晚|今早|明天|昨天|前天|刚才|刚刚|现在|这会儿|暂时|先不|目前|限流|挂了|超时|宕机|"
     r"下午|上午", _I)
@@ -163,14 +164,33 @@ def score(sentence: str) -> Scored:
     return out
 
 
-def candidates(message: str) -> list[Scored]:
-    """The Q1-worthy sentences of one user message (possibly none)."""
+# what redaction left in place of a secret (memoryd.redact): such a sentence never
+# becomes an item, even with the secret gone
+SECRET = re.compile(r"\[REDACTED[^\]]*\]|\[private\]")
+
+
+def candidates(message: str, dropped: list[dict[str, str]] | None = None) -> list[Scored]:
+    """The Q1-worthy sentences of one user message (possibly none); the others, but
+    small talk, are added to `dropped` with the reason (below threshold, secret)."""
     out = []
     for sent in sentences(message):
         sc = score(sent)
-        if sc.q1 and sc.text:
+        if not sc.text:
+            continue
+        if sc.q1 and not SECRET.search(sent):
             out.append(sc)
+        elif dropped is not None and sc.score > -9:
+            dropped.append(drop(sc))
     return out
+
+
+def drop(sc: Scored) -> dict[str, str]:
+    if SECRET.search(sc.text):
+        return {"item": sc.text, "reason": "secret",
+                "why": "holds a redacted secret: never written to memory"}
+    return {"item": sc.text, "reason": "below threshold",
+            "why": f"score {sc.score} < {Q1_MIN}" + (
+                f" ({', '.join(sc.reasons)})" if sc.reasons else "")}
 
 
 def noise(text: str) -> bool:

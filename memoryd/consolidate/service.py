@@ -14,13 +14,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memoryd.config import Settings
-from memoryd.consolidate import admission, daily, history
+from memoryd.consolidate import admission, daily, forget, history, recurrence
 from memoryd.consolidate.admission import Candidate, Plan
-from memoryd.consolidate.candidates import admission_candidates, note_items
+from memoryd.consolidate.atomic import write_atomic
+from memoryd.consolidate.candidates import admission_candidates, candidate, note_items
 from memoryd.consolidate.clock import Clock, day_bounds, local_day, parse_day, zone
 from memoryd.consolidate.model import model_candidates
 from memoryd.errors import BadRequestError, NotFoundError
 from memoryd.memory import Document, MemoryFile
+from memoryd.memory.document import item_key
 from memoryd.store import Store
 from memoryd.store import memories as sql
 
@@ -53,6 +55,7 @@ class Consolidator:
         self.tz = zone(self.cfg.timezone)
         self._lock = asyncio.Lock()  # one consolidation at a time
         self.last_run: dict[str, Any] | None = None
+        self._said: dict[int, tuple[recurrence.Statement, ...]] = {}  # see _pool
 
     def today(self) -> dt.date:
         return local_day(self.clock(), self.tz)
@@ -92,23 +95,31 @@ class Consolidator:
             return out
 
         async with self._lock:
+            if not dry_run:
+                await self._prune()  # a session forgotten by a path that did not say so
             rows = await self.store.read(gather)
+            pool = await self._pool(start - recurrence.LOOKBACK_DAYS * 86400, end)
             items: list[daily.NoteItem] = []
+            offered: list[tuple[int, daily.NoteItem]] = []
             dropped: list[str] = []
             cands: list[Candidate] = []
+            left: list[dict[str, str]] = []  # what admission did not take, and why
             made_by: dict[str, int] = {}
             for s, units, whole in rows:
                 got, noise = note_items(s, units, whole_session=whole)
                 items += got
+                offered += [(int(s["pk"]), it) for it in got]
                 dropped += noise
-                found = await self._candidates(s, units)
+                found = _recurring(s, units, await self._candidates(s, units, left), pool)
                 for c in found:
                     made_by[c.made_by] = made_by.get(c.made_by, 0) + 1
                 cands += found
             iso = day.isoformat()
             added = await asyncio.to_thread(daily.write_note, self.memory_dir, iso, items,
                                             dry_run)
-            mem = await self._admit(cands, day, dry_run)
+            if not dry_run and offered:
+                await self.store.write(lambda c: _record_notes(c, iso, offered, added))
+            mem = await self._admit(cands, day, dry_run, left)
         report = {"date": iso, "dry_run": dry_run, "sessions": len(rows),
                   "daily": {"path": str(daily.note_path(self.memory_dir, iso)),
                             "added": len(added), "items": [i.line() for i in added],
@@ -133,23 +144,42 @@ class Consolidator:
             return rows[0], sql.day_units(c, rows[0]["pk"], None, None)
 
         s, units = await self.store.read(load)
-        cands = await self._candidates(s, units)
+        now = self.clock()
+        pool = await self._pool(now - recurrence.LOOKBACK_DAYS * 86400, now + 1)
+        left: list[dict[str, str]] = []
+        cands = _recurring(s, units, await self._candidates(s, units, left), pool)
         async with self._lock:
-            mem = await self._admit(cands, self.today(), dry_run)
+            mem = await self._admit(cands, self.today(), dry_run, left)
         return {"agent": s["agent"], "session_id": s["session_id"], "dry_run": dry_run,
                 "memory": mem}
 
-    async def _candidates(self, s: dict[str, Any], units: list[dict[str, Any]]
-                          ) -> list[Candidate]:
-        """The model's Q1 items when one is usable, else (or on garbage) the scorer's."""
+    async def _pool(self, start: float, end: float) -> recurrence.Pool:
+        """What the user said in [start, end), as statements; each message is scored once
+        (kept while it is inside a look-back window, so memory stays bounded)."""
+        rows = await self.store.read(lambda c: sql.user_messages(c, start, end))
+        new = [uid for uid, _ in rows if uid not in self._said]
+        texts = await self.store.read(lambda c: sql.unit_texts(c, new)) if new else {}
+
+        def build() -> recurrence.Pool:
+            said = {uid: self._said[uid] if uid in self._said
+                    else recurrence.statements(pk, uid, texts.get(uid, "")) for uid, pk in rows}
+            self._said = said
+            return recurrence.Pool(said)
+
+        return await asyncio.to_thread(build)
+
+    async def _candidates(self, s: dict[str, Any], units: list[dict[str, Any]],
+                          dropped: list[dict[str, str]]) -> list[Candidate]:
+        """The model's Q1 items when one is usable, else (or on garbage) the scorer's;
+        what either left out goes to `dropped`."""
         if self.llm is not None and await self.llm.available() is None:
-            found = await model_candidates(self.llm, s, units)
+            found = await model_candidates(self.llm, s, units, dropped)
             if found is not None:
                 return found
-        return admission_candidates(s, units)
+        return admission_candidates(s, units, dropped)
 
-    async def _admit(self, cands: Sequence[Candidate], day: dt.date,
-                     dry_run: bool) -> dict[str, Any]:
+    async def _admit(self, cands: Sequence[Candidate], day: dt.date, dry_run: bool,
+                     left: Sequence[dict[str, str]] = ()) -> dict[str, Any]:
         provenance = await self.store.read(sql.all_active)
         cfg = self.cfg
 
@@ -175,6 +205,7 @@ class Consolidator:
                                                 ("added", "confirmed", "superseded", "demoted")}
         for a in p.actions:
             out.setdefault(a.action, []).append(a.as_dict())
+        out["dropped"] = _dropped(cands, p, left)
         return out
 
     @staticmethod
@@ -187,12 +218,16 @@ class Consolidator:
                                   prompt_version=cand.prompt_version)
             if cand.session_pk is not None:
                 sql.link_session(c, iid, cand.session_pk, cand.unit_ids, iso)
+            for pk, ids in cand.evidence:  # said in other sessions too
+                if sql.link_session(c, iid, pk, ids, iso):
+                    sql.confirm_item(c, cand.key, iso)
         for cand, key in p.confirmed:
             row = sql.provenance_by_keys(c, [key]).get(key)
             if row is None or cand.session_pk is None:
                 continue
-            if sql.link_session(c, row["id"], cand.session_pk, cand.unit_ids, iso):
-                sql.confirm_item(c, key, iso)
+            for pk, ids in [(cand.session_pk, cand.unit_ids), *cand.evidence]:
+                if sql.link_session(c, row["id"], pk, ids, iso):
+                    sql.confirm_item(c, key, iso)
         for key, state, successor in p.gone:
             sql.set_state(c, key, state, successor)
 
@@ -203,8 +238,6 @@ class Consolidator:
         e = doc.entry_at(line)
         if e is None:
             raise NotFoundError(f"line {line}: not an entry of MEMORY.md", field="line")
-        from memoryd.memory.document import item_key
-
         def load(c: Any) -> list[dict[str, Any]]:
             rows = sql.provenance_by_keys(c, [item_key(i) for i in e.items])
             out = []
@@ -222,5 +255,85 @@ class Consolidator:
 
         return {"line": line, "entry": e.as_dict(), "items": await self.store.read(load)}
 
-    async def on_forget(self) -> None:
-        await self.store.write(sql.drop_orphans)
+    # -- forget --------------------------------------------------------------------------
+
+    async def on_forget(self) -> dict[str, Any]:
+        """After sessions were forgotten: what only they stood behind leaves MEMORY.md
+        and the daily notes (and its provenance goes)."""
+        async with self._lock:
+            return await self._prune()
+
+    async def _prune(self) -> dict[str, Any]:
+        rows = await self.store.read(sql.orphans)
+        if not rows:
+            return {"memory_items_removed": [], "daily_lines_removed": []}
+        items = {r["item_key"]: r["source"] for r in rows
+                 if r["made_by"] != sql.NOTE_MAKER and r["state"] == "active"}
+        removed: list[str] = []
+        if items:
+            removed = await self.memory.rewrite(
+                "forget", lambda doc: forget.drop_items(doc, items))
+        notes: dict[str, set[tuple[str, str]]] = {}
+        for r in rows:
+            if r["made_by"] == sql.NOTE_MAKER:
+                notes.setdefault(r["scope"], set()).add((sql.note_item_of(r["item_key"]),
+                                                          r["source"]))
+        lines = await asyncio.to_thread(_drop_note_lines, self.memory_dir, notes)
+        # the files first: a crash before this finds the same rows next time
+        await self.store.write(lambda c: sql.delete_items(c, [r["id"] for r in rows]))
+        if removed or lines:
+            log.info("forget: %d MEMORY.md items and %d daily-note lines removed",
+                     len(removed), len(lines))
+        return {"memory_items_removed": removed, "daily_lines_removed": lines}
+
+
+def _dropped(cands: Sequence[Candidate], p: Plan, left: Sequence[dict[str, str]]
+             ) -> list[dict[str, str]]:
+    """Every candidate sentence that is not a new MEMORY.md line, and why: a duplicate
+    of an entry (which it confirmed), superseded or demoted within this same run, below
+    the admission threshold, or holding a secret."""
+    taken = {c.text for c in cands}
+    out = [d for d in left if d["item"] not in taken]  # a recurrence may have taken it
+    for a in p.actions:
+        if a.action == "confirmed":
+            out.append({"item": a.item, "reason": "duplicate", "why": a.why})
+        elif a.action in ("superseded", "demoted") and a.item in taken:
+            why = (f"replaced by a later item: {a.successor}" if a.successor else a.why)
+            out.append({"item": a.item, "reason": a.action, "why": why})
+    return out
+
+
+def _recurring(s: dict[str, Any], units: list[dict[str, Any]], cands: list[Candidate],
+               pool: recurrence.Pool) -> list[Candidate]:
+    """`cands` weighed by what the user said in other sessions too (consolidate.recurrence)."""
+    pk = int(s["pk"])
+    mine = [st for u in units if u.get("role") == "user" and u.get("kind") == "message"
+            for st in (pool.per_unit[u["id"]] if u["id"] in pool.per_unit else
+                       recurrence.statements(pk, int(u["id"]), str(u.get("content") or "")))]
+    return recurrence.apply(cands, mine, pool, lambda sc, uid: candidate(s, [sc], uid))
+
+
+def _record_notes(c: Any, day: str, offered: Sequence[tuple[int, daily.NoteItem]],
+                  added: Sequence[daily.NoteItem]) -> None:
+    """Each session's share of the day's note lines (see store.memories.link_note_item)."""
+    written = {item_key(it.text): it for it in added}
+    for pk, it in offered:
+        k = item_key(it.text)
+        line = written.get(k, it)
+        sql.link_note_item(c, day=day, key=k, item=line.text, tag=line.tag, session_pk=pk,
+                           unit_ids=[], create=k in written)
+
+
+def _drop_note_lines(memory_dir: Path, notes: dict[str, set[tuple[str, str]]]) -> list[str]:
+    out: list[str] = []
+    for day, gone in sorted(notes.items()):
+        path = daily.note_path(memory_dir, day)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:  # folded into HISTORY.md already
+            continue
+        new, removed = forget.drop_note_lines(text, gone)
+        if removed:
+            write_atomic(path, new.encode("utf-8"))
+            out += removed
+    return out

@@ -61,7 +61,7 @@ class SessionSummary(BaseModel):
     state: str | None = None
     result: dict[str, Any] | None = None
     to_memory: dict[str, Any] | None = Field(None, description="with to_memory=true: what "
-                                             "admission added, confirmed, superseded, and why")
+                                             "admission added, confirmed, superseded, dropped, and why")
 
 
 _DOCS = [

@@ -11,6 +11,7 @@ from typing import Any
 PROVENANCE_COLUMNS = (
     "id, item_key, item, source, scope, importance, reasons, first_seen, last_confirmed, "
     "confirmations, made_by, prompt_version, state, superseded_by")
+NOTE_MAKER = "daily-note"  # made_by of a daily-note line's row (below)
 
 
 def day_sessions(conn: sqlite3.Connection, start: float, end: float) -> list[dict[str, Any]]:
@@ -34,6 +35,24 @@ def day_units(conn: sqlite3.Connection, pk: int, start: float | None,
     return [dict(r) for r in conn.execute(sql + " ORDER BY seq", args)]
 
 
+def user_messages(conn: sqlite3.Connection, start: float, end: float) -> list[tuple[int, int]]:
+    """What the user said in [start, end) (the look-back of consolidate.recurrence):
+    (unit id, session pk) rows."""
+    return [(r[0], r[1]) for r in conn.execute(
+        "SELECT id, session_pk FROM units WHERE ts >= ? AND ts < ? AND role = 'user' "
+        "AND kind = 'message' ORDER BY ts, id", (start, end))]
+
+
+def unit_texts(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        marks = ",".join("?" * len(chunk))
+        out.update((r[0], r[1] or "") for r in conn.execute(
+            f"SELECT id, content FROM units WHERE id IN ({marks})", chunk))
+    return out
+
+
 def provenance_by_keys(conn: sqlite3.Connection, keys: list[str]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for i in range(0, len(keys), 500):
@@ -46,8 +65,10 @@ def provenance_by_keys(conn: sqlite3.Connection, keys: list[str]) -> dict[str, d
 
 
 def all_active(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
+    """MEMORY.md items' provenance (daily-note rows left out)."""
     return {r["item_key"]: dict(r) for r in conn.execute(
-        f"SELECT {PROVENANCE_COLUMNS} FROM memory_items WHERE state = 'active'")}
+        f"SELECT {PROVENANCE_COLUMNS} FROM memory_items WHERE state = 'active' "
+        "AND made_by <> ?", (NOTE_MAKER,))}
 
 
 def record_item(conn: sqlite3.Connection, *, key: str, item: str, source: str,
@@ -97,13 +118,64 @@ def item_sessions(conn: sqlite3.Connection, item_id: int) -> list[dict[str, Any]
     return [{**dict(r), "unit_ids": json.loads(r["unit_ids"])} for r in rows]
 
 
-def drop_orphans(conn: sqlite3.Connection) -> int:
-    """Provenance rows whose every session was forgotten (links cascade away)."""
-    return conn.execute(
-        "DELETE FROM memory_items WHERE id NOT IN "
-        "(SELECT DISTINCT item_id FROM memory_item_sessions)").rowcount
-
-
 def session_pks(conn: sqlite3.Connection, agent: str, session_id: str) -> list[int]:
     return [r[0] for r in conn.execute(
         "SELECT id FROM sessions WHERE agent = ? AND session_id = ?", (agent, session_id))]
+
+
+# -- daily-note provenance ----------------------------------------------------------------
+# A daily-note line memoryd wrote is a memory_items row too (made_by NOTE_MAKER, scope its
+# day, the key namespaced by day so it never meets a MEMORY.md item), linked to the
+# sessions that offered it, so forgetting a session finds the lines it alone stood behind.
+
+
+def note_key(day: str, key: str) -> str:
+    return f"note\x1f{day}\x1f{key}"
+
+
+def note_item_of(nk: str) -> str:
+    """The note line's item key inside a `note_key`."""
+    return nk.split("\x1f", 2)[2]
+
+
+def link_note_item(conn: sqlite3.Connection, *, day: str, key: str, item: str, tag: str,
+                   session_pk: int, unit_ids: list[int], create: bool) -> bool:
+    """Record that this session offered the day's note item. `create`: memoryd just wrote
+    the line; otherwise only a line memoryd wrote before (a row exists) gains the session:
+    a line the user wrote stays without provenance. True when linked."""
+    nk = note_key(day, key)
+    now = time.time()
+    if create:
+        conn.execute(
+            "INSERT INTO memory_items (item_key, item, source, scope, importance, first_seen, "
+            "last_confirmed, made_by, prompt_version, created_at, updated_at) VALUES "
+            "(?, ?, ?, ?, 0, ?, ?, ?, '', ?, ?) ON CONFLICT (item_key) DO NOTHING",
+            (nk, item, tag, day, day, day, NOTE_MAKER, now, now))
+    row = conn.execute("SELECT id FROM memory_items WHERE item_key = ?", (nk,)).fetchone()
+    if row is None:
+        return False
+    link_session(conn, int(row[0]), session_pk, unit_ids, day)
+    return True
+
+
+def orphans(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Provenance rows left without any session (every session behind them forgotten):
+    what a forget must still take out of the memory files."""
+    return [dict(r) for r in conn.execute(
+        "SELECT id, item_key, item, source, scope, made_by, state FROM memory_items "
+        "WHERE id NOT IN (SELECT item_id FROM memory_item_sessions) ORDER BY id")]
+
+
+def delete_items(conn: sqlite3.Connection, ids: list[int]) -> int:
+    n = 0
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        marks = ",".join("?" * len(chunk))
+        n += conn.execute(f"DELETE FROM memory_items WHERE id IN ({marks})", chunk).rowcount
+    return n
+
+
+def drop_note_items(conn: sqlite3.Connection, day: str) -> int:
+    """A folded day's note provenance (the note is gone into HISTORY.md)."""
+    return conn.execute("DELETE FROM memory_items WHERE made_by = ? AND scope = ?",
+                        (NOTE_MAKER, day)).rowcount

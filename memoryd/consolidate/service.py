@@ -104,13 +104,16 @@ class Consolidator:
             dropped: list[str] = []
             cands: list[Candidate] = []
             left: list[dict[str, str]] = []  # what admission did not take, and why
-            made_by: dict[str, int] = {}
+            made_by: dict[str, int] = {}  # candidates by what made them
+            read_by: dict[str, int] = {}  # sessions by what read them for admission
             for s, units, whole in rows:
                 got, noise = note_items(s, units, whole_session=whole)
                 items += got
                 offered += [(int(s["pk"]), it) for it in got]
                 dropped += noise
-                found = _recurring(s, units, await self._candidates(s, units, left), pool)
+                found, reader = await self._candidates(s, units, left)
+                read_by[reader] = read_by.get(reader, 0) + 1
+                found = _recurring(s, units, found, pool)
                 for c in found:
                     made_by[c.made_by] = made_by.get(c.made_by, 0) + 1
                 cands += found
@@ -124,7 +127,7 @@ class Consolidator:
                   "daily": {"path": str(daily.note_path(self.memory_dir, iso)),
                             "added": len(added), "items": [i.line() for i in added],
                             "dropped": dropped},
-                  "memory": mem, "candidates_by": made_by,
+                  "memory": mem, "candidates_by": made_by, "sessions_by": read_by,
                   "seconds": round(time.monotonic() - t0, 3)}
         self.last_run = {"date": iso, "at": self.clock(), "dry_run": dry_run,
                          "added": len(mem["added"]), "daily_added": len(added)}
@@ -147,7 +150,7 @@ class Consolidator:
         now = self.clock()
         pool = await self._pool(now - recurrence.LOOKBACK_DAYS * 86400, now + 1)
         left: list[dict[str, str]] = []
-        cands = _recurring(s, units, await self._candidates(s, units, left), pool)
+        cands = _recurring(s, units, (await self._candidates(s, units, left))[0], pool)
         async with self._lock:
             mem = await self._admit(cands, self.today(), dry_run, left)
         return {"agent": s["agent"], "session_id": s["session_id"], "dry_run": dry_run,
@@ -169,14 +172,14 @@ class Consolidator:
         return await asyncio.to_thread(build)
 
     async def _candidates(self, s: dict[str, Any], units: list[dict[str, Any]],
-                          dropped: list[dict[str, str]]) -> list[Candidate]:
-        """The model's Q1 items when one is usable, else (or on garbage) the scorer's;
-        what either left out goes to `dropped`."""
+                          dropped: list[dict[str, str]]) -> tuple[list[Candidate], str]:
+        """The model's Q1 items when one is usable, else (or on garbage) the scorer's,
+        and which of them read the session; what either left out goes to `dropped`."""
         if self.llm is not None and await self.llm.available() is None:
             found = await model_candidates(self.llm, s, units, dropped)
             if found is not None:
-                return found
-        return admission_candidates(s, units, dropped)
+                return found, str(self.llm.model)
+        return admission_candidates(s, units, dropped), "extractive"
 
     async def _admit(self, cands: Sequence[Candidate], day: dt.date, dry_run: bool,
                      left: Sequence[dict[str, str]] = ()) -> dict[str, Any]:

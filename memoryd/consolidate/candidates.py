@@ -11,6 +11,7 @@ from typing import Any
 from memoryd import extractive
 from memoryd.consolidate.admission import Candidate
 from memoryd.consolidate.daily import FROM_SUMMARY, NoteItem
+from memoryd.consolidate.findings import findings
 from memoryd.consolidate.scorer import Scored
 from memoryd.consolidate.scorer import candidates as q1_sentences
 from memoryd.consolidate.scorer import noise
@@ -36,15 +37,21 @@ def note_items(session: Mapping[str, Any], units: Sequence[Mapping[str, Any]], *
     agent, project = str(session["agent"]), project_name(session.get("project")) or "-"
     items: list[NoteItem] = []
     dropped: list[str] = []
-    for key, section in FROM_SUMMARY.items():
-        for text in parts.get(key, [])[:NOTE_ITEMS_PER_SECTION]:
-            text = " ".join(text.split()).strip(" ;；")
-            if not text:
-                continue
-            if key != "tools" and noise(text):
-                dropped.append(text)
-                continue
-            items.append(NoteItem(section, text, agent, project))
+    offered = [(section, text) for key, section in FROM_SUMMARY.items()
+               for text in parts.get(key, [])[:NOTE_ITEMS_PER_SECTION]]
+    found = [f for f in findings(units) if not noise(f[1])]  # what the work found out
+    per: dict[str, int] = {}
+    for section, text in offered + found:
+        text = " ".join(text.split()).strip(" ;；")
+        if not text:
+            continue
+        if section != "Tool Activity" and noise(text):
+            dropped.append(text)
+            continue
+        per[section] = per.get(section, 0) + 1
+        if per[section] > NOTE_ITEMS_PER_SECTION * 2:
+            continue
+        items.append(NoteItem(section, text, agent, project))
     return items, dropped
 
 

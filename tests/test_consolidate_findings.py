@@ -1,0 +1,46 @@
+"""The daily note keeps what the work found out: outcomes the assistant reported
+(conclusions, results with figures, incidents), English and Chinese; never the answer
+to small talk or to a general-knowledge question, never an offer or a question."""
+
+from __future__ import annotations
+
+from memoryd.consolidate.candidates import note_items
+from memoryd.consolidate.findings import findings
+
+
+def m(role: str, text: str) -> dict:
+    return {"role": role, "kind": "message", "content": text}
+
+
+UNITS = [
+    m("user", "The export job is slow again, can you look?"),
+    m("assistant", "Found it: the export ran one query per row. Fixed by batching 500 rows "
+                   "per insert; 9.4 s -> 0.8 s. Want me to push it?"),
+    m("user", "好，顺便把数据也补一下。"),
+    m("assistant", "结论：补数完成，共写入 52,310 行，耗时约 3 分钟。"),
+    m("user", "What's the history of the Eiffel Tower? Just curious."),
+    m("assistant", "It was finished in 1889 and was 300 m tall, the tallest structure then."),
+    m("user", "too long, shorter"),
+    m("assistant", "Finished in 1889, 300 m tall."),
+    m("user", "thanks"),
+    m("assistant", "You're welcome!"),
+]
+
+
+def test_findings_are_outcomes_with_their_section():
+    got = findings(UNITS)
+    assert ("Topics", "the export ran one query per row.") in got
+    assert ("Tool Activity", "Fixed by batching 500 rows per insert;") in got  # two a message
+    assert ("Tool Activity", "补数完成，共写入 52,310 行，耗时约 3 分钟。") in got
+    text = " ".join(t for _, t in got)
+    assert "Eiffel" not in text and "1889" not in text  # general knowledge, and its follow-up
+    assert "push it" not in text and "welcome" not in text
+
+
+def test_note_items_carry_findings_besides_the_summary():
+    session = {"agent": "codex", "project": "/src/shop", "summary": None, "pk": 1}
+    items, _ = note_items(session, UNITS, whole_session=False)
+    by = {(i.section, i.text) for i in items}
+    assert any(s == "Tool Activity" and "52,310" in t for s, t in by)
+    assert all(i.agent == "codex" and i.project == "shop" for i in items)
+    assert not any("1889" in t for _, t in by)

@@ -12,9 +12,8 @@ from memoryd import extractive
 from memoryd.consolidate.admission import Candidate
 from memoryd.consolidate.daily import FROM_SUMMARY, NoteItem
 from memoryd.consolidate.findings import findings
-from memoryd.consolidate.scorer import Scored
+from memoryd.consolidate.scorer import Scored, noise
 from memoryd.consolidate.scorer import candidates as q1_sentences
-from memoryd.consolidate.scorer import noise
 
 NOTE_ITEMS_PER_SECTION = 8
 

@@ -24,8 +24,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from memoryd.consolidate.admission import Candidate
-from memoryd.consolidate.scorer import (Q1_MIN, SECRET, Scored, distinctive, features, score,
-                                        similarity)
+from memoryd.consolidate.scorer import (
+    Q1_MIN,
+    SECRET,
+    Scored,
+    distinctive,
+    features,
+    score,
+    similarity,
+)
 from memoryd.extractive import sentences
 
 LOOKBACK_DAYS = 30

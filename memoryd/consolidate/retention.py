@@ -25,9 +25,8 @@ from memoryd.consolidate import archive, daily, history
 from memoryd.consolidate.atomic import clean_temps, remove_durably
 from memoryd.consolidate.clock import Clock, local_day
 from memoryd.errors import ConflictError, NotFoundError
-from memoryd.store import Store
+from memoryd.store import Store, memories
 from memoryd.store import archive as sql
-from memoryd.store import memories
 
 log = logging.getLogger(__name__)
 DAY_S = 86400.0

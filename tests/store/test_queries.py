@@ -231,7 +231,7 @@ async def test_memory_provenance(store):
             "prov": memories.provenance_by_keys(c, ["k1", "k2"]),
             "active": list(memories.all_active(c)),
             "sessions": memories.item_sessions(c, iid),
-            "orphans": memories.drop_orphans(c),
+            "orphans": memories.delete_items(c, [o["id"] for o in memories.orphans(c)]),
             "pks": memories.session_pks(c, "codex", "s1"),
             "day": [s["pk"] for s in memories.day_sessions(c, 999.0, 1002.0)],
             "units": [u["seq"] for u in memories.day_units(c, pk, 1000.0, 1002.0)],

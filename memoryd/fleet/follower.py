@@ -23,6 +23,7 @@ between); the follower never dies of them and resumes from its position.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -184,10 +185,7 @@ class Follower:
                     time.sleep(step)
                 continue
             try:
-                for _ in self._listener.notifies(timeout=step, stop_after=1):
-                    self._drain()
-                    self.wakeups += 1
-                    return True
+                woken = self._notified(step)
             except UNREACHABLE as e:
                 self._drop("_listener")
                 if not self._listen_down:
@@ -196,14 +194,22 @@ class Follower:
                                 "polling every %.1f s until it is back",
                                 self.health.mask(f"{type(e).__name__}: {e}".strip()),
                                 self.poll_interval_s)
+                continue
+            if woken:
+                self.wakeups += 1
+                return True
 
-    def _drain(self) -> None:
-        """Swallow notifications already delivered (one poll covers them all)."""
-        try:
-            for _ in self._listener.notifies(timeout=0):
-                pass
-        except UNREACHABLE:
-            self._drop("_listener")
+    def _notified(self, timeout: float) -> bool:
+        """Whether a notification arrives within `timeout`; the ones already delivered
+        with it are swallowed too (one poll covers them all). The generator holds the
+        connection's lock while open, so it is closed before anything else runs."""
+        with contextlib.closing(self._listener.notifies(timeout=timeout, stop_after=1)) as g:
+            got = next(g, None) is not None
+        if got:
+            with contextlib.closing(self._listener.notifies(timeout=0)) as g:
+                for _ in g:
+                    pass
+        return got
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -212,7 +218,8 @@ class Follower:
         and its position durable before it returns (it is called only for batches with
         changes; an empty poll moves the position on without one, which is safe: there
         was nothing between the two positions). Unreachable: back off and retry, for as
-        long as it takes. An error in `apply` is logged (once per distinct message) and
+        long as it takes (`apply` raising psycopg's connection errors counts as that too).
+        Any other error in `apply` is logged (once per distinct message) and
         the same batch is retried after a backoff. FeedGapError is raised: rebuild."""
         apply_error: str | None = None
         apply_failures = 0
@@ -225,6 +232,9 @@ class Follower:
             if batch.changes:
                 try:
                     apply(batch)
+                except UNREACHABLE as e:  # it reads the units from the same database
+                    stop.wait(self.health.failed(e))
+                    continue
                 except Exception as e:
                     apply_failures += 1
                     message = f"{type(e).__name__}: {e}"

@@ -275,6 +275,21 @@ def prune(conn: Any, schema: str, active_within_s: float = DEFAULT_ACTIVE_WITHIN
     return deleted
 
 
+def lag(conn: Any, schema: str, position: Position) -> int:
+    """How many committed change rows this position has not applied yet (the index's
+    lag behind the store, for status and /metrics)."""
+    s = quote_schema(schema)
+    return conn.execute(
+        f"SELECT count(*) FROM {s}.changes"
+        " WHERE xid >= pg_snapshot_xmin(%(done)s::pg_snapshot)"
+        "   AND NOT pg_visible_in_snapshot(xid, %(done)s::pg_snapshot)"
+        "   AND NOT (%(target)s::pg_snapshot IS NOT NULL"
+        "            AND pg_visible_in_snapshot(xid, %(target)s::pg_snapshot)"
+        "            AND seq <= %(after)s)",
+        {"done": position.done, "target": position.target, "after": position.after},
+    ).fetchone()[0]
+
+
 def positions(conn: Any, schema: str) -> list[dict[str, Any]]:
     """Every machine's reported position (for the operator's view)."""
     s = quote_schema(schema)

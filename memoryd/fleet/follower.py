@@ -135,6 +135,12 @@ class Follower:
             return
         self._reported, self._reported_at = settled, time.monotonic()
 
+    def status(self) -> dict[str, Any]:
+        """What status shows of the follower (the store's reachability is `health`)."""
+        return {"machine": self.machine, "position": self.position.done,
+                "listening": self._listener is not None, "polls": self.polls,
+                "wakeups": self.wakeups}
+
     # -- waiting -------------------------------------------------------------------------
 
     def _try_listen(self) -> bool:

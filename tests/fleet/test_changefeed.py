@@ -256,6 +256,21 @@ def test_changefeed_prune_keeps_what_a_joined_machine_waits_for(feed):
         assert got == [(open_txn[0], "upsert")]
 
 
+def test_changefeed_lag_counts_what_a_position_has_not_applied(feed):
+    s = feed.schema
+    with feed.connect(autocommit=True) as c, feed.connect() as open_txn:
+        pos = cf.join(c, s, "m1")
+        _insert(c, s, *(f"u{i}" for i in range(5)))
+        _insert(open_txn, s, "not committed yet")
+        assert cf.lag(c, s, pos) == 5
+        page = cf.read_batch(c, s, pos, limit=2)
+        assert page.more and cf.lag(c, s, page.position) == 3
+        rest, _, end = _drain(c, s, page.position)
+        assert len(rest) == 3 and cf.lag(c, s, end) == 0
+        open_txn.commit()
+        assert cf.lag(c, s, end) == 1
+
+
 def test_changefeed_position_round_trips_through_json():
     p = cf.Position("10:20:12,15", "10:25:12", 42)
     assert cf.Position.from_json(p.to_json()) == p

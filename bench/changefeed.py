@@ -37,7 +37,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness as h  # noqa: E402
-
 import psycopg  # noqa: E402
 import tantivy  # noqa: E402
 from psycopg.rows import dict_row  # noqa: E402

@@ -14,7 +14,7 @@ import pytest
 from memoryd.fleet import changefeed as cf
 from memoryd.fleet.follower import Follower
 from memoryd.fleet.health import Health
-from tests.fleet.conftest import Feed, create_feed
+from tests.fleet.feed import Feed, create_feed
 from tests.fleet.mirror import Mirror
 from tests.helpers import SLOWDOWN
 from tests.pg_server import PgServer, find_bindir, free_port

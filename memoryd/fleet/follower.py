@@ -105,12 +105,17 @@ class Follower:
         (reported to `health` first) and FeedGapError when the feed was pruned past us."""
         if self.listen and self._listener is None:
             self._try_listen()  # before the poll: a commit after it must wake us
-        try:
-            b = cf.read_batch(self._poll_conn(), self.schema, self.position, self.batch)
-        except UNREACHABLE as e:
-            self._drop("_conn")
-            self.health.failed(e)
-            raise
+        while True:
+            stale = self._conn is not None and not self._conn.closed
+            try:
+                b = cf.read_batch(self._poll_conn(), self.schema, self.position, self.batch)
+                break
+            except UNREACHABLE as e:
+                self._drop("_conn")
+                if not stale:
+                    self.health.failed(e)
+                    raise
+                # a connection from before a blip: a fresh one decides (as a pool's check)
         self.polls += 1
         self.health.ok()
         return b

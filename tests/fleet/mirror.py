@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import psycopg
+
 from memoryd.fleet.changefeed import Batch
 
 
@@ -17,23 +19,31 @@ class Mirror:
         self._conn = None
 
     def apply(self, batch: Batch) -> None:
-        if self._conn is None or self._conn.closed:
-            self._conn = self.feed.connect(autocommit=True)
         latest = batch.latest()
-        ids = list(latest)
-        try:
-            rows = dict(self._conn.execute(
-                f"SELECT id, content FROM {self.feed.schema}.units WHERE id = ANY(%s)",
-                (ids,)).fetchall())
-        except Exception:
-            self._conn.close()
-            raise
-        for unit_id in ids:
+        rows = self._read(list(latest))
+        for unit_id in latest:
             if latest[unit_id] == "upsert" and unit_id in rows:
                 self.docs[unit_id] = rows[unit_id]
             else:
                 self.docs.pop(unit_id, None)
         self.seqs.update(batch.seqs)
+
+    def _read(self, ids: list[int]) -> dict[int, str]:
+        """The units' current rows. A connection that went stale in an outage is
+        replaced once before the failure counts, as a pool's connection check does
+        (`psycopg_pool`'s `check_connection`)."""
+        for attempt in (1, 2):
+            if self._conn is None or self._conn.closed:
+                self._conn = self.feed.connect(autocommit=True)
+            try:
+                return dict(self._conn.execute(
+                    f"SELECT id, content FROM {self.feed.schema}.units WHERE id = ANY(%s)",
+                    (ids,)).fetchall())
+            except psycopg.OperationalError:
+                self._conn.close()
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def build(self, conn) -> None:
         """A new machine's build from `units` (after it joined)."""

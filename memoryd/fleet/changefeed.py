@@ -74,47 +74,40 @@ def channel(schema: str) -> str:
     return schema
 
 
-def ddl(schema: str) -> str:
-    """The change feed's tables, functions and triggers for `schema`, which must already
-    hold `units` (PK `id bigint`). Idempotent; the store runs it in its migration."""
-    s = quote_schema(schema)
-    body = """
-CREATE TABLE IF NOT EXISTS {s}.changes (
+_STATEMENTS = [
+    """CREATE TABLE IF NOT EXISTS {s}changes (
     seq bigserial PRIMARY KEY,
     xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
     unit_id bigint NOT NULL,
     op text NOT NULL CHECK (op IN ('upsert', 'delete'))
-);
-CREATE INDEX IF NOT EXISTS changes_xid ON {s}.changes (xid);
-
--- each machine's applied position, for pruning; reported after the index commits
-CREATE TABLE IF NOT EXISTS {s}.change_positions (
+)""",
+    """CREATE INDEX IF NOT EXISTS changes_xid ON {s}changes (xid)""",
+    """-- each machine's applied position, for pruning; reported after the index commits
+CREATE TABLE IF NOT EXISTS {s}change_positions (
     machine text PRIMARY KEY,
     position pg_snapshot NOT NULL,
     updated_at timestamptz NOT NULL DEFAULT now()
-);
--- change rows with xid below this are gone: a position below it must rebuild
-CREATE TABLE IF NOT EXISTS {s}.change_horizon (
+)""",
+    """-- change rows with xid below this are gone: a position below it must rebuild
+CREATE TABLE IF NOT EXISTS {s}change_horizon (
     one boolean PRIMARY KEY DEFAULT true CHECK (one),
     pruned_below xid8 NOT NULL
-);
-INSERT INTO {s}.change_horizon (pruned_below) VALUES ('0') ON CONFLICT DO NOTHING;
-
-CREATE OR REPLACE FUNCTION {s}.units_inserted() RETURNS trigger
-LANGUAGE plpgsql AS $memoryd$
+)""",
+    """INSERT INTO {s}change_horizon (pruned_below) VALUES ('0') ON CONFLICT DO NOTHING""",
+    """CREATE OR REPLACE FUNCTION {s}units_inserted() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $memoryd$
 DECLARE n bigint;
 BEGIN
-    INSERT INTO {s}.changes (unit_id, op) SELECT id, 'upsert' FROM new_units ORDER BY id;
+    INSERT INTO {s}changes (unit_id, op) SELECT id, 'upsert' FROM new_units ORDER BY id;
     GET DIAGNOSTICS n = ROW_COUNT;
     IF n > 0 THEN PERFORM pg_notify(TG_TABLE_SCHEMA, ''); END IF;
     RETURN NULL;
-END $memoryd$;
-
-CREATE OR REPLACE FUNCTION {s}.units_updated() RETURNS trigger
-LANGUAGE plpgsql AS $memoryd$
+END $memoryd$""",
+    """CREATE OR REPLACE FUNCTION {s}units_updated() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $memoryd$
 DECLARE n bigint;
 BEGIN
-    INSERT INTO {s}.changes (unit_id, op)
+    INSERT INTO {s}changes (unit_id, op)
         SELECT id, 'upsert' FROM new_units
         UNION ALL
         SELECT o.id, 'delete' FROM old_units o   -- an id changed: the old one is gone
@@ -122,32 +115,43 @@ BEGIN
     GET DIAGNOSTICS n = ROW_COUNT;
     IF n > 0 THEN PERFORM pg_notify(TG_TABLE_SCHEMA, ''); END IF;
     RETURN NULL;
-END $memoryd$;
-
-CREATE OR REPLACE FUNCTION {s}.units_deleted() RETURNS trigger
-LANGUAGE plpgsql AS $memoryd$
+END $memoryd$""",
+    """CREATE OR REPLACE FUNCTION {s}units_deleted() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $memoryd$
 DECLARE n bigint;
 BEGIN
-    INSERT INTO {s}.changes (unit_id, op) SELECT id, 'delete' FROM old_units ORDER BY id;
+    INSERT INTO {s}changes (unit_id, op) SELECT id, 'delete' FROM old_units ORDER BY id;
     GET DIAGNOSTICS n = ROW_COUNT;
     IF n > 0 THEN PERFORM pg_notify(TG_TABLE_SCHEMA, ''); END IF;
     RETURN NULL;
-END $memoryd$;
-
-DROP TRIGGER IF EXISTS units_changes_insert ON {s}.units;
-CREATE TRIGGER units_changes_insert AFTER INSERT ON {s}.units
+END $memoryd$""",
+    """DROP TRIGGER IF EXISTS units_changes_insert ON {s}units""",
+    """CREATE TRIGGER units_changes_insert AFTER INSERT ON {s}units
     REFERENCING NEW TABLE AS new_units
-    FOR EACH STATEMENT EXECUTE FUNCTION {s}.units_inserted();
-DROP TRIGGER IF EXISTS units_changes_update ON {s}.units;
-CREATE TRIGGER units_changes_update AFTER UPDATE ON {s}.units
+    FOR EACH STATEMENT EXECUTE FUNCTION {s}units_inserted()""",
+    """DROP TRIGGER IF EXISTS units_changes_update ON {s}units""",
+    """CREATE TRIGGER units_changes_update AFTER UPDATE ON {s}units
     REFERENCING OLD TABLE AS old_units NEW TABLE AS new_units
-    FOR EACH STATEMENT EXECUTE FUNCTION {s}.units_updated();
-DROP TRIGGER IF EXISTS units_changes_delete ON {s}.units;
-CREATE TRIGGER units_changes_delete AFTER DELETE ON {s}.units
+    FOR EACH STATEMENT EXECUTE FUNCTION {s}units_updated()""",
+    """DROP TRIGGER IF EXISTS units_changes_delete ON {s}units""",
+    """CREATE TRIGGER units_changes_delete AFTER DELETE ON {s}units
     REFERENCING OLD TABLE AS old_units
-    FOR EACH STATEMENT EXECUTE FUNCTION {s}.units_deleted();
-"""
-    return body.replace("{s}", s)
+    FOR EACH STATEMENT EXECUTE FUNCTION {s}units_deleted()""",
+]
+
+
+def ddl(schema: str) -> str:
+    """The change feed's tables, functions and triggers for `schema`, which must already
+    hold `units` (PK `id bigint`), as one script. Idempotent."""
+    s = quote_schema(schema) + "."
+    return ";\n".join(st.replace("{s}", s) for st in _STATEMENTS) + ";\n"
+
+
+# The same statements unqualified, for the store's PostgreSQL migration
+# (`memoryd.store.pg_migrations.extra_ddl`), which runs them one by one with the
+# search_path set to the namespace's schema. The trigger functions keep that search_path
+# (SET search_path FROM CURRENT), whoever inserts the units later.
+DDL: list[str] = [st.replace("{s}", "") for st in _STATEMENTS]
 
 
 @dataclass(frozen=True)

@@ -282,3 +282,22 @@ def test_changefeed_position_round_trips_through_json():
 def test_changefeed_read_batch_errors_are_psycopg_errors(feed):
     with feed.connect(autocommit=True) as c, pytest.raises(psycopg.errors.UndefinedTable):
         cf.read_batch(c, "memoryd_nowhere", cf.Position("1:1:"))
+
+
+def test_changefeed_is_installed_by_the_stores_postgresql_migration(pg_url):
+    """The store's migration runs `changefeed.DDL` in every namespace (extra_ddl): the
+    triggers write to that namespace's own `changes`, whatever the inserter's path."""
+    from memoryd.store.pg_migrations import migrate
+
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        migrate(c, "memoryd_team")
+        migrate(c, "memoryd_team")  # idempotent
+        triggers = {r[0] for r in c.execute(
+            "SELECT tgname FROM pg_trigger t JOIN pg_class k ON k.oid = t.tgrelid"
+            " JOIN pg_namespace n ON n.oid = k.relnamespace"
+            " WHERE n.nspname = 'memoryd_team' AND k.relname = 'units'"
+            " AND NOT t.tgisinternal")}
+        assert triggers == {"units_changes_insert", "units_changes_update",
+                            "units_changes_delete"}
+        c.execute("SET search_path TO public")
+        assert cf.read_batch(c, "memoryd_team", cf.join(c, "memoryd_team", "m")).changes == []

@@ -1,0 +1,310 @@
+"""The change feed: how every machine's index follows the units in the shared store.
+
+Triggers on `units` write one `changes` row per inserted, updated or deleted unit,
+stamped with the writing transaction's id (`xid`, an xid8), and NOTIFY the namespace's
+channel (statement-level triggers, and identical notifications in one transaction are
+folded into one by PostgreSQL, so a transaction notifies once however many units it
+wrote).
+
+**Never skipping a row.** `seq` values are handed out at insert, not at commit, so a
+reader that remembered "the largest seq I read" would skip a row that a slow transaction
+commits later with a smaller seq. A follower's position is instead a *snapshot*
+(`pg_current_snapshot()`, text like `1200:1207:1201,1204`): the set of transactions
+whose effects it has applied. A poll takes a new snapshot T and reads every change row
+visible in T but not in the position D:
+
+    xid >= pg_snapshot_xmin(D)                  -- the index range; below xmin all is in D
+    AND NOT pg_visible_in_snapshot(xid, D)      -- not applied yet
+    AND pg_visible_in_snapshot(xid, T)          -- committed when T was taken
+
+then the position becomes T. By induction the applied set is exactly "every transaction
+visible in the position": a transaction committed before D was read when it became
+visible, whatever its seq; one still running at D (in D's in-progress list, or at or
+above its xmax) is read by the first poll whose snapshot sees it committed; a committed
+transaction's rows are all visible at once, so none is split. This is PgQ's (Skytools)
+tick-and-snapshot scheme; the position's size is bounded by the number of transactions
+running at once, not by the number of rows. Large polls are paged by seq within the
+fixed pair (D, T), so a page boundary loses nothing either.
+
+Applying is idempotent and by unit id: `upsert` means "read the unit now and index it,
+or drop it from the index when it is gone", `delete` means drop. Reading the unit's
+current row (not a copy in the change) makes order between transactions irrelevant to
+the end state.
+
+**Joining and pruning.** A new machine calls `join`: it records the current snapshot as
+its position *before* it reads `units` to build its index, so a unit written while it
+reads is either in what it read or in the feed after its position (applied twice,
+harmlessly). Each machine reports its position (`report_position`, after its index has
+committed durably); `prune` deletes change rows below every active machine's position
+and records that horizon. A machine whose position is below the horizon (it was away
+longer than `active_within`) gets `FeedGapError` and rebuilds from `units`.
+
+Every function takes a psycopg connection first and runs its statements on it; the
+caller owns transactions (`join` and `prune` open their own block). `Follower`
+(`memoryd.fleet.follower`) drives these with its own connections, LISTEN and backoff.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Op = Literal["upsert", "delete"]
+
+DEFAULT_ACTIVE_WITHIN_S = 7 * 24 * 3600.0
+_SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,62}$")
+
+
+class FeedGapError(Exception):
+    """The changes after this position were pruned: rebuild from `units` (`join`)."""
+
+
+def quote_schema(schema: str) -> str:
+    if not _SCHEMA_NAME.match(schema):
+        raise ValueError(f"not a schema name memoryd makes: {schema!r}")
+    return f'"{schema}"'
+
+
+def channel(schema: str) -> str:
+    """The NOTIFY channel of a namespace: its schema's name (unique, and within the
+    63 bytes a channel name may have)."""
+    quote_schema(schema)
+    return schema
+
+
+_STATEMENTS = [
+    """CREATE TABLE IF NOT EXISTS {s}changes (
+    seq bigserial PRIMARY KEY,
+    xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
+    unit_id bigint NOT NULL,
+    op text NOT NULL CHECK (op IN ('upsert', 'delete'))
+)""",
+    """CREATE INDEX IF NOT EXISTS changes_xid ON {s}changes (xid)""",
+    """-- each machine's applied position, for pruning; reported after the index commits
+CREATE TABLE IF NOT EXISTS {s}change_positions (
+    machine text PRIMARY KEY,
+    position pg_snapshot NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+)""",
+    """-- change rows with xid below this are gone: a position below it must rebuild
+CREATE TABLE IF NOT EXISTS {s}change_horizon (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    pruned_below xid8 NOT NULL
+)""",
+    """INSERT INTO {s}change_horizon (pruned_below) VALUES ('0') ON CONFLICT DO NOTHING""",
+    """CREATE OR REPLACE FUNCTION {s}units_inserted() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $memoryd$
+DECLARE n bigint;
+BEGIN
+    INSERT INTO {s}changes (unit_id, op) SELECT id, 'upsert' FROM new_units ORDER BY id;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN PERFORM pg_notify(TG_TABLE_SCHEMA, ''); END IF;
+    RETURN NULL;
+END $memoryd$""",
+    """CREATE OR REPLACE FUNCTION {s}units_updated() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $memoryd$
+DECLARE n bigint;
+BEGIN
+    INSERT INTO {s}changes (unit_id, op)
+        SELECT id, 'upsert' FROM new_units
+        UNION ALL
+        SELECT o.id, 'delete' FROM old_units o   -- an id changed: the old one is gone
+         WHERE NOT EXISTS (SELECT 1 FROM new_units n WHERE n.id = o.id);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN PERFORM pg_notify(TG_TABLE_SCHEMA, ''); END IF;
+    RETURN NULL;
+END $memoryd$""",
+    """CREATE OR REPLACE FUNCTION {s}units_deleted() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $memoryd$
+DECLARE n bigint;
+BEGIN
+    INSERT INTO {s}changes (unit_id, op) SELECT id, 'delete' FROM old_units ORDER BY id;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN PERFORM pg_notify(TG_TABLE_SCHEMA, ''); END IF;
+    RETURN NULL;
+END $memoryd$""",
+    """DROP TRIGGER IF EXISTS units_changes_insert ON {s}units""",
+    """CREATE TRIGGER units_changes_insert AFTER INSERT ON {s}units
+    REFERENCING NEW TABLE AS new_units
+    FOR EACH STATEMENT EXECUTE FUNCTION {s}units_inserted()""",
+    """DROP TRIGGER IF EXISTS units_changes_update ON {s}units""",
+    """CREATE TRIGGER units_changes_update AFTER UPDATE ON {s}units
+    REFERENCING OLD TABLE AS old_units NEW TABLE AS new_units
+    FOR EACH STATEMENT EXECUTE FUNCTION {s}units_updated()""",
+    """DROP TRIGGER IF EXISTS units_changes_delete ON {s}units""",
+    """CREATE TRIGGER units_changes_delete AFTER DELETE ON {s}units
+    REFERENCING OLD TABLE AS old_units
+    FOR EACH STATEMENT EXECUTE FUNCTION {s}units_deleted()""",
+]
+
+
+def ddl(schema: str) -> str:
+    """The change feed's tables, functions and triggers for `schema`, which must already
+    hold `units` (PK `id bigint`), as one script. Idempotent."""
+    s = quote_schema(schema) + "."
+    return ";\n".join(st.replace("{s}", s) for st in _STATEMENTS) + ";\n"
+
+
+# The same statements unqualified, for the store's PostgreSQL migration
+# (`memoryd.store.pg_migrations.extra_ddl`), which runs them one by one with the
+# search_path set to the namespace's schema. The trigger functions keep that search_path
+# (SET search_path FROM CURRENT), whoever inserts the units later.
+DDL: list[str] = [st.replace("{s}", "") for st in _STATEMENTS]
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a follower is: `done` is the snapshot whose transactions are all applied.
+    While a large poll is paged, `target` is the snapshot being moved to and `after`
+    the last seq applied from it."""
+
+    done: str
+    target: str | None = None
+    after: int = 0
+
+    def to_json(self) -> str:
+        return json.dumps({"done": self.done, "target": self.target, "after": self.after})
+
+    @classmethod
+    def from_json(cls, text: str) -> Position:
+        d = json.loads(text)
+        if not isinstance(d, dict) or not isinstance(d.get("done"), str):
+            raise ValueError(f"not a change feed position: {text[:200]!r}")
+        target = d.get("target")
+        return cls(d["done"], target if isinstance(target, str) else None,
+                   int(d.get("after") or 0))
+
+    @property
+    def settled(self) -> Position:
+        """The position to report for pruning: the last fully applied snapshot."""
+        return self if self.target is None else Position(self.done)
+
+
+@dataclass
+class Batch:
+    """Changes to apply, in seq order, then `position` to store with them. `more` says
+    another page of the same poll is waiting (poll again without sleeping)."""
+
+    changes: list[tuple[int, Op]]
+    position: Position
+    more: bool = False
+    seqs: list[int] = field(default_factory=list)
+
+    def latest(self) -> dict[int, Op]:
+        """The last op per unit id (what applying them in order comes to)."""
+        out: dict[int, Op] = {}
+        for unit_id, op in self.changes:
+            out[unit_id] = op
+        return out
+
+
+def current_snapshot(conn: Any) -> str:
+    return conn.execute("SELECT pg_current_snapshot()::text").fetchone()[0]
+
+
+def read_batch(conn: Any, schema: str, position: Position, limit: int = 2000) -> Batch:
+    """The changes after `position`, at most `limit` of them, and the position to store
+    once they are applied. Raises FeedGapError when they were pruned."""
+    s = quote_schema(schema)
+    done = position.done
+    pruned_below = conn.execute(f"SELECT pruned_below::text FROM {s}.change_horizon"
+                                ).fetchone()
+    if pruned_below and _xid(pruned_below[0]) > _xmin(done):
+        raise FeedGapError(f"changes before xid {pruned_below[0]} were pruned; this "
+                           f"position ({done}) is older: rebuild from units")
+    target = position.target or current_snapshot(conn)
+    rows = conn.execute(
+        f"SELECT seq, unit_id, op FROM {s}.changes"
+        " WHERE xid >= pg_snapshot_xmin(%(done)s::pg_snapshot)"
+        "   AND NOT pg_visible_in_snapshot(xid, %(done)s::pg_snapshot)"
+        "   AND pg_visible_in_snapshot(xid, %(target)s::pg_snapshot)"
+        "   AND seq > %(after)s"
+        " ORDER BY seq LIMIT %(limit)s",
+        {"done": done, "target": target, "after": position.after, "limit": limit + 1},
+    ).fetchall()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if more:
+        new = Position(done, target, rows[-1][0])
+    else:
+        new = Position(target)
+    return Batch([(r[1], r[2]) for r in rows], new, more, [r[0] for r in rows])
+
+
+def join(conn: Any, schema: str, machine: str) -> Position:
+    """A new (or rebuilding) machine's starting position, registered so that pruning
+    keeps every change after it. Take it BEFORE reading `units` to build the index;
+    then follow from it (what the build already saw is applied again, harmlessly)."""
+    s = quote_schema(schema)
+    with conn.transaction():
+        # serialized with prune: a snapshot taken after a prune committed is above its
+        # horizon, and a prune after this commits sees this position
+        conn.execute(f"LOCK TABLE {s}.change_positions IN SHARE ROW EXCLUSIVE MODE")
+        snap = current_snapshot(conn)
+        _upsert_position(conn, s, machine, snap)
+    return Position(snap)
+
+
+def report_position(conn: Any, schema: str, machine: str, position: Position) -> None:
+    """Record how far `machine` has durably applied the feed (for pruning)."""
+    _upsert_position(conn, quote_schema(schema), machine, position.settled.done)
+
+
+def _upsert_position(conn: Any, s: str, machine: str, snap: str) -> None:
+    conn.execute(
+        f"INSERT INTO {s}.change_positions (machine, position, updated_at)"
+        " VALUES (%s, %s::pg_snapshot, now())"
+        " ON CONFLICT (machine) DO UPDATE"
+        " SET position = EXCLUDED.position, updated_at = EXCLUDED.updated_at",
+        (machine, snap))
+
+
+def prune(conn: Any, schema: str, active_within_s: float = DEFAULT_ACTIVE_WITHIN_S) -> int:
+    """Delete the change rows every machine active within `active_within_s` has applied;
+    returns how many. A machine quiet for longer rebuilds when it comes back."""
+    s = quote_schema(schema)
+    with conn.transaction():
+        conn.execute(f"LOCK TABLE {s}.change_positions IN SHARE ROW EXCLUSIVE MODE")
+        bound = conn.execute(
+            "SELECT least(pg_snapshot_xmin(pg_current_snapshot()),"
+            f"             (SELECT min(pg_snapshot_xmin(position)) FROM {s}.change_positions"
+            "               WHERE updated_at > now() - make_interval(secs => %s)))::text",
+            (active_within_s,)).fetchone()[0]
+        deleted = conn.execute(f"DELETE FROM {s}.changes WHERE xid < %s::xid8",
+                               (bound,)).rowcount
+        conn.execute(f"UPDATE {s}.change_horizon"
+                     " SET pruned_below = greatest(pruned_below, %s::xid8)", (bound,))
+    return deleted
+
+
+def lag(conn: Any, schema: str, position: Position) -> int:
+    """How many committed change rows this position has not applied yet (the index's
+    lag behind the store, for status and /metrics)."""
+    s = quote_schema(schema)
+    return conn.execute(
+        f"SELECT count(*) FROM {s}.changes"
+        " WHERE xid >= pg_snapshot_xmin(%(done)s::pg_snapshot)"
+        "   AND NOT pg_visible_in_snapshot(xid, %(done)s::pg_snapshot)"
+        "   AND NOT (%(target)s::pg_snapshot IS NOT NULL"
+        "            AND pg_visible_in_snapshot(xid, %(target)s::pg_snapshot)"
+        "            AND seq <= %(after)s)",
+        {"done": position.done, "target": position.target, "after": position.after},
+    ).fetchone()[0]
+
+
+def positions(conn: Any, schema: str) -> list[dict[str, Any]]:
+    """Every machine's reported position (for the operator's view)."""
+    s = quote_schema(schema)
+    rows = conn.execute(f"SELECT machine, position::text, updated_at"
+                        f" FROM {s}.change_positions ORDER BY machine").fetchall()
+    return [{"machine": m, "position": p, "updated_at": t} for m, p, t in rows]
+
+
+def _xmin(snapshot: str) -> int:
+    return int(snapshot.split(":", 1)[0])
+
+
+def _xid(text: str) -> int:
+    return int(text)

@@ -1,0 +1,67 @@
+"""`Health`: scrubbed errors, backoff with jitter and a cap, one log line down and one
+back. (The same against a real server stopped and started: test_follower.py.)"""
+
+from __future__ import annotations
+
+import logging
+
+import psycopg
+import pytest
+
+from memoryd.fleet.health import Health, scrub
+
+
+@pytest.mark.parametrize(("text", "secret"), [
+    ("postgresql://memoryd:s3cr%40t@db.example:5432/m", "s3cr%40t"),
+    ("postgres://u:raw@pass@10.0.0.1/x failed", "raw@pass"),
+    ("connection to 'host=db user=m password=hunter2 dbname=m' failed", "hunter2"),
+    ("host=db PASSWORD = 'two words' sslmode=require", "two words"),
+    ("dsn: postgresql://m:p%2Fq@h/db?sslmode=require and password=x9 too", "p%2Fq"),
+])
+def test_health_scrub_masks_passwords(text, secret):
+    out = scrub(text)
+    assert secret not in out and "***" in out
+
+
+def test_health_scrub_keeps_what_is_not_a_password():
+    s = "postgresql://memoryd@db:5432/m (no password) https://example.com/a:b@c"
+    assert scrub("postgresql://memoryd@db:5432/m") == "postgresql://memoryd@db:5432/m"
+    assert "memoryd@db" in scrub(s)
+
+
+def test_health_backoff_grows_with_jitter_up_to_the_cap():
+    lo = Health(base_s=0.5, cap_s=8.0, rng=lambda: 0.0)
+    hi = Health(base_s=0.5, cap_s=8.0, rng=lambda: 1.0)
+    lows = [lo.failed("down") for _ in range(8)]
+    highs = [hi.failed("down") for _ in range(8)]
+    assert highs == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0]
+    assert lows == [h / 2 for h in highs]          # never below half the step
+    assert lo.delay() == 4.0
+    lo.ok()
+    assert lo.delay() == 0.0 and lo.failures == 0
+
+
+def test_health_logs_once_down_and_once_back(caplog):
+    caplog.set_level(logging.DEBUG, logger="memoryd.fleet.health")
+    h = Health("store")
+    url = "postgresql://m:hunter2@127.0.0.1:1/m"
+    for _ in range(50):
+        h.failed(psycopg.OperationalError(f"connection to {url} failed:\n  refused"))
+    st = h.status()
+    assert st["reachable"] is False and st["unreachable_since"] and st["failures"] == 50
+    assert "hunter2" not in st["last_error"] and "refused" in st["last_error"]
+    h.ok()
+    h.ok()
+    loud = [r for r in caplog.records if r.levelno >= logging.INFO]
+    assert [r.levelname for r in loud] == ["WARNING", "INFO"]
+    assert "store unreachable: OperationalError" in loud[0].getMessage()
+    assert "reachable again" in loud[1].getMessage()
+    assert "hunter2" not in caplog.text
+    assert h.status() == {"reachable": True, "unreachable_since": None, "last_error": None,
+                          "failures": 0}
+
+
+def test_health_takes_the_store_masking_function():
+    h = Health(mask=lambda s: s.replace("secret-host", "<host>"))
+    h.failed("cannot reach secret-host")
+    assert h.status()["last_error"] == "cannot reach <host>"

@@ -212,6 +212,7 @@ class Daemon:
                                   memory_dir=self.paths.memory_dir,
                                   tcp_port=lambda: self.tcp_port))
         served = ServedLog(self.store, self.settings.privacy.served_log_days)
+        self._stack.push_async_callback(served.flush)  # after the server stops, before the store
         app = make_app(Services(store=self.store, status=self.status, version=__version__,
                                 events=self.events, jobs=self.jobs(), ingest=self.ingest,
                                 token=ensure_token(self.paths.token_file),

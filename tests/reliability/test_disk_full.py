@@ -11,45 +11,12 @@ Mounting a tmpfs needs root (CI runs as root); elsewhere the test is skipped, sa
 
 from __future__ import annotations
 
-import contextlib
-import os
-import subprocess
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from memoryd.cli.output import render_status
-from tests.helpers import AsyncClient, caught_up, running_daemon, wait_for, write_jsonl
+from tests.helpers import AsyncClient, caught_up, fill, running_daemon, tmpfs, wait_for, write_jsonl
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(900)]
-
-
-@contextlib.contextmanager
-def small_fs(mnt: Path, size: str) -> Iterator[Path]:
-    mnt.mkdir(mode=0o700, parents=True)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs",
-                        str(mnt)], capture_output=True, text=True)
-    if r.returncode != 0:
-        why = f"cannot mount a tmpfs at {mnt} (needs root): {r.stderr.strip()}"
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
-
-
-def fill(fs: Path) -> Path:
-    """Take every free byte of the filesystem: the next write gets ENOSPC."""
-    junk = fs / "junk"
-    with contextlib.suppress(OSError), open(junk, "wb", buffering=0) as f:
-        for size in (1 << 20, 4096, 1):
-            with contextlib.suppress(OSError):
-                while True:
-                    f.write(b"x" * size)
-    return junk
 
 
 def rows(n: int, tag: str) -> list[dict[str, str]]:
@@ -60,7 +27,7 @@ def rows(n: int, tag: str) -> list[dict[str, str]]:
 
 async def test_issue_8_disk_full_under_the_store_loses_nothing_and_resumes(
         memoryd_home, src, sock):
-    with small_fs(memoryd_home / "data", "24m") as data:
+    with tmpfs(memoryd_home / "data", "24m") as data:
         write_jsonl(src / "before.jsonl", rows(20, "b"))
         async with running_daemon(memoryd_home, [("generic", src)], sock) as d:
             c = AsyncClient(sock)

@@ -36,6 +36,7 @@ def backfill(src: Path, clients: int, log=print) -> dict[str, float]:
             t0 = time.perf_counter()
             stop = threading.Event()
             lat: list[float] = []
+            slat: list[float] = []
             busy = [0]
             errors: list[str] = []
 
@@ -54,8 +55,7 @@ def backfill(src: Path, clients: int, log=print) -> dict[str, float]:
                                       {"query": q, "budget_tokens": 1500})
                         else:
                             c.search(query=q, max_results=10)
-                        if n % 2:
-                            lat.append(time.perf_counter() - t)
+                        (lat if n % 2 else slat).append(time.perf_counter() - t)
                     except ApiError as e:
                         if e.status == 503:
                             busy[0] += 1
@@ -72,13 +72,16 @@ def backfill(src: Path, clients: int, log=print) -> dict[str, float]:
             st = md.wait_caught_up(timeout=1800, progress=15, log=log)
             secs = time.perf_counter() - t0
             stop.set()
+            limiter = (md.status() or {}).get("queries") or {}
             for t in threads:
                 t.join(35)
     out = {"units": st["units"], "secs": secs, "rate": st["units"] / secs,
-           "queries": len(lat), "busy_503": busy[0], "errors": len(errors)}
-    if lat:
-        out["ctx_p50_ms"] = h.percentile(lat, 50) * 1000
-        out["ctx_p99_ms"] = h.percentile(lat, 99) * 1000
+           "queries": len(lat), "searches": len(slat), "busy_503": busy[0],
+           "errors": len(errors), "limiter": limiter}
+    for name, xs in (("ctx", lat), ("search", slat)):
+        if xs:
+            out[f"{name}_p50_ms"] = h.percentile(xs, 50) * 1000
+            out[f"{name}_p99_ms"] = h.percentile(xs, 99) * 1000
     if errors:
         log(f"  errors (first 3): {errors[:3]}")
     return out
@@ -100,12 +103,20 @@ def main() -> int:
     base = backfill(Path(info.path), 0)
     print(f"backfill with {a.clients} clients on context + search ...")
     load = backfill(Path(info.path), a.clients)
-    rows = [["unloaded", f"{base['rate']:,.0f}", f"{base['secs']:.1f}", "-", "-", "-", "-"],
+    rows = [["unloaded", f"{base['rate']:,.0f}", f"{base['secs']:.1f}", "-", "-", "-", "-",
+             "-", "-"],
             [f"{a.clients} clients", f"{load['rate']:,.0f}", f"{load['secs']:.1f}",
              f"{load.get('ctx_p50_ms', 0):.0f}", f"{load.get('ctx_p99_ms', 0):.0f}",
-             str(load["queries"]), str(load["busy_503"])]]
+             f"{load.get('search_p50_ms', 0):.0f}", f"{load.get('search_p99_ms', 0):.0f}",
+             f"{load['queries']}+{load['searches']}", str(load["busy_503"])]]
     print(h.table(rows, ["backfill", "units/s", "s", "ctx p50 ms", "ctx p99 ms",
-                         "contexts", "503s"]))
+                         "search p50", "search p99", "answered", "503s"]))
+    lim = load["limiter"]
+    if lim:
+        print(f"limiter: {lim['concurrency']} running / {lim['backlog']} waiting / "
+              f"{lim['max_wait_s']:g} s max wait; admitted {lim['admitted']}, mean wait "
+              f"{lim['mean_wait_ms']:.0f} ms; turned away {lim['rejected']} "
+              f"({lim['rejected_after_waiting']} after waiting)")
     share = load["rate"] / base["rate"]
     print(f"loaded rate = {share:.2f} x unloaded (issue 8 wants >= 0.50); "
           f"{load['errors']} errors other than 503")

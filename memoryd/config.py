@@ -61,6 +61,10 @@ class ServerSettings(_Section):
     tcp_host: str = "127.0.0.1"
     tcp_port: int = Field(7411, ge=0, le=65535)
     allow_non_loopback: bool = False
+    # search/context: running at once, waiting (each at most query_max_wait_s); beyond: 503
+    query_concurrency: int = Field(3, ge=1, le=64)
+    query_backlog: int = Field(12, ge=0, le=1024)
+    query_max_wait_s: float = Field(1.0, gt=0, le=300)
 
     @field_validator("tcp_host")
     @classmethod

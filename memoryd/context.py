@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.api import ContextRequest
-from memoryd.memory import Entry, MemoryFile
+from memoryd.memory import Entry, MemoryFile, newest_first
+from memoryd.memory import search as search_entries
 from memoryd.retrieval import Hit, plan_query, retrieve_sync
 from memoryd.store import Store
 from memoryd.tokens import count_tokens, tokenizer_name
@@ -143,12 +144,21 @@ class ContextBuilder:
         include = set(req.include or ("long_term", "session_summary", "recalled"))
         root = await asyncio.to_thread(git_root, req.cwd) if req.cwd else None
         query = (req.query or "").strip()
-        session = await self.store.read(lambda c: _session(c, req.session_id, req.agent))
+
+        async def from_store() -> tuple[dict[str, Any] | None, Section]:
+            session = (await self.store.read(lambda c: _session(c, req.session_id, req.agent))
+                       if req.session_id else None)
+            return session, await self._recalled(req, query, root, session, include)
+
+        # the store, MEMORY.md and the daily notes are read at the same time: under load
+        # each hop to a thread waits its turn, and one after the other they added up
+        (session, recalled), long_term, daily = await asyncio.gather(
+            from_store(), self._long_term(query, include, root), self._daily(include, query))
         sections = {
             "session_summary": self._summary_section(req, session, include),
-            "long_term": await self._long_term(query, include, root),
-            "recalled": await self._recalled(req, query, root, session, include),
-            "daily": await self._daily(include, query),
+            "long_term": long_term,
+            "recalled": recalled,
+            "daily": daily,
         }
         # fitting runs the tokenizer many times (and loads it the first time): off the loop
         return await asyncio.to_thread(self._assemble, req, sections, root)
@@ -182,9 +192,12 @@ class ContextBuilder:
             return s
         here = os.path.basename(root.rstrip("/")) if root else None
         terms = plan_query(query).terms if query else []
-        relevant = list((await self.memory.search(terms, "or", 50)).results) if terms else []
+        # one snapshot for both lists: each read of the file is a lock and a thread hop,
+        # which under load queue behind ingest's work for hundreds of milliseconds
+        doc = await self.memory.document()
+        relevant = list(search_entries(doc, terms, "or", 50).results) if terms else []
         seen = {e.line for e in relevant}
-        recent = [e for e in await self.memory.recent(50) if e.line not in seen]
+        recent = [e for e in newest_first(doc.entries)[:50] if e.line not in seen]
         ranked = [*((e, "matches the query") for e in relevant),
                   *((e, "recent") for e in recent)]
         scoped = [(e, why + (" (this project)" if _project(e) else ""))

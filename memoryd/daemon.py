@@ -40,6 +40,7 @@ from memoryd.server.app import JobFn, Services, make_app
 from memoryd.server.context_api import routes as context_routes
 from memoryd.server.forgetting_api import routes as forgetting_routes
 from memoryd.server.jobs_api import routes as jobs_routes
+from memoryd.server.limiter import QueryLimiter
 from memoryd.server.memory_api import routes as memory_routes
 from memoryd.server.served_api import routes as served_routes
 from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
@@ -87,6 +88,9 @@ class Daemon:
         self.socket_path = Path(settings.server.socket or environ.get("MEMORYD_SOCKET")
                                 or paths.socket)
         self.tcp_port: int | None = None
+        srv = settings.server
+        self.limiter = QueryLimiter(srv.query_concurrency, srv.query_backlog,
+                                    max_wait_s=srv.query_max_wait_s)
         self.state = "stopped"
         self.started_at = 0.0
         self.backfill_done = False
@@ -212,10 +216,11 @@ class Daemon:
                                   memory_dir=self.paths.memory_dir,
                                   tcp_port=lambda: self.tcp_port))
         served = ServedLog(self.store, self.settings.privacy.served_log_days)
+        self._stack.push_async_callback(served.flush)  # after the server stops, before the store
         app = make_app(Services(store=self.store, status=self.status, version=__version__,
                                 events=self.events, jobs=self.jobs(), ingest=self.ingest,
                                 token=ensure_token(self.paths.token_file),
-                                on_forget=(self._forgotten,),
+                                on_forget=(self._forgotten,), limiter=self.limiter,
                                 backup_roots=(Path.home(), self.paths.data_dir)),
                        extra_routes=[summaries_api.routes(self.summaries, self._to_memory),
                                      consolidate_api.routes(self.consolidator, self.retention),
@@ -428,6 +433,7 @@ class Daemon:
             "ingest": {"units_this_run": st.units, "batches": st.batches,
                        "bad_lines_this_run": st.bad_lines, "errors": st.errors,
                        "last_error": st.last_error, **failures},
+            "queries": self.limiter.as_dict(),  # search/context: running, waiting, 503s
             "watcher": {"batches": self.watcher.batches if self.watcher else 0,
                         "errors": self.watcher.errors if self.watcher else 0},
             **(await self.summaries.status() if self.summaries else {}),

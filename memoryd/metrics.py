@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 
@@ -27,6 +27,13 @@ class Metrics:
         self.lag = Gauge("memoryd_ingest_lag_seconds", "Latest file write to searchable",
                          registry=r)
         self.caught_up = Gauge("memoryd_caught_up", "1 when nothing is left to read", registry=r)
+        self.q_running = Gauge("memoryd_queries_running", "search/context requests running",
+                               registry=r)
+        self.q_waiting = Gauge("memoryd_queries_waiting",
+                               "search/context requests waiting for a slot", registry=r)
+        self.q_rejected = Counter("memoryd_queries_rejected",
+                                  "search/context requests turned away busy (503)", registry=r)
+        self._rejected_seen = 0
 
     def observe(self, status: dict[str, Any]) -> None:
         self.units.set(status["units"])
@@ -36,6 +43,12 @@ class Metrics:
         self.unread.set(status["unread_bytes"])
         self.queue.set(status["queue_depth"])
         self.caught_up.set(1 if status["caught_up"] else 0)
+        q = status.get("queries")
+        if q:
+            self.q_running.set(q["running"])
+            self.q_waiting.set(q["waiting"])
+            self.q_rejected.inc(max(0, q["rejected"] - self._rejected_seen))
+            self._rejected_seen = max(self._rejected_seen, q["rejected"])
         if status.get("ingest_lag_ms") is not None:
             self.lag.set(status["ingest_lag_ms"] / 1000)
 

@@ -4,6 +4,7 @@ the figure people watch (injected context costs them tokens on every turn)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -39,33 +40,53 @@ def served_items(pack: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 class ServedLog:
+    """Each served block is written in the background: the agent gets its context without
+    waiting for the store's writer (which, during a backfill, is busy with ingest
+    batches for up to seconds). The write is queued on the writer at once, so a later
+    `forget` still finds it; reads of the log and `close` wait for what is queued."""
+
     def __init__(self, store: Store, keep_days: int,
                  clock: Callable[[], float] = time.time) -> None:
         self.store, self.keep_days, self.clock = store, keep_days, clock
+        self._pending: set[asyncio.Task[None]] = set()
 
     async def record(self, *, via: str, agent: str | None, session_id: str | None,
                      query: str | None, budget_tokens: int, pack: dict[str, Any]) -> None:
-        """Log one served block; never fails the request that served it."""
+        """Log one served block in the background; never fails or delays the request
+        that served it."""
         if self.keep_days <= 0:
             return
         now = self.clock()
         items = served_items(pack)
+        tokens = int(pack.get("total_tokens", 0))
         day = time.strftime("%Y-%m-%d", time.localtime(now))
         cutoff = now - self.keep_days * DAY_S
 
         def write(c: Any) -> None:
             record_served(c, ts=now, day=day, via=via, agent=agent, session_id=session_id,
-                          query=query, items=items, tokens=int(pack.get("total_tokens", 0)),
-                          budget_tokens=budget_tokens)
+                          query=query, items=items, tokens=tokens, budget_tokens=budget_tokens)
             prune_served(c, cutoff)
 
+        task = asyncio.ensure_future(self._write(write))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        await asyncio.sleep(0)  # the write reaches the writer's queue before we return
+
+    async def _write(self, write: Callable[[Any], None]) -> None:
         try:
             await self.store.write(write)
         except Exception:
             log.warning("could not log served context", exc_info=True)
 
+    async def flush(self) -> None:
+        """Until every block recorded so far is written (or failed and logged)."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
+
     async def entries(self, *, session_id: str | None, agent: str | None, last: int,
                       days: int) -> dict[str, Any]:
+        await self.flush()
+
         def read(c: Any) -> dict[str, Any]:
             return {"entries": list_served(c, session_id=session_id, agent=agent, last=last),
                     "daily": daily_totals(c, days=days, session_id=session_id, agent=agent)}

@@ -7,9 +7,10 @@ import contextlib
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,6 @@ from memoryd.client import MemorydClient
 from memoryd.config import load_settings
 from memoryd.daemon import Daemon
 from memoryd.paths import resolve_paths
-
 
 # Waits are bounds, not figures: a passing test returns as soon as its condition holds,
 # so they are generous for a shared, slow machine (where `import litellm` alone can take
@@ -107,3 +107,34 @@ async def ctl(capsys: Any, sock: Path, *args: str, stdin: str | None = None,
 async def caught_up(c: AsyncClient) -> dict[str, Any] | None:
     st = await c.status()
     return st if st["caught_up"] else None
+
+
+@contextlib.contextmanager
+def tmpfs(mnt: Path, size: str = "256k") -> Iterator[Path]:
+    """A small tmpfs at `mnt` (created): writes past `size` fail with a real ENOSPC.
+    Mounting needs root (CI runs as root): elsewhere the test is skipped, saying why."""
+    import pytest
+
+    mnt.mkdir(mode=0o700, parents=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs",
+                        str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        why = f"cannot mount a tmpfs at {mnt} (needs root): {r.stderr.strip()}"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def fill(fs: Path) -> Path:
+    """Take every free byte of the filesystem at `fs`: the next write gets ENOSPC."""
+    junk = fs / "junk"
+    with contextlib.suppress(OSError), open(junk, "wb", buffering=0) as f:
+        for size in (1 << 20, 4096, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    f.write(b"x" * size)
+    return junk

@@ -41,6 +41,11 @@ def render_status(s: dict[str, Any]) -> str:
         from memoryd.cli.progress import backfill_line
 
         lines.append(f"backfill {backfill_line(s['backfill'])}")
+    q = s.get("queries")
+    if q:
+        lines.append(f"queries  {q['running']}/{q['concurrency']} running, {q['waiting']}/"
+                     f"{q['backlog']} waiting (at most {q['max_wait_s']:g}s); "
+                     f"{q['rejected']} turned away busy (503) since start")
     llm = s.get("llm")
     if llm:
         if llm.get("in_use") == "extractive" or not llm.get("model"):

@@ -92,7 +92,14 @@ class Redactor:
                     by_prefix.setdefault(t[:2], []).append((t, i))
         self._tokens = tuple(tokens)
         self._by_prefix = by_prefix
-        self._in_text = tuple(i for i, (*_, kind, _fn) in enumerate(TOKENS) if kind != "prefix")
+        # the other token rules' triggers, flat: one substring search each, in the text as
+        # is (exact) or lower-cased, in a plain loop (a generator per rule per text cost
+        # more than the searches themselves)
+        in_text = [i for i, (*_, kind, _fn) in enumerate(TOKENS) if kind != "prefix"]
+        self._exact_triggers = tuple((t, i) for i in in_text if tokens[i].exact
+                                     for t in tokens[i].triggers or ())
+        self._lower_triggers = tuple((t, i) for i in in_text if not tokens[i].exact
+                                     for t in tokens[i].triggers or ())
         self._user = tuple(_Rule(f"user{i}", re.compile(rx), _const(REDACTED), None)
                            for i, rx in enumerate(extra_patterns))  # a bad one fails here
 
@@ -133,16 +140,13 @@ class Redactor:
             for prefix, i in by_prefix.get(w[:2], ()):
                 if w.startswith(prefix):
                     hits.add(i)
-        low: str | None = None
-        for i in self._in_text:
-            rule = self._tokens[i]
-            if rule.exact:
-                if any(t in text for t in rule.triggers or ()):
-                    hits.add(i)
-            else:
-                if low is None:
-                    low = text.lower()
-                if any(t in low for t in rule.triggers or ()):
+        for t, i in self._exact_triggers:
+            if t in text:
+                hits.add(i)
+        if self._lower_triggers:
+            low = text.lower()
+            for t, i in self._lower_triggers:
+                if t in low:
                     hits.add(i)
         for i in sorted(hits):
             rule = self._tokens[i]

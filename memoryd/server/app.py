@@ -199,9 +199,11 @@ def make_app(services: Services, extra_routes: Sequence[RouteAdder] = (), *,
     from memoryd.server import handlers, sessions_api
 
     app = web.Application(
+        # the body is read before a query takes a slot: a half-sent request must not
+        # hold one of the few query slots for the whole body timeout
         middlewares=[services.metrics.middleware(), host_middleware,
-                     token_middleware(services.token), services.limiter.middleware(),
-                     error_middleware, body_deadline(body_timeout)],
+                     token_middleware(services.token), error_middleware,
+                     body_deadline(body_timeout), services.limiter.middleware()],
         client_max_size=MAX_BODY)
     app[SERVICES] = services
     app.router.add_get("/v1/health", handlers.health)

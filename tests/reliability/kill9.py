@@ -58,8 +58,9 @@ def write_corpus(src: Path, files: int, lines: int) -> int:
 
 
 class Appender(threading.Thread):
-    """Appends whole lines to a few live transcripts until stopped; `written` counts
-    lines fully written."""
+    """Appends whole lines to a few live transcripts while `live` is set (while a memoryd
+    is up: appends during the minutes a busy machine takes to start one would only pile
+    up work for the last run), until stopped; `written` counts lines fully written."""
 
     def __init__(self, src: Path, files: int = 3, interval: float = 0.01) -> None:
         super().__init__(daemon=True)
@@ -68,10 +69,13 @@ class Appender(threading.Thread):
         self.interval = interval
         self.written = 0
         self.halt = threading.Event()
+        self.live = threading.Event()
 
     def run(self) -> None:
         n = 0
         while not self.halt.is_set():
+            if not self.live.wait(0.05):
+                continue
             path = self.paths[n % len(self.paths)]
             line = json.dumps({"role": "user", "content": f"live line {n}", "id": f"live:{n}"})
             with open(path, "a") as f:
@@ -82,8 +86,12 @@ class Appender(threading.Thread):
 
 
 def start(home: Path, src: Path, sock: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "MEMORYD_HOME": str(home)}
+    # bytecode cached across the runs (outside the tree): with PYTHONDONTWRITEBYTECODE
+    # every start compiled aiohttp, pydantic and memoryd again, twice the CPU of a start
+    env = {**os.environ, "MEMORYD_HOME": str(home),
+           "PYTHONPYCACHEPREFIX": str(home.parent / "pycache")}
     env.pop("MEMORYD_SOCKET", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     with open(f"{home}.log", "ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "memoryd", "--no-default-sources", "--source",
@@ -128,9 +136,14 @@ def kill_runs(tmp: Path, sock: Path, runs: int, *, files: int = 12, lines: int =
     try:
         for i in range(runs):
             p = start(home, src, sock)
+            t_spawn = time.monotonic()
             try:
-                _wait(client.health, 60)
-                time.sleep(rng.uniform(0.05, 1.2))
+                # a start pays the interpreter and its imports: tens of seconds when the
+                # machine is busy, so the bound is generous (a passing run returns at once)
+                _wait(client.health, 300)
+                up = time.monotonic() - t_spawn
+                appender.live.set()
+                time.sleep(rng.uniform(0.05, 3.0))  # into the backfill, even on a slow machine
                 if rng.random() < 0.5:  # summaries in flight when the kill lands
                     try:
                         client.request("POST", "/v1/jobs/summarize/run", {})
@@ -143,8 +156,9 @@ def kill_runs(tmp: Path, sock: Path, runs: int, *, files: int = 12, lines: int =
             finally:
                 p.send_signal(signal.SIGKILL)
                 p.wait(30)
+                appender.live.clear()
             out.runs += 1
-            log(f"  run {i + 1}/{runs}: killed at {out.kill_points[-1]} units")
+            log(f"  run {i + 1}/{runs}: up in {up:.1f}s, killed at {out.kill_points[-1]} units")
         appender.halt.set()
         appender.join()
         out.expected_units += appender.written

@@ -6,11 +6,9 @@ tmpfs for the full disk."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import socket
 import sqlite3
-import subprocess
 import time
 from pathlib import Path
 
@@ -20,7 +18,7 @@ from memoryd.client import ApiError
 from memoryd.server.app import Services, make_app
 from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
 from memoryd.store import Store
-from tests.helpers import AsyncClient, running_daemon, short_dir, wait_for, write_jsonl
+from tests.helpers import AsyncClient, fill, running_daemon, short_dir, tmpfs, wait_for, write_jsonl
 
 
 def msgs(n: int) -> list[dict]:
@@ -70,28 +68,6 @@ async def test_issue_8_huge_after_seq_is_400(daemon):
     e = await api_error(c.request("GET", "/v1/sessions/alpha/messages",
                                   query={"after_seq": 1 << 64}))
     assert (e.status, e.field) == (400, "after_seq")
-
-
-@contextlib.contextmanager
-def tmpfs(mnt: Path):
-    """A 256 KiB tmpfs at `mnt`: writes past it fail with a real ENOSPC."""
-    mnt.mkdir(mode=0o700)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs",
-                        str(mnt)], capture_output=True, text=True)
-    assert r.returncode == 0, f"cannot mount a tmpfs here (needs root): {r.stderr}"
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
-
-
-def fill(mnt: Path) -> Path:
-    """Fill the filesystem to the last byte."""
-    junk = mnt / "junk"
-    with contextlib.suppress(OSError), open(junk, "wb", buffering=0) as f:
-        while True:
-            f.write(b"x" * 4096)
-    return junk
 
 
 async def test_issue_8_memory_write_on_full_disk_is_507_and_recovers(memoryd_home, sock, src):

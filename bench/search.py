@@ -4,9 +4,9 @@ tantivy index over the same texts, and vs `rg -i -F` over the same transcripts.
 The store is built once with memoryd's own code (generic adapter -> session_pk +
 store_record in 10k-unit transactions through Store.write_sync; no redaction pass; the
 store's own index writer follows) and cached under bench/out/search-g<gen>-<units>-s<seed>/,
-keyed by size, seed and a hash of memoryd/index/ (memoryd's indexing), so reruns skip the
-build. Each run works on a fresh copy of the cached database and index (the daemon may write
-to them). The raw baselines are built in the same pass: a bare tantivy index (memoryd's
+keyed by size and seed, so reruns skip the build; when the index's SCHEMA_VERSION
+changed, only memoryd's index is rebuilt (by memoryd's own writer). Each run works on a
+fresh copy of the cached database and index (the daemon may write to them). The raw baselines are built in the same pass: a bare tantivy index (memoryd's
 schema and analyzer, same index text: CJK runs as bigrams) holding unit id and body only,
 queried with the same query memoryd builds, top 15, no reranking; and the transcripts as
 JSONL files for rg.
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
 import random
 import shutil
@@ -99,13 +98,12 @@ def group(cls: str) -> str:
 
 
 def index_fingerprint() -> str:
-    """Changes when memoryd's indexing (memoryd/index/) may have changed."""
-    import memoryd.index as ix
+    """Changes when what memoryd's index holds changes: its SCHEMA_VERSION (bumped with
+    every change to the schema, the analyzer or the index text; memoryd itself rebuilds
+    an index of another version)."""
+    from memoryd.index.schema import SCHEMA_VERSION
 
-    sha = hashlib.sha1()
-    for f in sorted(Path(ix.__file__).parent.glob("*.py")):
-        sha.update(f.read_bytes())
-    return sha.hexdigest()[:12]
+    return f"schema-{SCHEMA_VERSION}"
 
 
 def build(units: int, seed: int, dir: Path) -> dict:
@@ -117,7 +115,7 @@ def build(units: int, seed: int, dir: Path) -> dict:
         info = json.loads(meta.read_text())
         if info.get("index_fingerprint") == fp:
             return info
-        print("memoryd/index/ changed since the cached build: rebuilding")
+        return reindex(dir, info, fp)
     shutil.rmtree(dir, ignore_errors=True)
     dir.mkdir(parents=True)
     paths = resolve_paths(dir / "home")
@@ -214,6 +212,26 @@ def build(units: int, seed: int, dir: Path) -> dict:
             "transcripts_mb": round(h.dir_mb(src))}
     meta.write_text(json.dumps(info))
     print(f"  built in {info['build_s']} s: {info}", flush=True)
+    return info
+
+
+def reindex(dir: Path, info: dict, fp: str) -> dict:
+    """memoryd/index/ changed since the cached build: keep the database, the transcripts
+    and the bare twin, and let memoryd's own writer rebuild its index from the database."""
+    print("memoryd/index/ changed since the cached build: rebuilding memoryd's index only",
+          flush=True)
+    paths = resolve_paths(dir / "home")
+    shutil.rmtree(paths.data_dir / "index", ignore_errors=True)
+    t0 = time.perf_counter()
+    store = Store.open_sync(paths.db)
+    while not store.read_sync(store.index.is_caught_up):
+        time.sleep(0.5)
+    store.close_sync()
+    info.update(index_fingerprint=fp, reindex_s=round(time.perf_counter() - t0, 1),
+                memoryd_db_mb=round(h.dir_mb(paths.data_dir)),
+                memoryd_index_mb=round(h.dir_mb(paths.data_dir / "index")))
+    (dir / "meta.json").write_text(json.dumps(info))
+    print(f"  reindexed in {info['reindex_s']} s: {info}", flush=True)
     return info
 
 

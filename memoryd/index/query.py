@@ -112,7 +112,7 @@ def filter_clauses(schema: tantivy.Schema, f: Filters, session_pks: list[int] | 
     out = []
     if session_pks is not None:
         out.append((Occur.Must, Q.const_score_query(
-            Q.term_set_query(schema, "session_pk", session_pks), 0.0)))
+            any_of(schema, "session_pk", session_pks), 0.0)))
     if f.since is not None or f.until is not None:
         out.append((Occur.Must, Q.const_score_query(Q.range_query(
             schema, "ts", tantivy.FieldType.Float, f.since, f.until), 0.0)))
@@ -124,8 +124,17 @@ def filter_clauses(schema: tantivy.Schema, f: Filters, session_pks: list[int] | 
     return out
 
 
+def any_of(schema: tantivy.Schema, fname: str, values: list[int]) -> tantivy.Query:
+    """Documents whose `fname` is one of `values`: a union of term queries. (tantivy's
+    term_set_query reads the whole field per search: 5 ms for 15 ids in 30k units, the
+    union of their postings 0.1 ms.)"""
+    if len(values) == 1:
+        return Q.term_query(schema, fname, values[0])
+    return Q.boolean_query([(Occur.Should, Q.term_query(schema, fname, v)) for v in values])
+
+
 def ids_query(schema: tantivy.Schema, ids: list[int]) -> tantivy.Query:
-    return Q.const_score_query(Q.term_set_query(schema, "unit_id", ids), 0.0)
+    return Q.const_score_query(any_of(schema, "unit_id", ids), 0.0)
 
 
 def restricted(q: tantivy.Query, clauses: list[tuple[tantivy.Occur, tantivy.Query]]

@@ -49,7 +49,9 @@ def list_sessions(conn: sqlite3.Connection, *, agent: str | None = None,
 
 
 def count_sessions(conn: sqlite3.Connection) -> int:
-    return conn.execute("SELECT count(*) FROM sessions").fetchone()[0]
+    """From the counter that triggers keep (m007)."""
+    row = conn.execute("SELECT value FROM counters WHERE name = 'sessions'").fetchone()
+    return int(row[0]) if row else 0
 
 
 def _filters(**kw: Any) -> tuple[str, list[Any]]:

@@ -1,8 +1,10 @@
 """Query terms and filters as tantivy queries.
 
 A term is analyzed like the text it is matched against: an English word is stemmed (one
-token: a term query; several, as "don't": a phrase), a CJK word becomes the phrase of its
-bigrams, a single CJK character matches as a prefix. Each term looks in the body and in
+token: a term query; several, as "don't": all of them), a CJK word becomes all of its
+bigrams, a single CJK character matches as a prefix. (The index keeps no positions, so
+no phrase queries: the bigrams of a CJK word are nearly always adjacent where all of
+them occur.) Each term looks in the body and in
 the one-liner (weighted up); OR mode adds up what matches, AND mode needs every term.
 A lone digit or one-letter word weighs `WEAK` of a term. Filters are exact and do not
 score: a set of sessions, a time range, and the asking session's recent tail left out.
@@ -65,7 +67,8 @@ def term_clause(schema: tantivy.Schema, fname: str, term: str, tokens: list[str]
         return Q.regex_query(schema, fname, re.escape(term) + ".*")
     if len(tokens) == 1:
         return Q.term_query(schema, fname, tokens[0])
-    return Q.phrase_query(schema, fname, tokens)
+    return Q.boolean_query([(Occur.Must, Q.term_query(schema, fname, t))
+                            for t in dict.fromkeys(tokens)])
 
 
 def idf(searcher: tantivy.Searcher, tokens: list[str]) -> float:

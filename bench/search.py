@@ -15,7 +15,8 @@ Measured per query in a balanced rotating order, each query first run once untim
 and inproc so every side finds its pages in the OS cache (--cold skips that):
   raw      bare tantivy: the query memoryd builds, top 15 (this process)
   inproc   memoryd.search.search(store, SearchRequest(...)) in this process
-  socket   POST /v1/search to a memoryd subprocess serving the same database (MemorydClient)
+  socket   POST /v1/search to a memoryd subprocess serving the same database (MemorydClient;
+           automatic summaries off unless --with-summaries)
   rg       `rg -i -F -c -e WORD ...` over the transcripts (a subprocess; --no-rg skips it)
 
     .venv/bin/python bench/search.py               # 1,000,000 units (first run builds)
@@ -256,7 +257,10 @@ async def run(args: argparse.Namespace, dir: Path, info: dict) -> None:
     by_class: dict[tuple[str, str], list[float]] = defaultdict(list)
     totals: dict[str, list[int]] = defaultdict(list)
     with h.short_dir() as sd:
-        d = h.Memoryd(run_home, src, sd / "m.sock", log_path=dir / "memoryd.log")
+        # the copied store's sessions are all idle and unsummarized: with automatic
+        # summaries on, the daemon works through that backlog while it is measured
+        env = {} if args.with_summaries else {"MEMORYD_AUTO_SUMMARY": "0"}
+        d = h.Memoryd(run_home, src, sd / "m.sock", log_path=dir / "memoryd.log", env=env)
         try:
             d.wait_ready(300)  # a busy machine: imports alone can take tens of seconds
             d.wait_caught_up(300)
@@ -369,6 +373,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--build-only", action="store_true")
     p.add_argument("--keep", action="store_true", help="keep this run's database copy")
     p.add_argument("--no-rg", action="store_true", help="leave rg out")
+    p.add_argument("--with-summaries", action="store_true",
+                   help="leave the daemon's automatic summaries on (it then summarizes the "
+                        "store's idle sessions while it answers)")
     args = p.parse_args(argv)
     if args.quick:
         args.units, args.queries = 100_000, 100

@@ -269,6 +269,12 @@ def retrieve_sync(conn: sqlite3.Connection, index: SearchIndex, query: str, *, k
                        w_body=p.w_body, w_one_liner=p.w_one_liner)
     fast = got is not None
     total, cands = got if got is not None else _scanned(conn, index, plan, f, mode, limit, p)
+    if fast and cands and index.changes_pending(conn):
+        # deletes not yet in the index (forget, purge, archival): the units must go
+        alive = _existing(conn, [c["unit_id"] for c in cands])
+        gone = len(cands) - len(alive)
+        cands = [c for c in cands if c["unit_id"] in alive]
+        total = max(0, total - gone)
     if not cands:
         return Retrieval(plan, 0, [])
     if prefer_project and fast:
@@ -297,6 +303,13 @@ def _scanned(conn: sqlite3.Connection, index: SearchIndex, plan: QueryPlan, f: F
                      dup=dup_hash(r.pop("head")))
             cands.append(r)
     return total, cands
+
+
+def _existing(conn: sqlite3.Connection, ids: list[int]) -> set[int]:
+    """Which of these unit ids the database holds (primary-key lookups, no row read)."""
+    rows = conn.execute("SELECT id FROM units WHERE id IN ("
+                        + ",".join("?" * len(ids)) + ")", ids)
+    return {r[0] for r in rows}
 
 
 def _session_projects(conn: sqlite3.Connection, pks: set[int]) -> dict[int, str | None]:

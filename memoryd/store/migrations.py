@@ -306,68 +306,9 @@ def m005_tantivy_index(conn: sqlite3.Connection) -> None:
     )
 
 
-def m007_counters(conn: sqlite3.Connection) -> None:
-    """Counts status shows, maintained by triggers in the transaction of each change, so
-    status reads a row instead of counting: units, sessions, and units whose one-liner
-    is extractive (their count read a partial index entry by entry, one per unit once
-    the summaries ran). Counted once here from the tables as they are."""
-    _script(
-        conn,
-        """
-        CREATE TABLE counters (
-            name TEXT PRIMARY KEY,
-            value INTEGER NOT NULL
-        );
-        INSERT INTO counters (name, value) SELECT 'units', count(*) FROM units;
-        INSERT INTO counters (name, value) SELECT 'sessions', count(*) FROM sessions;
-        INSERT INTO counters (name, value)
-            SELECT 'extractive_one_liners', count(*) FROM units
-            WHERE one_liner_by = 'extractive';
-        CREATE TRIGGER counters_units_in AFTER INSERT ON units
-        BEGIN
-            UPDATE counters SET value = value + 1 WHERE name = 'units';
-        END;
-        CREATE TRIGGER counters_units_out AFTER DELETE ON units
-        BEGIN
-            UPDATE counters SET value = value - 1 WHERE name = 'units';
-        END;
-        CREATE TRIGGER counters_sessions_in AFTER INSERT ON sessions
-        BEGIN
-            UPDATE counters SET value = value + 1 WHERE name = 'sessions';
-        END;
-        CREATE TRIGGER counters_sessions_out AFTER DELETE ON sessions
-        BEGIN
-            UPDATE counters SET value = value - 1 WHERE name = 'sessions';
-        END;
-        CREATE TRIGGER counters_extractive_in AFTER INSERT ON units
-        WHEN NEW.one_liner_by = 'extractive'
-        BEGIN
-            UPDATE counters SET value = value + 1 WHERE name = 'extractive_one_liners';
-        END;
-        CREATE TRIGGER counters_extractive_out AFTER DELETE ON units
-        WHEN OLD.one_liner_by = 'extractive'
-        BEGIN
-            UPDATE counters SET value = value - 1 WHERE name = 'extractive_one_liners';
-        END;
-        CREATE TRIGGER counters_extractive_set AFTER UPDATE OF one_liner_by ON units
-        WHEN NEW.one_liner_by = 'extractive'
-            AND (OLD.one_liner_by IS NULL OR OLD.one_liner_by <> 'extractive')
-        BEGIN
-            UPDATE counters SET value = value + 1 WHERE name = 'extractive_one_liners';
-        END;
-        CREATE TRIGGER counters_extractive_unset AFTER UPDATE OF one_liner_by ON units
-        WHEN OLD.one_liner_by = 'extractive'
-            AND (NEW.one_liner_by IS NULL OR NEW.one_liner_by <> 'extractive')
-        BEGIN
-            UPDATE counters SET value = value - 1 WHERE name = 'extractive_one_liners';
-        END
-        """,
-    )
-
-
 MIGRATIONS: list[Migration] = [m001_initial, m002_jobs_and_summaries, m003_units_id_session,
                                m004_memory_provenance, m005_tantivy_index,
-                               m006_served_context_and_exclusions, m007_counters]
+                               m006_served_context_and_exclusions]
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

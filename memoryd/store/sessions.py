@@ -49,9 +49,7 @@ def list_sessions(conn: sqlite3.Connection, *, agent: str | None = None,
 
 
 def count_sessions(conn: sqlite3.Connection) -> int:
-    """From the counter that triggers keep (m007)."""
-    row = conn.execute("SELECT value FROM counters WHERE name = 'sessions'").fetchone()
-    return int(row[0]) if row else 0
+    return conn.execute("SELECT count(*) FROM sessions").fetchone()[0]
 
 
 def _filters(**kw: Any) -> tuple[str, list[Any]]:

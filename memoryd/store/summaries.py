@@ -254,11 +254,11 @@ def extractive_sessions(conn: sqlite3.Connection, limit: int) -> list[int]:
 def artifact_counts(conn: sqlite3.Connection) -> dict[str, Any]:
     by_session = {r[0]: r[1] for r in conn.execute(
         "SELECT summary_by, count(*) FROM sessions WHERE summary_by IS NOT NULL GROUP BY 1")}
-    # a counter the triggers keep (m007): counting the partial index read one entry
-    # per extractive one-liner, a million after the summaries of 1M units
-    row = conn.execute(
-        "SELECT value FROM counters WHERE name = 'extractive_one_liners'").fetchone()
-    extractive_lines = int(row[0]) if row else 0
+    # a literal, not a bound parameter: only then can the planner use the partial index
+    # units_extractive_one_liner (2.7 ms instead of a 156 ms scan at 1M units)
+    assert EXTRACTIVE.isidentifier()
+    extractive_lines = conn.execute(
+        f"SELECT count(*) FROM units WHERE one_liner_by = '{EXTRACTIVE}'").fetchone()[0]
     return {"summaries_by": by_session, "extractive_one_liners": extractive_lines}
 
 

@@ -6,11 +6,16 @@ and prints p50/p99, next to two raw baselines measured in the same run: a bare
 the same GET /v1/status over the socket. Goal: p50 <= 120 ms.
 
     .venv/bin/python bench/memoryctl_status.py [--runs 60]
+    .venv/bin/python bench/memoryctl_status.py --units 200000   # on search.py's store
+
+With `--units N` the daemon serves a copy of the store `search.py` builds (N units; the
+counts status shows come from maintained counters, so they cost the same at any size).
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,14 +47,27 @@ def timed(cmd: list[str], runs: int) -> list[float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=60)
+    ap.add_argument("--units", type=int, default=0,
+                    help="serve a copy of search.py's store of this many units")
     args = ap.parse_args()
     print(machine())
     with tempfile.TemporaryDirectory() as tmp, short_dir() as d:
         src = Path(tmp) / "src"
         src.mkdir()
         sock = d / "m.sock"
-        with Memoryd(Path(tmp) / "home", src, sock) as md:
-            md.wait_ready()
+        home = Path(tmp) / "home"
+        if args.units:
+            import harness as h
+            import search as sb
+            from idle import fresh_copy
+
+            built = h.OUT / f"search-g{h.GEN_VERSION}-{args.units}-s1"
+            sb.build(args.units, 1, built)
+            home = fresh_copy(built, "status-home")
+        with Memoryd(home, src, sock, env={"MEMORYD_AUTO_SUMMARY": "0"}) as md:
+            md.wait_ready(300)
+            st = md.wait_caught_up(900)
+            print(f"memoryd serving {st['units']:,} units, {st['sessions']:,} sessions")
             ctl = [sys.executable, "-m", "memoryd.cli.memoryctl", "--socket", str(sock), "status"]
             script = Path(tmp) / "raw.py"
             script.write_text(RAW)
@@ -60,6 +78,8 @@ def main() -> None:
                     timed([sys.executable, str(script), str(sock)], args.runs)),
                 "memoryctl status": summary(timed(ctl, args.runs)),
             }
+        if args.units:
+            shutil.rmtree(home, ignore_errors=True)
     for name, s in rows.items():
         print(f"{name:<28} p50 {ms(s['p50']):>9}   p99 {ms(s['p99']):>9}")
     m, raw = rows["memoryctl status"], rows["raw stdlib GET /v1/status"]

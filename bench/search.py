@@ -4,9 +4,9 @@ tantivy index over the same texts, and vs `rg -i -F` over the same transcripts.
 The store is built once with memoryd's own code (generic adapter -> session_pk +
 store_record in 10k-unit transactions through Store.write_sync; no redaction pass; the
 store's own index writer follows) and cached under bench/out/search-g<gen>-<units>-s<seed>/,
-keyed by size, seed and a hash of memoryd/index/ (memoryd's indexing), so reruns skip the
-build. Each run works on a fresh copy of the cached database and index (the daemon may write
-to them). The raw baselines are built in the same pass: a bare tantivy index (memoryd's
+keyed by size and seed, so reruns skip the build; when the index's SCHEMA_VERSION
+changed, only memoryd's index is rebuilt (by memoryd's own writer). Each run works on a
+fresh copy of the cached database and index (the daemon may write to them). The raw baselines are built in the same pass: a bare tantivy index (memoryd's
 schema and analyzer, same index text: CJK runs as bigrams) holding unit id and body only,
 queried with the same query memoryd builds, top 15, no reranking; and the transcripts as
 JSONL files for rg.
@@ -15,7 +15,8 @@ Measured per query in a balanced rotating order, each query first run once untim
 and inproc so every side finds its pages in the OS cache (--cold skips that):
   raw      bare tantivy: the query memoryd builds, top 15 (this process)
   inproc   memoryd.search.search(store, SearchRequest(...)) in this process
-  socket   POST /v1/search to a memoryd subprocess serving the same database (MemorydClient)
+  socket   POST /v1/search to a memoryd subprocess serving the same database (MemorydClient;
+           automatic summaries off unless --with-summaries)
   rg       `rg -i -F -c -e WORD ...` over the transcripts (a subprocess; --no-rg skips it)
 
     .venv/bin/python bench/search.py               # 1,000,000 units (first run builds)
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
 import random
 import shutil
@@ -99,13 +99,12 @@ def group(cls: str) -> str:
 
 
 def index_fingerprint() -> str:
-    """Changes when memoryd's indexing (memoryd/index/) may have changed."""
-    import memoryd.index as ix
+    """Changes when what memoryd's index holds changes: its SCHEMA_VERSION (bumped with
+    every change to the schema, the analyzer or the index text; memoryd itself rebuilds
+    an index of another version)."""
+    from memoryd.index.schema import SCHEMA_VERSION
 
-    sha = hashlib.sha1()
-    for f in sorted(Path(ix.__file__).parent.glob("*.py")):
-        sha.update(f.read_bytes())
-    return sha.hexdigest()[:12]
+    return f"schema-{SCHEMA_VERSION}"
 
 
 def build(units: int, seed: int, dir: Path) -> dict:
@@ -117,7 +116,7 @@ def build(units: int, seed: int, dir: Path) -> dict:
         info = json.loads(meta.read_text())
         if info.get("index_fingerprint") == fp:
             return info
-        print("memoryd/index/ changed since the cached build: rebuilding")
+        return reindex(dir, info, fp)
     shutil.rmtree(dir, ignore_errors=True)
     dir.mkdir(parents=True)
     paths = resolve_paths(dir / "home")
@@ -217,6 +216,26 @@ def build(units: int, seed: int, dir: Path) -> dict:
     return info
 
 
+def reindex(dir: Path, info: dict, fp: str) -> dict:
+    """memoryd/index/ changed since the cached build: keep the database, the transcripts
+    and the bare twin, and let memoryd's own writer rebuild its index from the database."""
+    print("memoryd/index/ changed since the cached build: rebuilding memoryd's index only",
+          flush=True)
+    paths = resolve_paths(dir / "home")
+    shutil.rmtree(paths.data_dir / "index", ignore_errors=True)
+    t0 = time.perf_counter()
+    store = Store.open_sync(paths.db)
+    while not store.read_sync(store.index.is_caught_up):
+        time.sleep(0.5)
+    store.close_sync()
+    info.update(index_fingerprint=fp, reindex_s=round(time.perf_counter() - t0, 1),
+                memoryd_db_mb=round(h.dir_mb(paths.data_dir)),
+                memoryd_index_mb=round(h.dir_mb(paths.data_dir / "index")))
+    (dir / "meta.json").write_text(json.dumps(info))
+    print(f"  reindexed in {info['reindex_s']} s: {info}", flush=True)
+    return info
+
+
 async def run(args: argparse.Namespace, dir: Path, info: dict) -> None:
     gen = h.TextGen(args.seed)
     queries = gen.queries(random.Random(args.seed * 101), args.queries)
@@ -238,7 +257,10 @@ async def run(args: argparse.Namespace, dir: Path, info: dict) -> None:
     by_class: dict[tuple[str, str], list[float]] = defaultdict(list)
     totals: dict[str, list[int]] = defaultdict(list)
     with h.short_dir() as sd:
-        d = h.Memoryd(run_home, src, sd / "m.sock", log_path=dir / "memoryd.log")
+        # the copied store's sessions are all idle and unsummarized: with automatic
+        # summaries on, the daemon works through that backlog while it is measured
+        env = {} if args.with_summaries else {"MEMORYD_AUTO_SUMMARY": "0"}
+        d = h.Memoryd(run_home, src, sd / "m.sock", log_path=dir / "memoryd.log", env=env)
         try:
             d.wait_ready(300)  # a busy machine: imports alone can take tens of seconds
             d.wait_caught_up(300)
@@ -351,6 +373,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--build-only", action="store_true")
     p.add_argument("--keep", action="store_true", help="keep this run's database copy")
     p.add_argument("--no-rg", action="store_true", help="leave rg out")
+    p.add_argument("--with-summaries", action="store_true",
+                   help="leave the daemon's automatic summaries on (it then summarizes the "
+                        "store's idle sessions while it answers)")
     args = p.parse_args(argv)
     if args.quick:
         args.units, args.queries = 100_000, 100

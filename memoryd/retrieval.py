@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from memoryd.index import Filters, SearchIndex
-from memoryd.index.text import content_terms, query_terms, split_cjk
+from memoryd.index.schema import SPEAKER_CODES, speaker_code
+from memoryd.index.text import content_terms, dup_hash, query_terms, split_cjk
 from memoryd.store import Store
 from memoryd.store.units import (
     Exclusion,
@@ -159,13 +160,6 @@ def plan_query(query: str, mode: str = "or") -> QueryPlan:
 
 # -- ranking --------------------------------------------------------------------------
 
-_NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
-
-
-def _dup_key(head: str) -> str:
-    return _NON_WORD.sub(" ", head.casefold()).strip()
-
-
 def _score(cands: list[dict[str, Any]], plan: QueryPlan, now: float,
            prefer_project: str | None, p: Params) -> None:
     """Set c["score"] and c["signals"] on every candidate."""
@@ -179,7 +173,7 @@ def _score(cands: list[dict[str, Any]], plan: QueryPlan, now: float,
             if nb > 0:
                 sig["neighbour"] = round(p.neighbour * nb, 4)
                 score += p.neighbour * nb
-        if plan.speaker and c["kind"] == "message" and c["role"] == plan.speaker:
+        if plan.speaker and c["speaker"] == SPEAKER_CODES[plan.speaker]:
             sig["speaker"] = p.speaker
             score *= p.speaker
         if p.recency and c["ts"] is not None:
@@ -201,12 +195,12 @@ def _within(project: str | None, root: str) -> bool:
 
 
 def _dedupe(cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Collapse near-identical units (same normalized head, length within 5%) into the
-    best-scored one; `dups` lists the ids folded into it."""
-    kept: dict[str, list[dict[str, Any]]] = {}
+    """Collapse near-identical units (same normalized head, `dup`, and length within 5%)
+    into the best-scored one; `dups` lists the ids folded into it."""
+    kept: dict[int, list[dict[str, Any]]] = {}
     out = []
     for c in sorted(cands, key=lambda c: -c["score"]):
-        key = _dup_key(c["head"])
+        key = c["dup"]
         if not key:
             out.append(c)
             continue
@@ -271,29 +265,70 @@ def retrieve_sync(conn: sqlite3.Connection, index: SearchIndex, query: str, *, k
     f = Filters(agent=agent, project=project, session_id=session_id,
                 project_within=project_within, since=since, until=until, exclude=exclude)
     limit = min(p.max_candidates, max(p.candidates, p.candidates_per_hit * k))
-    total, found = index.candidates(conn, plan.terms, f, mode=mode, limit=limit, count=count,
-                                    w_body=p.w_body, w_one_liner=p.w_one_liner)
-    rows = candidate_rows(conn, [u for u, _ in found])
-    cands = []
-    for uid, score in found:
-        if (r := rows.get(uid)) is not None:  # None: forgotten, not yet out of the index
-            r["bm25"] = score
-            cands.append(r)
+    got = index.ranked(conn, plan.terms, f, mode=mode, limit=limit, count=count,
+                       w_body=p.w_body, w_one_liner=p.w_one_liner)
+    fast = got is not None
+    total, cands = got if got is not None else _scanned(conn, index, plan, f, mode, limit, p)
+    if fast and cands and index.changes_pending(conn):
+        # deletes not yet in the index (forget, purge, archival): the units must go
+        alive = _existing(conn, [c["unit_id"] for c in cands])
+        gone = len(cands) - len(alive)
+        cands = [c for c in cands if c["unit_id"] in alive]
+        total = max(0, total - gone)
     if not cands:
         return Retrieval(plan, 0, [])
+    if prefer_project and fast:
+        projects = _session_projects(conn, {c["session_pk"] for c in cands})
+        for c in cands:
+            c["project"] = projects.get(c["session_pk"])
     _score(cands, plan, now, prefer_project, p)
     if p.dedupe:
         cands = _dedupe(cands)
     top = _diverse_top(cands, k, p.session_repeat)
-    return Retrieval(plan, max(total, len(cands)), _hits(conn, index, top, plan, neighbours, p))
+    hits = _hits(conn, index, top, plan, neighbours, p, fast)
+    return Retrieval(plan, max(total, len(cands)), hits)
+
+
+def _scanned(conn: sqlite3.Connection, index: SearchIndex, plan: QueryPlan, f: Filters,
+             mode: str, limit: int, p: Params) -> tuple[int, list[dict[str, Any]]]:
+    """The candidates while the index is rebuilt: its fallback scan, the rows read from
+    SQLite (what the index's fast fields hold otherwise)."""
+    total, found = index.candidates(conn, plan.terms, f, mode=mode, limit=limit,
+                                    count=False, w_body=p.w_body, w_one_liner=p.w_one_liner)
+    rows = candidate_rows(conn, [u for u, _ in found])
+    cands = []
+    for uid, score in found:
+        if (r := rows.get(uid)) is not None:
+            r.update(bm25=score, speaker=speaker_code(r["role"], r["kind"]),
+                     dup=dup_hash(r.pop("head")))
+            cands.append(r)
+    return total, cands
+
+
+def _existing(conn: sqlite3.Connection, ids: list[int]) -> set[int]:
+    """Which of these unit ids the database holds (primary-key lookups, no row read)."""
+    rows = conn.execute("SELECT id FROM units WHERE id IN ("
+                        + ",".join("?" * len(ids)) + ")", ids)
+    return {r[0] for r in rows}
+
+
+def _session_projects(conn: sqlite3.Connection, pks: set[int]) -> dict[int, str | None]:
+    """The project of each of these sessions (a few dozen rows by primary key)."""
+    ids = sorted(pks)
+    rows = conn.execute("SELECT id, project FROM sessions WHERE id IN ("
+                        + ",".join("?" * len(ids)) + ")", ids)
+    return dict(rows.fetchall())
 
 
 def _hits(conn: sqlite3.Connection, index: SearchIndex, top: list[dict[str, Any]],
-          plan: QueryPlan, neighbours: int, p: Params) -> list[Hit]:
+          plan: QueryPlan, neighbours: int, p: Params, fast: bool) -> list[Hit]:
     ids = [c["unit_id"] for c in top]
     rows = units_by_id(conn, ids)
-    matched = index.matched(plan.terms, {
-        i: r["content"] + "\n" + (r["one_liner"] or "") for i, r in rows.items()})
+    if fast:  # the index says which terms each hit matched
+        matched = index.matched_ids(plan.terms, ids)
+    else:
+        matched = index.matched(plan.terms, {
+            i: r["content"] + "\n" + (r["one_liner"] or "") for i, r in rows.items()})
     # split the score by field only for hits with a one-liner
     with_one_liner = [i for i in ids if (r := rows.get(i)) and r["one_liner"]]
     cols = index.field_scores(plan.terms, with_one_liner, w_body=p.w_body,
@@ -306,7 +341,7 @@ def _hits(conn: sqlite3.Connection, index: SearchIndex, top: list[dict[str, Any]
     hits = []
     for c in top:
         r = rows.get(c["unit_id"])
-        if r is None:  # deleted between the two reads of this transaction: cannot happen
+        if r is None:  # forgotten, and not yet out of the index
             continue
         body, one = cols.get(c["unit_id"], (c["bm25"], 0.0))
         signals = {"bm25_content": round(body, 4)}

@@ -4,7 +4,10 @@
   user+assistant text exceeds `char_threshold` -> summarize up to the buffer cut;
 - interval: every `interval_user_messages` user messages -> the same, a refresh;
 - idle: a periodic sweep finds sessions idle for `idle_minutes` with at least
-  `idle_min_messages` unsummarized -> summarize everything (the segment's final summary);
+  `idle_min_messages` unsummarized -> summarize everything (the segment's final summary).
+  The sweep is paced: it tops the queue up to `SWEEP_BATCH` idle sessions, newest first,
+  so a first start on a big history works through it a few sessions a sweep instead of
+  queueing thousands of jobs at once;
 - upgrade: a periodic pass that redoes extractive artifacts once a model is usable.
 
 Threshold and interval are driven by the ingestor's events: `on_ingest` only marks
@@ -38,10 +41,12 @@ from memoryd.store.summaries import (
     idle_sessions,
     mark_user_units,
 )
+from memoryd.store.jobs import waiting_targets
 
 log = logging.getLogger(__name__)
 
 BUSY_POLL_S = 0.5
+SWEEP_BATCH = 8  # idle sessions waiting for their summary at once, at most
 # (kind, target, params, reason) -> job id
 Enqueue = Callable[[str, str, dict[str, Any], str], Awaitable[int]]
 
@@ -142,12 +147,22 @@ class Triggers:
     # -- sweeps --------------------------------------------------------------------------
 
     async def sweep_idle(self, now: float | None = None) -> list[int]:
-        """Enqueue a final summary for every idle session with enough unsummarized."""
+        """Enqueue a final summary for idle sessions with enough unsummarized: the
+        newest first, as many as keep `SWEEP_BATCH` of them waiting (the next sweeps
+        take the rest)."""
         now = self.clock() if now is None else now
         before = now - self.settings.idle_minutes * 60
         active = dict(self._active)
-        pks = await self.store.read(lambda c: idle_sessions(
-            c, before, self.settings.idle_min_messages, active))
+
+        def due(c: Any) -> list[int]:
+            idle = idle_sessions(c, before, self.settings.idle_min_messages, active)
+            waiting = waiting_targets(c, "summarize")
+            room = SWEEP_BATCH - len(waiting)
+            fresh = [pk for pk in sorted(idle, reverse=True)
+                     if session_target(pk) not in waiting]
+            return fresh[: max(0, room)]
+
+        pks = await self.store.read(due)
         for pk in pks:
             await self.enqueue("summarize", session_target(pk), {"mode": "all"}, "idle")
             await self.enqueue("one_liners", session_target(pk), {}, "idle")

@@ -181,3 +181,38 @@ async def test_triggers_wait_while_the_daemon_is_busy(tmp_path):
     finally:
         await svc.stop()
         await store.close()
+
+
+async def test_idle_sweep_is_paced_on_a_big_history(tmp_path):
+    """A first start on a history of many idle sessions queues a few summaries per
+    sweep (newest first), never one job per session at once; later sweeps take the
+    rest, and every session is summarized in the end."""
+    from memoryd.store.jobs import waiting_targets
+    from memoryd.triggers import SWEEP_BATCH
+
+    n = 3 * SWEEP_BATCH + 2
+    clock = Clock()
+    async with summaries_service(tmp_path / "m.db", settings_with(None), clock=clock) as (
+            svc, ingest):
+        for i in range(n):
+            t = Transcript(tmp_path / "src", name=f"p/s{i:02d}", start_ts=T0 - 100)
+            t.turns(2)
+            await ingest(t)
+        await settled(svc)
+        clock.now = T0 + 16 * 60
+        swept: list[list[int]] = []
+        while sum(map(len, swept)) < n:  # each sweep queues at least one session
+            got = await svc.triggers.sweep_idle()
+            waiting = await svc.store.read(lambda c: waiting_targets(c, "summarize"))
+            assert 0 < len(got) <= SWEEP_BATCH and len(waiting) <= SWEEP_BATCH
+            swept.append(got)
+            await settled(svc)
+        first = swept[0]
+        assert first == sorted(first, reverse=True) and first[0] == n  # newest first
+        done = sorted(pk for got in swept for pk in got)
+        assert done == list(range(1, n + 1))  # each session once
+        assert len(swept) == -(-n // SWEEP_BATCH)
+        assert await svc.triggers.sweep_idle() == []
+        for pk in (1, n):
+            s = await svc.store.read(lambda c, pk=pk: get_session(c, pk))
+            assert s["summary_by"] == "extractive"

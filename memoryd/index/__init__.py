@@ -37,6 +37,8 @@ __all__ = ["Filters", "SearchIndex"]
 
 log = logging.getLogger(__name__)
 
+RANK_FIELDS = ("unit_id", "session_pk", "seq", "ts", "speaker", "dup", "chars")
+"""The fast fields `ranked` reads for each candidate."""
 WRITER_HEAP = 16_000_000  # tantivy's floor is 15 MB per indexing thread
 META = "memoryd-index.json"
 
@@ -166,6 +168,12 @@ class SearchIndex:
         return conn.execute("SELECT NOT EXISTS (SELECT 1 FROM index_pending WHERE id > ?)",
                             (self.pending_done,)).fetchone()[0] == 1
 
+    def changes_pending(self, conn: sqlite3.Connection) -> bool:
+        """Changes (a forgotten unit, a rewritten one) wait in `index_pending`: the index
+        may still hold units the database no longer has. One index seek."""
+        return conn.execute("SELECT EXISTS (SELECT 1 FROM index_pending WHERE id > ?)",
+                            (self.pending_done,)).fetchone()[0] == 1
+
     def status(self, conn: sqlite3.Connection) -> dict[str, Any]:
         out: dict[str, Any] = {"state": self.state, "units": self.docs(), "upto": self.upto,
                                "caught_up": self.is_caught_up(conn)}
@@ -186,9 +194,21 @@ class SearchIndex:
                    mode: str, limit: int, count: bool, w_body: float = 1.0,
                    w_one_liner: float = 3.0) -> tuple[int, list[tuple[int, float]]]:
         """(matches, [(unit id, score)] best first) for the terms under the filters."""
+        got = self.ranked(conn, terms, f, mode=mode, limit=limit, count=count,
+                          w_body=w_body, w_one_liner=w_one_liner)
+        if got is None:
+            return fallback.scan(conn, terms, f, mode=mode, limit=limit)
+        return got[0], [(c["unit_id"], c["bm25"]) for c in got[1]]
+
+    def ranked(self, conn: sqlite3.Connection, terms: list[str], f: Filters, *,
+               mode: str, limit: int, count: bool, w_body: float = 1.0,
+               w_one_liner: float = 3.0) -> tuple[int, list[dict[str, Any]]] | None:
+        """(matches, candidates best first), each candidate what reranking needs, read
+        from the index's fast fields (`RANK_FIELDS`) with its score as `bm25`: no SQLite
+        row is read. None while the index is not searchable (`candidates` falls back)."""
         idx = self._index
         if not self.searchable() or idx is None:
-            return fallback.scan(conn, terms, f, mode=mode, limit=limit)
+            return None
         s = idx.searcher()
         q = text_query(self.schema, self.analyzer, s, terms, mode, w_body=w_body,
                        w_one_liner=w_one_liner)
@@ -201,14 +221,35 @@ class SearchIndex:
                 return 0, []
         q = restricted(q, filter_clauses(self.schema, f, pks))
         res = s.search(q, limit, count=count)
-        uids = s.fast_field_values("unit_id", [a for _, a in res.hits])
-        found = [(int(u), float(sc)) for u, (sc, _) in zip(uids, res.hits, strict=True)]
+        addrs = [a for _, a in res.hits]
+        cols = [s.fast_field_values(name, addrs) for name in RANK_FIELDS]
+        found = [dict(zip(RANK_FIELDS, vals, strict=True), bm25=float(sc))
+                 for (sc, _), *vals in zip(res.hits, *cols, strict=True)]
         return (res.count if count and res.count is not None else len(found)), found
+
+    def matched_ids(self, terms: list[str], ids: list[int]) -> dict[int, set[int]]:
+        """Which of `terms` (by index) each of the given units matches in its body or
+        one-liner, asked of the index (one small search per term, limited to `ids`):
+        exactly what retrieval matched, with no text analyzed here."""
+        idx = self._index
+        if not ids or not self.searchable() or idx is None:
+            return {}
+        s = idx.searcher()
+        only = [(tantivy.Occur.Must, ids_query(self.schema, ids))]
+        out: dict[int, set[int]] = {}
+        for i, t in enumerate(terms):
+            q = text_query(self.schema, self.analyzer, s, [t], "or")
+            if q is None:
+                continue
+            res = s.search(restricted(q, only), len(ids), count=False)
+            for u in s.fast_field_values("unit_id", [a for _, a in res.hits]):
+                out.setdefault(int(u), set()).add(i)
+        return out
 
     def matched(self, terms: list[str], texts: dict[int, str]) -> dict[int, set[int]]:
         """Which of `terms` (by index) each text (unit id -> content and one-liner)
         contains, by the index's own analysis (a phrase: all of its tokens; a single CJK
-        character: as a prefix). No search: the hits' text is at hand."""
+        character: as a prefix). For the fallback scan, when the index cannot answer."""
         wanted = [(i, term_tokens(self.analyzer, t), is_cjk(t) and len(t) == 1)
                   for i, t in enumerate(terms)]
         out: dict[int, set[int]] = {}

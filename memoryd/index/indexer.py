@@ -22,8 +22,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from memoryd.index.schema import document
-from memoryd.index.text import index_text
+from memoryd.index.schema import document, speaker_code
+from memoryd.index.text import dup_hash, index_text
 
 if TYPE_CHECKING:
     from memoryd.index import SearchIndex
@@ -34,13 +34,15 @@ BATCH = 2000
 IDLE_POLL_S = 30.0  # a safety net; writes wake the thread at once
 NICE = 5
 
-_ROWS = ("SELECT u.id AS unit_id, u.session_pk, u.seq, u.ts, u.content, u.one_liner "
-         "FROM units u ")
+_ROWS = ("SELECT u.id AS unit_id, u.session_pk, u.seq, u.ts, u.role, u.kind, u.content, "
+         "u.one_liner FROM units u ")
 
 
 def _docs(rows: list[sqlite3.Row]) -> list[object]:
     return [document(r, index_text(r["content"]),
-                     index_text(r["one_liner"]) if r["one_liner"] else "") for r in rows]
+                     index_text(r["one_liner"]) if r["one_liner"] else "",
+                     speaker=speaker_code(r["role"], r["kind"]), dup=dup_hash(r["content"]),
+                     chars=len(r["content"])) for r in rows]
 
 
 class Indexer:

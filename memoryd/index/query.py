@@ -1,8 +1,10 @@
 """Query terms and filters as tantivy queries.
 
 A term is analyzed like the text it is matched against: an English word is stemmed (one
-token: a term query; several, as "don't": a phrase), a CJK word becomes the phrase of its
-bigrams, a single CJK character matches as a prefix. Each term looks in the body and in
+token: a term query; several, as "don't": all of them), a CJK word becomes all of its
+bigrams, a single CJK character matches as a prefix. (The index keeps no positions, so
+no phrase queries: the bigrams of a CJK word are nearly always adjacent where all of
+them occur.) Each term looks in the body and in
 the one-liner (weighted up); OR mode adds up what matches, AND mode needs every term.
 A lone digit or one-letter word weighs `WEAK` of a term. Filters are exact and do not
 score: a set of sessions, a time range, and the asking session's recent tail left out.
@@ -65,7 +67,8 @@ def term_clause(schema: tantivy.Schema, fname: str, term: str, tokens: list[str]
         return Q.regex_query(schema, fname, re.escape(term) + ".*")
     if len(tokens) == 1:
         return Q.term_query(schema, fname, tokens[0])
-    return Q.phrase_query(schema, fname, tokens)
+    return Q.boolean_query([(Occur.Must, Q.term_query(schema, fname, t))
+                            for t in dict.fromkeys(tokens)])
 
 
 def idf(searcher: tantivy.Searcher, tokens: list[str]) -> float:
@@ -112,7 +115,7 @@ def filter_clauses(schema: tantivy.Schema, f: Filters, session_pks: list[int] | 
     out = []
     if session_pks is not None:
         out.append((Occur.Must, Q.const_score_query(
-            Q.term_set_query(schema, "session_pk", session_pks), 0.0)))
+            any_of(schema, "session_pk", session_pks), 0.0)))
     if f.since is not None or f.until is not None:
         out.append((Occur.Must, Q.const_score_query(Q.range_query(
             schema, "ts", tantivy.FieldType.Float, f.since, f.until), 0.0)))
@@ -124,8 +127,17 @@ def filter_clauses(schema: tantivy.Schema, f: Filters, session_pks: list[int] | 
     return out
 
 
+def any_of(schema: tantivy.Schema, fname: str, values: list[int]) -> tantivy.Query:
+    """Documents whose `fname` is one of `values`: a union of term queries. (tantivy's
+    term_set_query reads the whole field per search: 5 ms for 15 ids in 30k units, the
+    union of their postings 0.1 ms.)"""
+    if len(values) == 1:
+        return Q.term_query(schema, fname, values[0])
+    return Q.boolean_query([(Occur.Should, Q.term_query(schema, fname, v)) for v in values])
+
+
 def ids_query(schema: tantivy.Schema, ids: list[int]) -> tantivy.Query:
-    return Q.const_score_query(Q.term_set_query(schema, "unit_id", ids), 0.0)
+    return Q.const_score_query(any_of(schema, "unit_id", ids), 0.0)
 
 
 def restricted(q: tantivy.Query, clauses: list[tuple[tantivy.Occur, tantivy.Query]]

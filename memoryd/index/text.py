@@ -15,6 +15,7 @@ nothing else (`content_terms`).
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from memoryd.stopwords import STOP_WORDS
@@ -105,22 +106,54 @@ def weak_term(term: str) -> bool:
     return len(term) == 1 and not _HAS_CJK.match(term)
 
 
-def snippet(text: str, terms: list[str], width: int = 240) -> str:
-    """A window of `text` around the first matched term (case-insensitive, stem-blind:
-    a term matches as a prefix of a word), on one line."""
-    flat = " ".join(text.split())
-    if len(flat) <= width:
-        return flat
-    low = flat.lower()
+def _first(low: str, terms: list[str]) -> int:
+    """Where the first of `terms` occurs in lower-cased text (stem-blind: a word's
+    prefix), or -1."""
     pos = -1
     for t in terms:
         probe = t if _HAS_CJK.match(t) else t[: max(3, len(t) - 2)]
         p = low.find(probe)
         if p != -1 and (pos == -1 or p < pos):
             pos = p
+    return pos
+
+
+def snippet(text: str, terms: list[str], width: int = 240) -> str:
+    """A window of `text` around the first matched term (case-insensitive, stem-blind:
+    a term matches as a prefix of a word), on one line. Only the stretch around the match
+    of a long text is flattened (a hit can be a 16 KB tool output)."""
+    cut_head = cut_tail = False
+    if len(text) > 4 * width:
+        low = text.lower()
+        at = _first(low, terms) if len(low) == len(text) else -1
+        start = max(0, at - 2 * width) if at != -1 else 0
+        end = start + 4 * width
+        cut_head, cut_tail = start > 0, end < len(text)
+        text = text[start:end]
+    flat = " ".join(text.split())
+    if len(flat) <= width and not (cut_head or cut_tail):
+        return flat
+    pos = _first(flat.lower(), terms)
     if pos == -1:
-        return flat[: width - 1] + "…"
+        return ("…" if cut_head else "") + flat[: width - 1] + "…"
     start = max(0, pos - width // 3)
     end = min(len(flat), start + width)
     out = flat[start:end]
-    return ("…" if start else "") + out + ("…" if end < len(flat) else "")
+    return (("…" if start or cut_head else "") + out
+            + ("…" if end < len(flat) or cut_tail else ""))
+
+_NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
+DUP_HEAD = 400  # characters of a unit compared for near-duplicate collapse
+
+
+def dup_key(text: str) -> str:
+    """The normalized head of a unit's text: near-identical units share it."""
+    return _NON_WORD.sub(" ", text[:DUP_HEAD].casefold()).strip()
+
+
+def dup_hash(text: str) -> int:
+    """`dup_key` as a 64-bit number for the index (0: no key, nothing to collapse)."""
+    key = dup_key(text)
+    if not key:
+        return 0
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big") or 1

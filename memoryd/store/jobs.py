@@ -185,6 +185,13 @@ def job_counts(conn: sqlite3.Connection) -> dict[str, Any]:
     return counts
 
 
+def waiting_targets(conn: sqlite3.Connection, kind: str) -> set[str]:
+    """Targets of the pending or running jobs of a kind."""
+    return {r[0] for r in conn.execute(
+        "SELECT target FROM jobs WHERE kind = ? AND state IN ('pending', 'running')",
+        (kind,))}
+
+
 def next_due(conn: sqlite3.Connection) -> float | None:
     row = conn.execute("SELECT min(next_run_at) FROM jobs WHERE state = 'pending'").fetchone()
     return row[0]

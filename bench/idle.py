@@ -1,0 +1,193 @@
+"""Memory and CPU of a daemon at rest on a big store, and how gently it starts on one.
+
+Uses the store `search.py` builds (cached, same flags), copied for each run:
+
+  first start   memoryd with its default settings on the copied store (a history whose
+                sessions are all idle and unsummarized): every `--sample-s` seconds for
+                `--first-start-s`, the summary jobs waiting (pending + running), the
+                process's CPU share and RSS. What the idle sweep queues is paced
+                (`memoryd.triggers.SWEEP_BATCH`), so the waiting jobs stay a handful.
+  at rest       memoryd with automatic summaries off (`MEMORYD_AUTO_SUMMARY=0`, so the
+                backlog above does not run), once caught up: `--warm` searches and
+                `/v1/context` requests (so whatever loads on first use has loaded), then
+                `--idle-s` seconds with no request: CPU share over that window, RSS (VmRSS,
+                split into anonymous and file-backed) after the searches, after the
+                contexts and the rest, and the peak (VmHWM).
+  raw baseline  in the same run, a bare process that opens the same SQLite database and
+                tantivy index (stdlib sqlite3 + tantivy), runs the same searches on the
+                bare index, then rests: its RSS and CPU over the same window.
+
+    .venv/bin/python bench/idle.py --units 200000
+    .venv/bin/python bench/idle.py --quick          # 30,000 units, shorter windows
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness as h  # noqa: E402
+import search as sb  # noqa: E402
+
+from memoryd.paths import resolve_paths  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int) -> float:
+    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / TICK
+
+
+def mem_mb(pid: int, key: str = "VmRSS") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def mem_split(pid: int) -> str:
+    return (f"{mem_mb(pid):.0f} ({mem_mb(pid, 'RssAnon'):.0f} + "
+            f"{mem_mb(pid, 'RssFile'):.0f})")
+
+
+def fresh_copy(dir: Path, name: str) -> Path:
+    home = dir / name
+    shutil.rmtree(home, ignore_errors=True)
+    paths = resolve_paths(home)
+    paths.ensure()
+    built = resolve_paths(dir / "home")
+    shutil.copyfile(built.db, paths.db)
+    shutil.copytree(built.data_dir / "index", paths.data_dir / "index")
+    return home
+
+
+def first_start(args: argparse.Namespace, dir: Path) -> None:
+    home = fresh_copy(dir, "idle-first")
+    src = dir / "empty-src"
+    src.mkdir(exist_ok=True)
+    with h.short_dir() as sd:
+        d = h.Memoryd(home, src, sd / "m.sock", log_path=dir / "idle-first.log")
+        try:
+            d.wait_ready(300)
+            pid = d.proc.pid
+            most, cpu, t_end = 0, [], time.monotonic() + args.first_start_s
+            done = 0
+            while time.monotonic() < t_end:
+                c0, t0 = cpu_s(pid), time.monotonic()
+                time.sleep(args.sample_s)
+                cpu.append(100 * (cpu_s(pid) - c0) / (time.monotonic() - t0))
+                st = d.status() or {}
+                jobs = (st.get("summaries") or {}).get("jobs") or {}
+                waiting = int(jobs.get("pending") or 0) + int(jobs.get("running") or 0)
+                done = int(jobs.get("done") or 0)
+                most = max(most, waiting)
+            print(f"first start, {args.first_start_s:.0f} s on the copied store: summary jobs "
+                  f"waiting at most {most}, done {done}; CPU "
+                  f"mean {sum(cpu) / len(cpu):.1f}%, max {max(cpu):.1f}% of one core; "
+                  f"RSS {mem_mb(pid):.0f} MB")
+        finally:
+            d.stop()
+            shutil.rmtree(home, ignore_errors=True)
+
+
+RAW = textwrap.dedent("""
+    import sqlite3, sys, time, tantivy
+    sys.path.insert(0, {root!r})
+    from memoryd.index.schema import ANALYZER, build_analyzer, build_schema
+    from memoryd.index.query import text_query
+    from memoryd.retrieval import plan_query
+    db = sqlite3.connect({db!r})
+    db.execute("SELECT count(*) FROM sessions").fetchone()
+    ix = tantivy.Index.open({ix!r})
+    ix.register_tokenizer(ANALYZER, build_analyzer())
+    schema, an = build_schema(), build_analyzer()
+    for q, mode in {queries!r}:
+        s = ix.searcher()
+        query = text_query(schema, an, s, plan_query(q, mode).terms, mode)
+        if query is not None:
+            s.search(query, 15)
+    print("ready", flush=True)
+    time.sleep(3600)
+""")
+
+
+def at_rest(args: argparse.Namespace, dir: Path) -> None:
+    home = fresh_copy(dir, "idle-rest")
+    src = dir / "empty-src"
+    src.mkdir(exist_ok=True)
+    gen = h.TextGen(args.seed)
+    queries = [(q, m) for _, q, m in gen.queries(random.Random(args.seed * 101), args.warm)]
+    paths = resolve_paths(home)
+    raw = subprocess.Popen(
+        [sys.executable, "-c", RAW.format(root=str(h.ROOT), db=str(paths.db),
+                                          ix=str(paths.data_dir / "index" / "tantivy"),
+                                          queries=queries)],
+        stdout=subprocess.PIPE, text=True)
+    with h.short_dir() as sd:
+        d = h.Memoryd(home, src, sd / "m.sock", log_path=dir / "idle-rest.log",
+                      env={"MEMORYD_AUTO_SUMMARY": "0"})
+        try:
+            d.wait_ready(300)
+            st = d.wait_caught_up(900)
+            pid = d.proc.pid
+            after_start = mem_mb(pid)
+            for q, mode in queries:
+                d.client.search(query=q, mode=mode)
+            searched = mem_split(pid)
+            for q, _ in queries:  # the first one loads the tokenizer (cl100k_base)
+                d.client.request("POST", "/v1/context", {"query": q, "cwd": "/bench/proj01"})
+            assert raw.stdout is not None
+            raw.stdout.readline()  # the raw side is ready too
+            c0, r0, t0 = cpu_s(pid), cpu_s(raw.pid), time.monotonic()
+            time.sleep(args.idle_s)
+            el = time.monotonic() - t0
+            cpu, raw_cpu = 100 * (cpu_s(pid) - c0) / el, 100 * (cpu_s(raw.pid) - r0) / el
+            rows = [["memoryd (auto summaries off)", f"{after_start:.0f}", searched,
+                     mem_split(pid), f"{mem_mb(pid, 'VmHWM'):.0f}", f"{cpu:.2f}"],
+                    ["raw: sqlite3 + tantivy, same searches", "", "", mem_split(raw.pid),
+                     f"{mem_mb(raw.pid, 'VmHWM'):.0f}", f"{raw_cpu:.2f}"]]
+            print(f"at rest on {st['units']:,} units; RSS in MB as total (anonymous + "
+                  "file-backed: mapped index and libraries):")
+            print(h.table(rows, ["", "caught up", f"after {len(queries)} searches",
+                                 f"+ {len(queries)} contexts, {args.idle_s:.0f} s at rest",
+                                 "peak", "CPU at rest (%)"]))
+        finally:
+            d.stop()
+            raw.kill()
+            raw.wait()
+            shutil.rmtree(home, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--units", type=int, default=200_000)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--quick", action="store_true", help="30,000 units, shorter windows")
+    p.add_argument("--first-start-s", type=float, default=180.0)
+    p.add_argument("--sample-s", type=float, default=5.0)
+    p.add_argument("--idle-s", type=float, default=60.0)
+    p.add_argument("--warm", type=int, default=50, help="searches and contexts before rest")
+    p.add_argument("--skip-first-start", action="store_true")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.units, args.first_start_s, args.idle_s = 30_000, 60.0, 30.0
+    print(f"idle benchmark: {h.machine()}")
+    dir = h.OUT / f"search-g{h.GEN_VERSION}-{args.units}-s{args.seed}"
+    sb.build(args.units, args.seed, dir)
+    if not args.skip_first_start:
+        first_start(args, dir)
+    at_rest(args, dir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,115 @@
+"""Exactly-once ingest across machines (issue 14 item 3), against a real PostgreSQL:
+two daemons (two homes, two roots, two machine names, one namespace) holding
+identically named transcripts make two sessions and see each other's units; the store
+keys cursors by (machine, path)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import psycopg
+
+from memoryd.config import load_settings
+from memoryd.daemon import Daemon
+from memoryd.paths import resolve_paths
+from memoryd.store import Store
+from memoryd.store.files import Cursor, get_cursor, live_cursors, save_cursor
+from memoryd.store.sessions import session_pk
+from memoryd.store_target import StoreTarget
+from tests.helpers import AsyncClient, caught_up, short_dir, wait_for, write_jsonl
+
+
+def msg(i: int, text: str) -> dict:
+    return {"role": "user" if i % 2 == 0 else "assistant", "content": text, "id": f"m{i}"}
+
+
+def fleet_settings(root, sock, url: str, machine: str):
+    return load_settings(None, environ={}, overrides={
+        "watch": {"sources": [{"agent": "generic", "path": root}], "default_sources": False,
+                  "reconcile_seconds": 0.3},
+        "server": {"socket": sock, "tcp_port": 0},
+        "store": {"url": url, "machine": machine, "namespace": "team"}})
+
+
+async def test_same_named_transcripts_on_two_machines_are_two_sessions(tmp_path, pg_url,
+                                                                       memoryd_home):
+    roots = {}
+    for m, words in (("laptop", ["quokka plan on the laptop", "laptop reply"]),
+                     ("server", ["wombat build on the server", "server reply"])):
+        roots[m] = tmp_path / m / "src"
+        write_jsonl(roots[m] / "chat.jsonl", [msg(i, w) for i, w in enumerate(words)])
+    with short_dir() as d:
+        async with contextlib.AsyncExitStack() as stack:
+            daemons = {}
+            for m in roots:
+                home = tmp_path / m / "home"
+                home.mkdir(parents=True)
+                dm = Daemon(fleet_settings(roots[m], d / f"{m}.sock", pg_url, m),
+                            resolve_paths(home), environ={})
+                await dm.start()
+                stack.push_async_callback(dm.stop)
+                daemons[m] = AsyncClient(d / f"{m}.sock")
+            for c in daemons.values():
+                await wait_for(lambda c=c: caught_up(c))
+            # each daemon reads the store: both machines' units, two sessions named "chat"
+            for c in daemons.values():
+                st = await wait_for(lambda c=c: _with_units(c, 4))
+                assert st["sessions"] == 2
+            with psycopg.connect(pg_url) as conn:
+                rows = conn.execute(
+                    "SELECT s.machine, s.session_id, count(u.id) FROM memoryd_team.sessions s "
+                    "JOIN memoryd_team.units u ON u.session_pk = s.id "
+                    "GROUP BY s.machine, s.session_id ORDER BY s.machine").fetchall()
+                files = conn.execute("SELECT machine, path, \"offset\" > 0 FROM "
+                                     "memoryd_team.files ORDER BY machine").fetchall()
+            assert rows == [("laptop", "chat", 2), ("server", "chat", 2)]
+            assert [(f[0], f[2]) for f in files] == [("laptop", True), ("server", True)]
+            # an append on one machine reaches its own session only
+            write_jsonl(roots["server"] / "chat.jsonl", [msg(2, "server appended kiwi")])
+            await wait_for(lambda: _with_units(daemons["server"], 5))
+            with psycopg.connect(pg_url) as conn:
+                per = dict(conn.execute("SELECT machine, units FROM memoryd_team.sessions")
+                           .fetchall())
+            assert per == {"laptop": 2, "server": 3}
+
+
+async def _with_units(c: AsyncClient, n: int):
+    st = await c.status()
+    return st if st["units"] >= n else None
+
+
+async def test_cursors_are_keyed_by_machine_and_path(tmp_path, pg_url):
+    """The same path on two machines: two cursor rows, each machine sees only its own."""
+    stores = {m: await Store.open(tmp_path / m / "memoryd.db",
+                                  target=StoreTarget(url=pg_url, machine=m))
+              for m in ("a", "b")}
+    try:
+        for m, s in stores.items():
+            assert s.machine == m
+            await s.write(lambda c, m=m: save_cursor(c, Cursor(
+                "/home/me/chat.jsonl", "/home/me", "generic", offset=10 if m == "a" else 20,
+                machine=m)))
+        a = await stores["a"].read(lambda c: get_cursor(c, "/home/me/chat.jsonl", "a"))
+        b = await stores["b"].read(lambda c: get_cursor(c, "/home/me/chat.jsonl", "b"))
+        assert (a.offset, b.offset) == (10, 20) and a.id != b.id
+        assert [c.machine for c in await stores["a"].read(lambda c: live_cursors(c, "a"))] \
+            == ["a"]
+        pks = [await s.write(lambda c, m=m: session_pk(c, "generic", "chat", machine=m))
+               for m, s in stores.items()]
+        assert pks[0] != pks[1]
+    finally:
+        for s in stores.values():
+            await s.close()
+
+
+async def test_sqlite_keeps_its_identities(tmp_path):
+    """SQLite mode: the machine is '' (one machine owns the store), whatever is configured."""
+    s = await Store.open(tmp_path / "memoryd.db", target=StoreTarget(machine="laptop"))
+    try:
+        assert s.machine == ""
+        pk = await s.write(lambda c: session_pk(c, "generic", "chat"))
+        assert await s.write(lambda c: session_pk(c, "generic", "chat")) == pk
+        row = await s.read(lambda c: c.execute("SELECT machine FROM sessions").fetchone())
+        assert row[0] == ""
+    finally:
+        await s.close()

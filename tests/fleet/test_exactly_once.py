@@ -6,9 +6,16 @@ keys cursors by (machine, path)."""
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import psycopg
+import pytest
 
+from memoryd.client import ApiError, DaemonNotRunning, MemorydClient
 from memoryd.config import load_settings
 from memoryd.daemon import Daemon
 from memoryd.paths import resolve_paths
@@ -16,7 +23,10 @@ from memoryd.store import Store
 from memoryd.store.files import Cursor, get_cursor, live_cursors, save_cursor
 from memoryd.store.sessions import session_pk
 from memoryd.store_target import StoreTarget
+from tests.helpers import SLOWDOWN as SLOW
 from tests.helpers import AsyncClient, caught_up, short_dir, wait_for, write_jsonl
+
+
 
 
 def msg(i: int, text: str) -> dict:
@@ -113,3 +123,65 @@ async def test_sqlite_keeps_its_identities(tmp_path):
         assert row[0] == ""
     finally:
         await s.close()
+
+
+@pytest.mark.reliability
+@pytest.mark.timeout(900)
+def test_kill_9_mid_backfill_into_postgresql_loses_and_duplicates_nothing(tmp_path, pg_url):
+    """A real daemon backfilling into PostgreSQL is killed -9 twice mid-way and
+    restarted: every line is in the store once (counted by content in PostgreSQL)."""
+    from tests.reliability.kill9 import write_corpus
+
+    src, home = tmp_path / "src", tmp_path / "home"
+    expected = write_corpus(src, files=12, lines=300)  # every line's content is unique
+    env = {**os.environ, "MEMORYD_HOME": str(home), "MEMORYD_STORE__URL": pg_url,
+           "MEMORYD_STORE__MACHINE": "killed", "MEMORYD_STORE__NAMESPACE": "team"}
+    env.pop("MEMORYD_SOCKET", None)
+    home.mkdir()
+
+    def start(sock):
+        with open(tmp_path / "memoryd.log", "ab") as log:
+            return subprocess.Popen(
+                [sys.executable, "-m", "memoryd", "--no-default-sources", "--source",
+                 f"generic={src}", "--socket", str(sock), "--port", "0", "--log-level",
+                 "WARNING"], env=env, stdout=subprocess.DEVNULL, stderr=log)
+
+    def stored() -> tuple[int, int]:
+        try:
+            with psycopg.connect(pg_url) as conn:
+                return conn.execute("SELECT count(*), count(DISTINCT content) "
+                                    "FROM memoryd_team.units").fetchone()
+        except psycopg.Error:
+            return 0, 0
+
+    def until(pred, timeout: float):
+        deadline = time.monotonic() + timeout * SLOW
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, ConnectionError, ApiError, DaemonNotRunning):
+                if v := pred():
+                    return v
+            time.sleep(0.05)
+        raise AssertionError(f"timed out; log: {(tmp_path / 'memoryd.log').read_text()[-2000:]}")
+
+    kills = []
+    with short_dir() as d:
+        client = MemorydClient(d / "m.sock", timeout=10)
+        for _ in range(2):
+            p = start(d / "m.sock")
+            try:
+                until(client.health, 120)
+                until(lambda: stored()[0] > (kills[-1] if kills else 0), 120)
+            finally:
+                p.send_signal(signal.SIGKILL)
+                p.wait(30)
+            kills.append(stored()[0])
+        p = start(d / "m.sock")
+        try:
+            until(lambda: client.status()["caught_up"], 300)
+            until(lambda: stored()[0] >= expected, 120)
+        finally:
+            p.send_signal(signal.SIGTERM)
+            p.wait(60)
+    total, distinct = stored()
+    assert kills[0] < expected  # the first kill landed mid-backfill
+    assert (total, distinct) == (expected, expected)  # 0 lost, 0 duplicated

@@ -176,3 +176,20 @@ async def test_a_days_consolidation_is_claimed_by_one_machine(tmp_path, pg_url):
         assert await a.write(lambda c: claim_once(c, "consolidate", "day:x", "b", 7200.0, 900))
     finally:
         await close(stores)
+
+
+async def test_the_daily_llm_budget_is_one_for_the_namespace(tmp_path, pg_url):
+    """What one machine spent counts against every machine's budget for the day."""
+    from memoryd.store.summaries import record_usage, usage_on
+
+    stores = await two_machines(tmp_path, pg_url)
+    try:
+        for m, n in (("a", 300), ("b", 200)):
+            await stores[m].write(lambda c, m=m, n=n: record_usage(
+                c, ts=time.time(), day="2026-11-23", model="fake", purpose="summary",
+                target=m, input_tokens=n, output_tokens=0, cost=0.0, outcome="ok",
+                error=None))
+        for s in stores.values():
+            assert (await s.read(lambda c: usage_on(c, "2026-11-23")))["tokens"] == 500
+    finally:
+        await close(stores)

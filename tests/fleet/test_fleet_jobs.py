@@ -143,13 +143,13 @@ async def test_a_running_job_keeps_its_lease(tmp_path, pg_url):
         await release.wait()
         return {}
 
-    q = JobQueue(a, {"retention": slow}, workers=1, lease_s=1.0)
+    q = JobQueue(a, {"retention": slow}, workers=1, lease_s=3.0)  # renewed each second
     try:
         jid = await a.write(lambda c: add(c, "retention", "", time.time()))
         await q.start()
         await wait_for(lambda: q.running or None, timeout=30)
         for _ in range(3):  # three leases' worth of time
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(3.0)
             assert await b.write(lambda c: claim_job(c, time.time(), machine="b")) is None
         release.set()
         job = await wait_for(lambda: _done(a, jid), timeout=30)

@@ -8,6 +8,11 @@ on the same target runs. A failing job is retried with exponential backoff up to
 once. Handlers are idempotent: each re-reads what is left to do, so a job that ran
 but was not marked done (a crash in between) does nothing the second time. While
 `busy()` (the daemon's backfill), only urgent jobs (someone waits for them) run.
+
+In fleet mode several machines share the queue: a claim is leased to this machine
+(`store.machine`) and renewed while the job runs; a machine that dies leaves its jobs to
+be taken over when their leases run out, and a machine whose job was taken over (it was
+too slow to renew) does not mark it done.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from memoryd.store.jobs import (
     JobRow,
     Merge,
     Params,
+    LEASE_S,
     claim_job,
     enqueue_job,
     fail_job,
@@ -33,6 +39,7 @@ from memoryd.store.jobs import (
     next_due,
     prune_jobs,
     recover_jobs,
+    renew_lease,
     retry_job,
 )
 
@@ -56,8 +63,10 @@ class JobQueue:
                  max_attempts: int = 5, backoff_s: float = 30.0, backoff_max_s: float = 1800.0,
                  merge: Mapping[str, Merge] | None = None,
                  clock: Callable[[], float] = time.time,
-                 busy: Callable[[], bool] | None = None) -> None:
+                 busy: Callable[[], bool] | None = None, lease_s: float = LEASE_S) -> None:
         self.store = store
+        self.machine = store.machine
+        self.lease_s = lease_s
         self.handlers = dict(handlers)
         self.workers = workers
         self.max_attempts = max_attempts
@@ -79,7 +88,8 @@ class JobQueue:
         now = self.clock()
 
         def recover(c: Any) -> tuple[int, int, int]:
-            resumed, failed = recover_jobs(c, now, self.max_attempts, self.merge.get)
+            resumed, failed = recover_jobs(c, now, self.max_attempts, self.merge.get,
+                                           self.machine)
             return resumed, failed, prune_jobs(c, now - KEEP_FINISHED_S)
 
         resumed, failed, pruned = await self.store.write(recover)
@@ -166,7 +176,8 @@ class JobQueue:
             deferring = self.busy is not None and self.busy()
             floor = URGENT if deferring else 0
             try:
-                job = await self.store.write(lambda c: claim_job(c, self.clock(), floor))
+                job = await self.store.write(lambda c: claim_job(
+                    c, self.clock(), floor, machine=self.machine, lease_s=self.lease_s))
             except Exception:
                 log.exception("job queue: cannot claim a job")
                 job = None
@@ -214,6 +225,7 @@ class JobQueue:
         handler = self.handlers.get(job.kind)
         self.running[job.id] = job
         t0 = time.monotonic()
+        renew = asyncio.create_task(self._renew(job), name=f"memoryd-job-lease-{job.id}")
         try:
             if handler is None:
                 raise PermanentJobError(f"no handler for job kind {job.kind!r}")
@@ -225,13 +237,34 @@ class JobQueue:
             await self._failed(job, e)
         else:
             now = self.clock()
-            await self.store.write(lambda c: finish_job(c, job.id, result, now))
+            mine = await self.store.write(lambda c: finish_job(c, job.id, result, now,
+                                                               self.machine))
             self.finished += 1
-            log.info("job %s %s done in %.1fs (attempt %d)", job.kind, job.target,
-                     time.monotonic() - t0, job.attempts)
+            if mine:
+                log.info("job %s %s done in %.1fs (attempt %d)", job.kind, job.target,
+                         time.monotonic() - t0, job.attempts)
+            else:
+                log.warning("job %s %s finished here after its lease was taken over by "
+                            "another machine: left to that machine", job.kind, job.target)
         finally:
+            renew.cancel()
             self.running.pop(job.id, None)
         await self._settle(job.id)
+
+    async def _renew(self, job: JobRow) -> None:
+        """Keep the job's lease while it runs (every third of the lease)."""
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            until = self.clock() + self.lease_s
+            try:
+                if not await self.store.write(
+                        lambda c: renew_lease(c, job.id, self.machine, until)):
+                    log.warning("job %s %s: lease lost (taken over or settled)", job.kind,
+                                job.target)
+                    return
+            except Exception as e:  # the store is away: the next renewal tries again
+                log.warning("job %s %s: cannot renew its lease: %s", job.kind, job.target,
+                            type(e).__name__)
 
     async def _release(self, job: JobRow) -> None:
         """Put a job cut short by shutdown back, without using up an attempt."""

@@ -25,6 +25,10 @@ from memoryd.memory import Document, MemoryFile
 from memoryd.memory.document import item_key
 from memoryd.store import Store
 from memoryd.store import memories as sql
+from memoryd.store.jobs import claim_once
+
+# machines whose schedulers fire within this of each other run one consolidation
+FIRING_S = 900.0
 
 if TYPE_CHECKING:
     from memoryd.llm import LLM
@@ -76,6 +80,13 @@ class Consolidator:
         """A cron run: the day so far, or (nightly) yesterday's last pass."""
         day = self.today() - dt.timedelta(days=1 if which == "nightly" else 0)
         try:
+            # one run per firing for the whole fleet: whichever machine fires first
+            if not await self.store.write(lambda c: claim_once(
+                    c, "consolidate", f"{which}:{day.isoformat()}", self.store.machine,
+                    self.clock(), None if which == "nightly" else FIRING_S)):
+                log.info("consolidation of %s (%s) already claimed by another machine",
+                         day, which)
+                return
             await self.consolidate(day)
         except Exception:
             log.exception("consolidation of %s failed", day)

@@ -3,7 +3,8 @@
 Generic and nanobot files name their session by their path under the source root
 (`start` sets `path_session`). Two roots may each hold a `chat.jsonl`, so a new file
 whose path key is already owned by another file gets the key qualified with a hash of
-its root; the key is then kept in the file's cursor state for good, so a later rename,
+its root (another machine's files are other sessions anyway: a session belongs to
+its machine in fleet mode, `memoryd.store.sessions.session_pk`); the key is then kept in the file's cursor state for good, so a later rename,
 move or rewrite of the same file stays the same session. A rename is recognised by the
 file's inode plus the hash of the prefix we had read (`adopt_moved`): the old cursor
 follows the file, so nothing is read, or stored, twice.
@@ -26,15 +27,15 @@ def root_tag(root: str) -> str:
 
 
 def claim_session(conn: sqlite3.Connection, agent: str, path: str, root: str,
-                  state: FileState) -> str | None:
+                  state: FileState, machine: str = "") -> str | None:
     """On a file's first write: qualify a path-derived session id another file owns.
     Returns the id it replaced (records parsed before carry it), else None."""
     if not state.get(PATH_SESSION) or state.get(_CHECKED):
         return None
     sid = str(state.get("session_id"))
     taken = conn.execute(
-        "SELECT 1 FROM files WHERE agent = ? AND path != ? "
-        "AND state ->> 'session_id' = ? LIMIT 1", (agent, path, sid)).fetchone()
+        "SELECT 1 FROM files WHERE agent = ? AND machine = ? AND path != ? "
+        "AND state ->> 'session_id' = ? LIMIT 1", (agent, machine, path, sid)).fetchone()
     state[_CHECKED] = True
     if taken:
         state["session_id"] = f"{sid}@{root_tag(root)}"
@@ -50,7 +51,10 @@ def keep_session(old: FileState, new: FileState) -> FileState:
     return new
 
 
-def move_cursor(conn: sqlite3.Connection, old_path: str, new_path: str, root: str) -> None:
-    conn.execute("DELETE FROM files WHERE path = ? AND agent IS NULL", (new_path,))
-    conn.execute("UPDATE files SET path = ?, root = ?, gone = 0, updated_at = ? WHERE path = ?",
-                 (new_path, root, time.time(), old_path))
+def move_cursor(conn: sqlite3.Connection, old_path: str, new_path: str, root: str,
+                machine: str = "") -> None:
+    conn.execute("DELETE FROM files WHERE machine = ? AND path = ? AND agent IS NULL",
+                 (machine, new_path))
+    conn.execute("UPDATE files SET path = ?, root = ?, gone = 0, updated_at = ? "
+                 "WHERE machine = ? AND path = ?",
+                 (new_path, root, time.time(), machine, old_path))

@@ -103,7 +103,7 @@ class Ingestor:
         self.vanished: dict[int, str] = {}  # inode -> path of transcripts that went away
 
     async def load_seen(self) -> None:
-        for c in await self.store.read(live_cursors):
+        for c in await self.store.read(lambda c: live_cursors(c, self.store.machine)):
             self._remember(c)
 
     def _remember(self, c: Cursor) -> None:
@@ -144,7 +144,7 @@ class Ingestor:
             return 0
         try:
             # on the writer: never queued behind query readers (a cursor read is tiny)
-            cursor = await self.store.write(lambda c: get_cursor(c, key))
+            cursor = await self.store.write(lambda c: get_cursor(c, key, self.store.machine))
             if cursor is None:
                 cursor = await self._moved_here(path, root)
             adapter, cursor = await asyncio.to_thread(self._prepare, path, root, agent, cursor)
@@ -203,7 +203,7 @@ class Ingestor:
                         if s.inode == ino and s.transcript and p != str(path)), None)
         if old is None or old == str(path) or await asyncio.to_thread(os.path.exists, old):
             return None
-        cursor = await self.store.write(lambda c: get_cursor(c, old))
+        cursor = await self.store.write(lambda c: get_cursor(c, old, self.store.machine))
         if cursor is None or cursor.agent is None or cursor.inode != ino:
             return None
 
@@ -213,7 +213,8 @@ class Ingestor:
 
         if not await asyncio.to_thread(same_prefix):
             return None
-        await self.store.write(lambda c: move_cursor(c, old, str(path), str(root)))
+        await self.store.write(lambda c: move_cursor(c, old, str(path), str(root),
+                                                     self.store.machine))
         self.vanished.pop(ino, None)
         self.seen.pop(old, None)
         cursor.path, cursor.root = str(path), str(root)
@@ -226,7 +227,7 @@ class Ingestor:
         if seen is not None and seen.transcript and seen.inode:
             self.vanished[seen.inode] = str(path)
         if self.seen.pop(str(path), None) is not None:
-            await self.store.write(lambda c: mark_gone(c, str(path)))
+            await self.store.write(lambda c: mark_gone(c, str(path), self.store.machine))
 
     # -- worker thread ------------------------------------------------------------------
 
@@ -260,8 +261,9 @@ class Ingestor:
                 log.info("%s: not a transcript of a known agent, ignored", path)
             return None, Cursor(str(path), str(root), None, size=st.st_size,
                                 mtime_ns=st.st_mtime_ns, inode=st.st_ino,
-                                id=cursor.id if cursor else None)
-        fresh = Cursor(str(path), str(root), adapter.agent, id=cursor.id if cursor else None)
+                                id=cursor.id if cursor else None, machine=self.store.machine)
+        fresh = Cursor(str(path), str(root), adapter.agent, id=cursor.id if cursor else None,
+                       machine=self.store.machine)
         return adapter, fresh
 
     @staticmethod
@@ -372,7 +374,7 @@ class Ingestor:
         c.bad_lines += len(batch.bad)
         if c.state.get("title"):  # the cursor's state is stored too: no secret in it
             c.state["title"] = self.redactor.clean(c.state["title"])
-        replaced = claim_session(conn, adapter.agent, c.path, c.root, c.state)
+        replaced = claim_session(conn, adapter.agent, c.path, c.root, c.state, c.machine)
         file_id = save_cursor(conn, c)
         state = c.state
         default_sid = str(state.get("session_id") or Path(c.path).stem)
@@ -386,11 +388,11 @@ class Ingestor:
             sid = rec.session_id or default_sid
             projects[sid] = rec.project or projects.get(sid) or state.get("project")
         pks = {sid: session_pk(conn, adapter.agent, sid, project,
-                               title if sid == default_sid else None)
+                               title if sid == default_sid else None, c.machine)
                for sid, project in projects.items()}
         if title and default_sid not in pks:
-            conn.execute("UPDATE sessions SET title = ? WHERE agent = ? AND session_id = ?",
-                         (title, adapter.agent, default_sid))
+            conn.execute("UPDATE sessions SET title = ? WHERE agent = ? AND machine = ? "
+                         "AND session_id = ?", (title, adapter.agent, c.machine, default_sid))
         writers = {pk: SessionWriter(conn, pk) for pk in pks.values()}
         added: dict[int, int] = {}
         for rec, rid, offset in batch.items:

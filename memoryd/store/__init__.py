@@ -49,6 +49,13 @@ class Store:
         """'sqlite' or 'postgresql'."""
         return self.target.kind
 
+    @property
+    def machine(self) -> str:
+        """Whose files, cursors and sessions this daemon writes: the configured machine
+        in fleet mode; '' in SQLite mode, where one machine owns the whole store (today's
+        identities unchanged)."""
+        return self.target.machine if self.kind == "postgresql" else ""
+
     @classmethod
     async def open(cls, path: Path, index_dir: Path | None = None,
                    target: StoreTarget | None = None) -> Store:

@@ -1,4 +1,7 @@
-"""Per-file cursor rows: how far a transcript has been read, and what it looked like."""
+"""Per-file cursor rows: how far a transcript has been read, and what it looked like.
+
+A row is keyed by (machine, path): in fleet mode each machine reads its own files, so
+two machines' `/home/me/chat.jsonl` are two cursors. In SQLite mode `machine` is ''."""
 
 from __future__ import annotations
 
@@ -25,14 +28,16 @@ class Cursor:
     bad_lines: int = 0
     state: dict[str, Any] = field(default_factory=dict)
     last_error: str | None = None
+    machine: str = ""
 
 
 _COLS = ('path, root, agent, "offset", size, inode, mtime_ns, head_hash, tail_hash, line_no, '
-         "bad_lines, state, last_error")
+         "bad_lines, state, last_error, machine")
 
 
-def get_cursor(conn: sqlite3.Connection, path: str) -> Cursor | None:
-    row = conn.execute(f"SELECT id, {_COLS} FROM files WHERE path = ?", (path,)).fetchone()
+def get_cursor(conn: sqlite3.Connection, path: str, machine: str = "") -> Cursor | None:
+    row = conn.execute(f"SELECT id, {_COLS} FROM files WHERE machine = ? AND path = ?",
+                       (machine, path)).fetchone()
     if row is None:
         return None
     d = dict(row)
@@ -43,17 +48,18 @@ def get_cursor(conn: sqlite3.Connection, path: str) -> Cursor | None:
 def save_cursor(conn: sqlite3.Connection, c: Cursor) -> int:
     values = (c.path, c.root, c.agent, c.offset, c.size, c.inode, c.mtime_ns, c.head_hash,
               c.tail_hash, c.line_no, c.bad_lines, json.dumps(c.state, ensure_ascii=False),
-              c.last_error)
+              c.last_error, c.machine)
     if c.id is None:
         cur = conn.execute(
-            f"INSERT INTO files ({_COLS}, updated_at) VALUES ({', '.join('?' * 13)}, ?) "
-            f"ON CONFLICT (path) DO UPDATE SET root = excluded.root RETURNING id",
+            f"INSERT INTO files ({_COLS}, updated_at) VALUES ({', '.join('?' * 14)}, ?) "
+            f"ON CONFLICT (machine, path) DO UPDATE SET root = excluded.root RETURNING id",
             (*values, time.time()),
         )
         c.id = cur.fetchone()[0]
     conn.execute(
         'UPDATE files SET path=?, root=?, agent=?, "offset"=?, size=?, inode=?, mtime_ns=?, '
-        "head_hash=?, tail_hash=?, line_no=?, bad_lines=?, state=?, last_error=?, gone=0, "
+        "head_hash=?, tail_hash=?, line_no=?, bad_lines=?, state=?, last_error=?, machine=?, "
+        "gone=0, "
         "updated_at=? "
         "WHERE id=?",
         (*values, time.time(), c.id),
@@ -61,13 +67,16 @@ def save_cursor(conn: sqlite3.Connection, c: Cursor) -> int:
     return c.id
 
 
-def mark_gone(conn: sqlite3.Connection, path: str) -> None:
+def mark_gone(conn: sqlite3.Connection, path: str, machine: str = "") -> None:
     """The file vanished: keep the row (units point at it for provenance)."""
-    conn.execute("UPDATE files SET gone = 1, updated_at = ? WHERE path = ?", (time.time(), path))
+    conn.execute("UPDATE files SET gone = 1, updated_at = ? WHERE machine = ? AND path = ?",
+                 (time.time(), machine, path))
 
 
-def live_cursors(conn: sqlite3.Connection) -> list[Cursor]:
-    rows = conn.execute(f"SELECT id, {_COLS} FROM files WHERE gone = 0").fetchall()
+def live_cursors(conn: sqlite3.Connection, machine: str = "") -> list[Cursor]:
+    """This machine's files that still exist."""
+    rows = conn.execute(f"SELECT id, {_COLS} FROM files WHERE gone = 0 AND machine = ?",
+                        (machine,)).fetchall()
     out = []
     for row in rows:
         d = dict(row)

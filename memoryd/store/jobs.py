@@ -4,6 +4,13 @@ A job is (kind, target) plus JSON params. At most one job per (kind, target) is
 pending (a partial unique index): enqueueing again merges into it. A worker claims a
 job with one UPDATE in the writer's transaction, so a job is never handed out twice,
 and never while another job on the same target runs (single-flight per target).
+
+In fleet mode (PostgreSQL) every machine claims from the namespace's one table: the
+candidate row is locked `FOR UPDATE SKIP LOCKED`, so two machines never take the same
+job and neither waits on the other, and a claim carries a lease (`claimed_by`,
+`lease_until`) its runner renews. A job still `running` whose lease ran out belongs to
+a machine that died: it is claimable again (taken over). SQLite is one machine: its
+claim stays the single writer's UPDATE, and a crash's jobs are resumed at start.
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ class JobRow:
     updated_at: float
     started_at: float | None
     finished_at: float | None
+    claimed_by: str | None = None
+    lease_until: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in self.__slots__}
@@ -74,25 +83,56 @@ def enqueue_job(conn: sqlite3.Connection, kind: str, target: str, *, params: Par
     return int(job_id), True
 
 
-def claim_job(conn: sqlite3.Connection, now: float, min_priority: int = 0) -> JobRow | None:
+LEASE_S = 60.0  # a claim's lease; the runner renews it every third of that
+
+
+def _fleet(conn: sqlite3.Connection) -> bool:
+    return getattr(conn, "engine", "sqlite") == "postgresql"
+
+
+def claim_job(conn: sqlite3.Connection, now: float, min_priority: int = 0, *,
+              machine: str = "", lease_s: float = LEASE_S) -> JobRow | None:
     """Take the most urgent due job (of at least `min_priority`) whose target has no
-    running job."""
+    running job, for `machine`, leased until now + `lease_s`. In fleet mode a running
+    job whose lease has expired is due too (its machine died), and the row is locked
+    with SKIP LOCKED (another machine claiming at the same moment takes another)."""
+    if _fleet(conn):
+        due = ("((j.state = 'pending' AND j.next_run_at <= :now) "
+               "OR (j.state = 'running' AND j.lease_until < :now))")
+        live = "AND r.id != j.id AND r.lease_until >= :now"
+        lock = " FOR UPDATE OF j SKIP LOCKED"
+    else:
+        due, live, lock = "j.state = 'pending' AND j.next_run_at <= :now", "", ""
     return _row(conn.execute(
         "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_at = :now, "
-        "updated_at = :now WHERE id = ("
-        "  SELECT j.id FROM jobs j WHERE j.state = 'pending' AND j.next_run_at <= :now "
+        "updated_at = :now, claimed_by = :machine, lease_until = :lease WHERE id = ("
+        f"  SELECT j.id FROM jobs j WHERE {due} "
         "  AND j.priority >= :min AND NOT EXISTS (SELECT 1 FROM jobs r "
-        "  WHERE r.state = 'running' AND r.target = j.target) "
-        "  ORDER BY j.priority DESC, j.next_run_at, j.id LIMIT 1) "
-        "AND state = 'pending' RETURNING *",
-        {"now": now, "min": min_priority}).fetchone())
+        f"  WHERE r.state = 'running' AND r.target = j.target {live}) "
+        f"  ORDER BY j.priority DESC, j.next_run_at, j.id LIMIT 1{lock}) "
+        "AND state IN ('pending', 'running') RETURNING *",
+        {"now": now, "min": min_priority, "machine": machine,
+         "lease": now + lease_s}).fetchone())
 
 
-def finish_job(conn: sqlite3.Connection, job_id: int, result: Params, now: float) -> None:
-    conn.execute(
+def renew_lease(conn: sqlite3.Connection, job_id: int, machine: str, until: float) -> bool:
+    """Extend a running job's lease; False when it is no longer this machine's (its
+    lease ran out and another machine took it over, or it was settled)."""
+    return conn.execute(
+        "UPDATE jobs SET lease_until = ? WHERE id = ? AND state = 'running' "
+        "AND claimed_by = ?", (until, job_id, machine)).rowcount == 1
+
+
+def finish_job(conn: sqlite3.Connection, job_id: int, result: Params, now: float,
+               machine: str | None = None) -> bool:
+    """Mark a running job done; with `machine`, only while that machine still holds it.
+    Returns whether it did."""
+    mine = "" if machine is None else " AND claimed_by = ?"
+    return conn.execute(
         "UPDATE jobs SET state = 'done', result = ?, last_error = NULL, finished_at = ?, "
-        "updated_at = ? WHERE id = ? AND state = 'running'",
-        (json.dumps(result), now, now, job_id))
+        f"updated_at = ? WHERE id = ? AND state = 'running'{mine}",
+        (json.dumps(result), now, now, job_id, *(() if machine is None else (machine,)))
+    ).rowcount == 1
 
 
 def retry_job(conn: sqlite3.Connection, job_id: int, error: str, run_at: float,
@@ -135,17 +175,21 @@ def fail_job(conn: sqlite3.Connection, job_id: int, error: str, now: float) -> N
 
 
 def recover_jobs(conn: sqlite3.Connection, now: float, max_attempts: int,
-                 merge_for: Callable[[str], Merge | None] | None = None) -> tuple[int, int]:
-    """Jobs left `running` by a crash: back to pending (or folded into a newer pending
-    twin), or failed when they have used all their attempts (a job that kills the
-    process must not loop forever). Returns (resumed, failed)."""
+                 merge_for: Callable[[str], Merge | None] | None = None,
+                 machine: str = "") -> tuple[int, int]:
+    """Jobs this machine left `running` when it crashed: back to pending (or folded
+    into a newer pending twin), or failed when they have used all their attempts (a job
+    that kills the process must not loop forever). Another machine's running jobs are
+    its own (taken over only when their lease expires). Returns (resumed, failed)."""
+    mine = "(claimed_by IS NULL OR claimed_by = :machine)"
     failed = conn.execute(
         "UPDATE jobs SET state = 'failed', updated_at = :now, finished_at = :now, "
         "last_error = coalesce(last_error, 'interrupted too many times') "
-        "WHERE state = 'running' AND attempts >= :max", {"now": now, "max": max_attempts}
-    ).rowcount
+        f"WHERE state = 'running' AND attempts >= :max AND {mine}",
+        {"now": now, "max": max_attempts, "machine": machine}).rowcount
     resumed = 0
-    for r in conn.execute("SELECT * FROM jobs WHERE state = 'running'").fetchall():
+    for r in conn.execute(f"SELECT * FROM jobs WHERE state = 'running' AND {mine}",
+                          {"machine": machine}).fetchall():
         job = _row(r)
         assert job is not None
         merge = merge_for(job.kind) if merge_for else None
@@ -201,3 +245,18 @@ def prune_jobs(conn: sqlite3.Connection, before: float) -> int:
     """Forget finished jobs older than `before`."""
     return conn.execute("DELETE FROM jobs WHERE state IN ('done', 'failed') AND updated_at < ?",
                         (before,)).rowcount
+
+
+def claim_once(conn: sqlite3.Connection, kind: str, key: str, machine: str, now: float,
+               window_s: float | None = None) -> bool:
+    """Claim a piece of fleet-wide work (`kind`, `key`), such as a day's scheduled
+    consolidation, for `machine`: True for the first claimer only. With `window_s`, a
+    claim older than that may be taken again (the same work at its next firing). The
+    primary key decides between machines claiming at the same moment."""
+    stale = -1.0 if window_s is None else now - window_s
+    row = conn.execute(
+        "INSERT INTO fleet_once (kind, key, machine, claimed_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (kind, key) DO UPDATE SET machine = excluded.machine, "
+        "claimed_at = excluded.claimed_at WHERE fleet_once.claimed_at < ? RETURNING machine",
+        (kind, key, machine, now, stale)).fetchone()
+    return row is not None

@@ -306,9 +306,36 @@ def m005_tantivy_index(conn: sqlite3.Connection) -> None:
     )
 
 
+def m007_fleet_machines(conn: sqlite3.Connection) -> None:
+    """Fleet mode (issue 14): a file's cursor and a session belong to a machine, so two
+    machines' `chat.jsonl` are two files and two sessions; jobs carry a lease (who runs
+    them, until when); `fleet_once` holds the fleet-wide claims of work done once (a
+    day's scheduled consolidation). SQLite is one machine: `machine` stays '' there, and
+    the old unique keys stay true."""
+    _script(
+        conn,
+        """
+        ALTER TABLE files ADD COLUMN machine TEXT NOT NULL DEFAULT '';
+        CREATE UNIQUE INDEX files_machine_path ON files (machine, path);
+        ALTER TABLE sessions ADD COLUMN machine TEXT NOT NULL DEFAULT '';
+        CREATE UNIQUE INDEX sessions_identity ON sessions (agent, machine, session_id);
+        ALTER TABLE jobs ADD COLUMN claimed_by TEXT;
+        ALTER TABLE jobs ADD COLUMN lease_until REAL;
+        CREATE TABLE fleet_once (
+            kind TEXT NOT NULL,
+            key TEXT NOT NULL,
+            machine TEXT NOT NULL,
+            claimed_at REAL NOT NULL,
+            PRIMARY KEY (kind, key)
+        )
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [m001_initial, m002_jobs_and_summaries, m003_units_id_session,
                                m004_memory_provenance, m005_tantivy_index,
-                               m006_served_context_and_exclusions]
+                               m006_served_context_and_exclusions,
+                               m007_fleet_machines]
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

@@ -213,6 +213,24 @@ DDL: dict[str, str] = {
             UNIQUE (kind, value)
         )
     """,
+    "m007_fleet_machines": """
+        ALTER TABLE files ADD COLUMN machine text NOT NULL DEFAULT '';
+        ALTER TABLE files DROP CONSTRAINT files_path_key;
+        CREATE UNIQUE INDEX files_machine_path ON files (machine, path);
+        ALTER TABLE sessions ADD COLUMN machine text NOT NULL DEFAULT '';
+        ALTER TABLE sessions DROP CONSTRAINT sessions_agent_session_id_key;
+        CREATE UNIQUE INDEX sessions_identity ON sessions (agent, machine, session_id);
+        CREATE INDEX sessions_session_id ON sessions (session_id);
+        ALTER TABLE jobs ADD COLUMN claimed_by text;
+        ALTER TABLE jobs ADD COLUMN lease_until double precision;
+        CREATE TABLE fleet_once (
+            kind text NOT NULL,
+            key text NOT NULL,
+            machine text NOT NULL,
+            claimed_at double precision NOT NULL,
+            PRIMARY KEY (kind, key)
+        )
+    """,
 }
 
 NAMES = [m.__name__ for m in SQLITE_MIGRATIONS]

@@ -1,4 +1,6 @@
-"""Sessions: one row per (agent, session id)."""
+"""Sessions: one row per (agent, machine, session id). In fleet mode two machines' files
+with the same session id (two `chat.jsonl`) are two sessions; in SQLite mode the machine
+is '' and a session is (agent, session id) as it always was."""
 
 from __future__ import annotations
 
@@ -8,19 +10,20 @@ from typing import Any
 
 
 def session_pk(conn: sqlite3.Connection, agent: str, session_id: str,
-               project: str | None = None, title: str | None = None) -> int:
+               project: str | None = None, title: str | None = None,
+               machine: str = "") -> int:
     """The row id of a session, created on first sight; project and title follow the
     latest line that tells them."""
     now = time.time()
     row = conn.execute(
-        "SELECT id, project, title FROM sessions WHERE agent = ? AND session_id = ?",
-        (agent, session_id),
+        "SELECT id, project, title FROM sessions WHERE agent = ? AND machine = ? "
+        "AND session_id = ?", (agent, machine, session_id),
     ).fetchone()
     if row is None:
         return conn.execute(
-            "INSERT INTO sessions (agent, session_id, project, title, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-            (agent, session_id, project, title, now, now),
+            "INSERT INTO sessions (agent, machine, session_id, project, title, created_at, "
+            "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (agent, machine, session_id, project, title, now, now),
         ).fetchone()[0]
     if (project and project != row["project"]) or (title and title != row["title"]):
         conn.execute(

@@ -52,6 +52,11 @@ def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, encoding="utf-8",
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    with proc:
+        return _follow(proc, args, out)
+
+
+def _follow(proc: Any, args: argparse.Namespace, out: TextIO) -> int:
     assert proc.stdout is not None
     draw = Drawer(out, out.isatty() and not args.json)
     last: dict[str, Any] = {}

@@ -130,6 +130,7 @@ def test_a_killed_migrate_resumes_and_completes_with_nothing_doubled(tmp_path, p
             os.kill(proc.pid, signal.SIGKILL)
             break
     proc.wait()
+    proc.stdout.close()
     assert proc.returncode == -signal.SIGKILL
     partial = pg_rows(pg_url, "SELECT count(*) FROM units")[0][0]
     assert 2000 <= partial < 30000

@@ -27,6 +27,8 @@ class Metrics:
         self.lag = Gauge("memoryd_ingest_lag_seconds", "Latest file write to searchable",
                          registry=r)
         self.caught_up = Gauge("memoryd_caught_up", "1 when nothing is left to read", registry=r)
+        self.store = Gauge("memoryd_store_info", "The store this daemon uses (value 1)",
+                           ["kind", "url", "namespace", "machine"], registry=r)
 
     def observe(self, status: dict[str, Any]) -> None:
         self.units.set(status["units"])
@@ -36,6 +38,11 @@ class Metrics:
         self.unread.set(status["unread_bytes"])
         self.queue.set(status["queue_depth"])
         self.caught_up.set(1 if status["caught_up"] else 0)
+        st = status.get("store")
+        if st:
+            self.store.clear()
+            self.store.labels(st["kind"], st.get("path") or st["url"], st["namespace"],
+                              st["machine"]).set(1)
         if status.get("ingest_lag_ms") is not None:
             self.lag.set(status["ingest_lag_ms"] / 1000)
 

@@ -119,29 +119,29 @@ def test_migrate_copies_the_history_with_its_references_and_twice_copies_nothing
 def test_a_killed_migrate_resumes_and_completes_with_nothing_doubled(tmp_path, pg_url):
     home = tmp_path / "home"
     db = home / "data" / "memoryd.db"
-    make_history(db, sessions=10, units_per_session=3000)
+    make_history(db, sessions=10, units_per_session=1000)
     cmd = [sys.executable, "-m", "memoryd.store_migrate", "--home", str(home), "--to", pg_url,
-           "--batch", "200"]
+           "--batch", "100"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     for line in proc.stdout:
         e = json.loads(line)
-        if e.get("table") == "units" and e["done"] >= 2000:
+        if e.get("table") == "units" and e["done"] >= 1000:
             os.kill(proc.pid, signal.SIGKILL)
             break
     proc.wait()
     proc.stdout.close()
     assert proc.returncode == -signal.SIGKILL
     partial = pg_rows(pg_url, "SELECT count(*) FROM units")[0][0]
-    assert 2000 <= partial < 30000
+    assert 1000 <= partial < 10000
 
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
     last = json.loads(done.stdout.strip().splitlines()[-1])
     assert last["event"] == "done"
-    assert last["copied"]["units"] == 30000 - partial
+    assert last["copied"]["units"] == 10000 - partial
     assert "sessions" not in last["copied"]  # all ten were copied before the kill
     assert pg_rows(pg_url, "SELECT count(*), count(DISTINCT (session_pk, record_id)) "
-                           "FROM units") == [(30000, 30000)]
+                           "FROM units") == [(10000, 10000)]
     assert history_of(pg_fn, pg_url)["units"] == history_of(sqlite_fn, db)["units"]
 
 

@@ -34,6 +34,8 @@ class Metrics:
         self.q_rejected = Counter("memoryd_queries_rejected",
                                   "search/context requests turned away busy (503)", registry=r)
         self._rejected_seen = 0
+        self.store = Gauge("memoryd_store_info", "The store this daemon uses (value 1)",
+                           ["kind", "url", "namespace", "machine"], registry=r)
 
     def observe(self, status: dict[str, Any]) -> None:
         self.units.set(status["units"])
@@ -49,6 +51,11 @@ class Metrics:
             self.q_waiting.set(q["waiting"])
             self.q_rejected.inc(max(0, q["rejected"] - self._rejected_seen))
             self._rejected_seen = max(self._rejected_seen, q["rejected"])
+        st = status.get("store")
+        if st:
+            self.store.clear()
+            self.store.labels(st["kind"], st.get("path") or st["url"], st["namespace"],
+                              st["machine"]).set(1)
         if status.get("ingest_lag_ms") is not None:
             self.lag.set(status["ingest_lag_ms"] / 1000)
 

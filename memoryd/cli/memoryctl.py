@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from memoryd import __version__
-from memoryd.cli import consolidation, history, jobs, output
+from memoryd.cli import consolidation, history, jobs, output, store
 from memoryd.client import ApiError, DaemonNotRunning, MemorydClient
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING, EXIT_MISMATCH = 0, 1, 2, 3, 4
@@ -127,6 +127,7 @@ def parser() -> argparse.ArgumentParser:
     op.add_argument("--no-browser", action="store_true", help="only print the link")
     history.add_parsers(sub)
     jobs.add_parsers(sub)
+    store.add_parsers(sub)
     sv = sub.add_parser("service", help="run memoryd as a systemd user service / LaunchAgent")
     sv.add_argument("action", choices=["install", "uninstall", "status"])
     sv.add_argument("--dry-run", action="store_true",
@@ -172,6 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from memoryd.cli import admin
 
         return int(getattr(admin, local)(args))
+    if args.command == "store":
+        return store.main(args)
     client = MemorydClient(socket_path(args))
     if args.command == "hook":
         return int(cmd_hook(args, client))  # type: ignore[arg-type]

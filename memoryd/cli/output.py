@@ -32,6 +32,11 @@ def render_status(s: dict[str, Any]) -> str:
         f"queue {s['queue_depth']}; lag "
         + (f"{s['ingest_lag_ms']:.0f} ms" if s.get("ingest_lag_ms") is not None else "-"),
     ]
+    if st := s.get("store"):
+        where = st.get("path") if st["kind"] == "sqlite" and st.get("path") else st["url"]
+        lines.append(f"truth    {st['kind']} {where}" + (
+            f", namespace {st['namespace']}, machine {st['machine']}"
+            if st["kind"] != "sqlite" else ""))
     ix = s.get("index")
     if ix:
         lines.append(f"index    {ix['state']}; {ix['units']} units"

@@ -1,0 +1,381 @@
+"""Moving a history between stores (issue 14 item 8): `memoryctl store migrate --to URL`
+runs `python -m memoryd.store_migrate`, which copies one store's history (the embedded
+SQLite file, or a PostgreSQL namespace) into another, table by table, in batches.
+
+Ids change between stores (the destination hands out its own), so every copied row's
+source id and new id are recorded in `_migrate_map` in the destination, in the same
+transaction as the rows themselves. That one table makes the copy
+
+- resumable: a killed run (kill -9 included) left whole batches behind, each with its
+  map rows; the next run starts after the last mapped source id of each table;
+- idempotent: a row already mapped is not copied again, and a row whose natural key the
+  destination already holds (a session by agent and id, a unit by session and record,
+  a file by path, a memory entry by key) is mapped to that row, not doubled;
+- consistent: foreign keys (a unit's session and file, a summary's session, a memory
+  entry's sessions and the unit ids of its provenance, a job's `session:N` target) are
+  rewritten through the map.
+
+Progress goes to stdout as JSON lines (`memoryd.cli.store` draws the bar). The URL is
+only ever printed masked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memoryd.errors import StoreError
+from memoryd.store_target import StoreTarget, is_postgres
+
+BATCH = 2000
+MAP_DDL = ("CREATE TABLE IF NOT EXISTS _migrate_map (src text NOT NULL, tbl text NOT NULL, "
+           "src_id bigint NOT NULL, dst_id bigint NOT NULL, PRIMARY KEY (src, tbl, src_id))")
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table to copy: its natural key (to map a row the destination already holds),
+    the columns that hold another table's id, and which rows are worth copying."""
+
+    name: str
+    key: tuple[str, ...] = ()
+    refs: dict[str, str] = field(default_factory=dict)  # column -> referenced table
+    where: str = ""
+
+
+# in dependency order: a table's references are copied before it
+TABLES = [
+    Table("sessions", ("agent", "session_id")),
+    Table("files", ("path",)),
+    Table("units", ("session_pk", "record_id"), {"session_pk": "sessions", "file_id": "files"}),
+    Table("summaries", (), {"session_pk": "sessions"}),
+    Table("memory_items", ("item_key",)),
+    Table("served_context"),
+    Table("exclusions", ("kind", "value")),
+    Table("llm_usage"),
+    # finished jobs are history the destination does not need; pending and failed ones
+    # are work still owed (a summary to write, a consolidation that failed)
+    Table("jobs", (), {}, "state IN ('pending', 'failed')"),
+]
+# tables without an id of their own: keyed by the (mapped) ids they hold
+LINKS = {"memory_item_sessions": {"item_id": "memory_items", "session_pk": "sessions"},
+         "archived_sessions": {"session_pk": "sessions"}}
+
+
+class End:
+    """One end of the copy: a DB-API connection and what the SQL needs to know of it."""
+
+    def __init__(self, conn: Any, engine: str, label: str, raw: Any = None) -> None:
+        self.conn, self.engine, self.label, self.raw = conn, engine, label, raw
+
+    def columns(self, table: str) -> list[str]:
+        if self.engine == "sqlite":
+            return [r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")]
+        rows = self.conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+            "current_schema() AND table_name = ? ORDER BY ordinal_position", (table,))
+        return [r[0] for r in rows]
+
+    def begin(self) -> None:
+        if self.engine == "sqlite":
+            self.conn.execute("BEGIN IMMEDIATE")
+
+    def commit(self) -> None:
+        self.conn.commit() if self.engine == "postgresql" else self.conn.execute("COMMIT")
+
+    def rollback(self) -> None:
+        if self.engine == "postgresql":
+            self.conn.rollback()
+        elif self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def open_end(where: str, target: StoreTarget, sqlite_path: Path) -> End:
+    """`where` is a postgresql:// URL or 'sqlite'; the store is created and migrated to
+    this memoryd's schema if it is new."""
+    if is_postgres(where):
+        from memoryd.store import pg, pg_migrations
+
+        admin = pg.connect(target, autocommit=True, configure=False)
+        try:
+            pg_migrations.migrate(admin.raw, target.schema)
+        finally:
+            admin.close()
+        conn = pg.connect(target)
+        return End(conn, "postgresql", f"{target.masked()} namespace {target.namespace}",
+                   conn.raw)
+    from memoryd.store.db import connect
+    from memoryd.store.migrations import migrate
+
+    sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+    conn = connect(sqlite_path)
+    migrate(conn)
+    return End(conn, "sqlite", f"sqlite {sqlite_path}")
+
+
+class Migration:
+    def __init__(self, src: End, dst: End, emit: Callable[[dict[str, Any]], None]) -> None:
+        self.src, self.dst, self.emit = src, dst, emit
+        self.copied: dict[str, int] = {}
+        self.mapped: dict[str, int] = {}  # rows the destination already held
+
+    # -- the id map ---------------------------------------------------------------------
+
+    def _map_ids(self, tbl: str, ids: list[int]) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            for r in self.dst.conn.execute(
+                    f"SELECT src_id, dst_id FROM _migrate_map WHERE src = ? AND tbl = ? "
+                    f"AND src_id IN ({marks})", (self.src.label, tbl, *chunk)):
+                out[r[0]] = r[1]
+        return out
+
+    def _resume_after(self, tbl: str) -> int:
+        row = self.dst.conn.execute("SELECT max(src_id) FROM _migrate_map WHERE src = ? "
+                                    "AND tbl = ?", (self.src.label, tbl)).fetchone()
+        self.dst.rollback() if self.dst.engine == "postgresql" else None
+        return int(row[0] or 0)
+
+    # -- copying ------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        self.dst.conn.execute(MAP_DDL)
+        if self.dst.engine == "postgresql":
+            self.dst.commit()
+        started = time.monotonic()
+        totals = {t.name: self._count(t) for t in TABLES}
+        self.emit({"event": "start", "from": self.src.label, "to": self.dst.label,
+                   "totals": totals})
+        for t in TABLES:
+            self._copy(t, totals[t.name])
+        for name, refs in LINKS.items():
+            self._copy_links(name, refs)
+        elapsed = time.monotonic() - started
+        units = self.copied.get("units", 0)
+        return {"event": "done", "from": self.src.label, "to": self.dst.label,
+                "copied": self.copied, "already_there": self.mapped,
+                "elapsed_s": round(elapsed, 3),
+                "units_per_s": round(units / elapsed, 1) if elapsed > 0 else None}
+
+    def _count(self, t: Table) -> int:
+        where = f" WHERE {t.where}" if t.where else ""
+        return int(self.src.conn.execute(f"SELECT count(*) FROM {t.name}{where}").fetchone()[0])
+
+    def _source_rows(self, t: Table, after: int, cols: list[str]) -> Iterator[list[Any]]:
+        where = f" AND {t.where}" if t.where else ""
+        while True:
+            rows = self.src.conn.execute(
+                f"SELECT id, {', '.join(_q(c) for c in cols)} FROM {t.name} WHERE id > ?{where} "
+                f"ORDER BY id LIMIT ?", (after, BATCH)).fetchall()
+            if self.src.engine == "postgresql":
+                self.src.rollback()
+            if not rows:
+                return
+            yield [list(r) for r in rows]
+            after = rows[-1][0]
+
+    def _copy(self, t: Table, total: int) -> None:
+        dst_cols = set(self.dst.columns(t.name))
+        cols = [c for c in self.src.columns(t.name) if c != "id" and c in dst_cols]
+        after = self._resume_after(t.name)
+        done = self._done_before(t, after)
+        insert = (f"INSERT INTO {t.name} ({', '.join(_q(c) for c in cols)}) VALUES "
+                  f"({', '.join('?' * len(cols))}) ON CONFLICT DO NOTHING RETURNING id")
+        for rows in self._source_rows(t, after, cols):
+            self.dst.begin()
+            try:
+                pairs = self._insert_batch(t, cols, rows, insert)
+                self.dst.conn.executemany(
+                    "INSERT INTO _migrate_map (src, tbl, src_id, dst_id) VALUES (?, ?, ?, ?)",
+                    [(self.src.label, t.name, s, d) for s, d in pairs])
+                self.dst.commit()
+            except BaseException:
+                self.dst.rollback()
+                raise
+            done += len(rows)
+            self.emit({"event": "progress", "table": t.name, "done": done, "total": total})
+
+    def _done_before(self, t: Table, after: int) -> int:
+        if not after:
+            return 0
+        where = f" AND {t.where}" if t.where else ""
+        n = self.src.conn.execute(f"SELECT count(*) FROM {t.name} WHERE id <= ?{where}",
+                                  (after,)).fetchone()[0]
+        if self.src.engine == "postgresql":
+            self.src.rollback()
+        return int(n)
+
+    def _insert_batch(self, t: Table, cols: list[str], rows: list[list[Any]],
+                      insert: str) -> list[tuple[int, int]]:
+        maps = {ref: self._map_ids(ref, sorted({r[1 + cols.index(col)] for r in rows
+                                                if r[1 + cols.index(col)] is not None}))
+                for col, ref in t.refs.items() if col in cols}
+        values = []
+        for r in rows:
+            v = r[1:]
+            for col, ref in t.refs.items():
+                if col in cols and v[cols.index(col)] is not None:
+                    v[cols.index(col)] = maps[ref].get(v[cols.index(col)])
+            if t.name == "jobs":
+                v[cols.index("target")] = self._job_target(v[cols.index("target")])
+            values.append(v)
+        new_ids = self._insert_many(insert, values)
+        pairs = []
+        for r, v, new in zip(rows, values, new_ids, strict=True):
+            if new is None and t.key:  # the destination holds this row already
+                new = self._by_key(t, cols, v)
+                self.mapped[t.name] = self.mapped.get(t.name, 0) + 1
+            elif new is None:  # a pending job the destination already owes
+                continue
+            else:
+                self.copied[t.name] = self.copied.get(t.name, 0) + 1
+            pairs.append((r[0], new))
+        return pairs
+
+    def _insert_many(self, sql: str, values: list[list[Any]]) -> list[int | None]:
+        """One id (or None on a conflict) per row; on PostgreSQL in one pipeline, so a
+        batch costs one round trip rather than one per row."""
+        if self.dst.engine == "postgresql":
+            with self.dst.raw.pipeline():
+                curs = [self.dst.conn.execute(sql, v) for v in values]
+            return [(row[0] if (row := c.fetchone()) else None) for c in curs]
+        out = []
+        for v in values:
+            row = self.dst.conn.execute(sql, v).fetchone()
+            out.append(row[0] if row else None)
+        return out
+
+    def _by_key(self, t: Table, cols: list[str], v: list[Any]) -> int:
+        cond = " AND ".join(f"{_q(k)} = ?" for k in t.key)
+        row = self.dst.conn.execute(f"SELECT id FROM {t.name} WHERE {cond}",
+                                    [v[cols.index(k)] for k in t.key]).fetchone()
+        if row is None:
+            raise StoreError(f"{t.name}: a row conflicted with one that is not there")
+        return int(row[0])
+
+    def _job_target(self, target: str) -> str:
+        kind, sep, pk = target.partition(":")
+        if sep and kind == "session" and pk.isdigit():
+            new = self._map_ids("sessions", [int(pk)]).get(int(pk))
+            return f"session:{new}" if new is not None else target
+        return target
+
+    def _copy_links(self, name: str, refs: dict[str, str]) -> None:
+        dst_cols = set(self.dst.columns(name))
+        cols = [c for c in self.src.columns(name) if c in dst_cols]
+        rows = [list(r) for r in self.src.conn.execute(f"SELECT {', '.join(cols)} FROM {name}")]
+        if self.src.engine == "postgresql":
+            self.src.rollback()
+        maps = {ref: self._map_ids(ref, sorted({r[cols.index(c)] for r in rows}))
+                for c, ref in refs.items()}
+        unit_map = (self._map_ids("units", sorted({u for r in rows for u in
+                                                    json.loads(r[cols.index("unit_ids")])}))
+                    if "unit_ids" in cols else {})
+        insert = (f"INSERT INTO {name} ({', '.join(cols)}) VALUES "
+                  f"({', '.join('?' * len(cols))}) ON CONFLICT DO NOTHING RETURNING 1")
+        values = []
+        for r in rows:
+            for c, ref in refs.items():
+                r[cols.index(c)] = maps[ref].get(r[cols.index(c)])
+            if any(r[cols.index(c)] is None for c in refs):
+                continue  # its session or entry was not copied
+            if "unit_ids" in cols:
+                ids = json.loads(r[cols.index("unit_ids")])
+                r[cols.index("unit_ids")] = json.dumps([unit_map[u] for u in ids
+                                                        if u in unit_map])
+            values.append(r)
+        self.dst.begin()
+        try:
+            n = sum(1 for x in self._insert_many(insert, values) if x is not None)
+            self.dst.commit()
+        except BaseException:
+            self.dst.rollback()
+            raise
+        self.copied[name] = n
+        self.mapped[name] = len(values) - n
+        self.emit({"event": "progress", "table": name, "done": len(values),
+                   "total": len(values)})
+
+
+def _q(col: str) -> str:
+    return f'"{col}"' if col == "offset" else col
+
+
+def main(argv: list[str] | None = None) -> int:
+    global BATCH
+    ap = argparse.ArgumentParser(prog="python -m memoryd.store_migrate")
+    ap.add_argument("--home")
+    ap.add_argument("--config", type=Path)
+    ap.add_argument("--to", required=True, help="postgresql://… or sqlite")
+    ap.add_argument("--from", dest="source",
+                    help="postgresql://… or sqlite (default: the other one: the "
+                         "configured [store] url, or this home's SQLite file)")
+    ap.add_argument("--namespace")
+    ap.add_argument("--machine")
+    ap.add_argument("--sqlite-path", type=Path,
+                    help="the SQLite file (default: this home's memoryd.db)")
+    ap.add_argument("--batch", type=int, default=BATCH, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    BATCH = max(1, args.batch)
+
+    def emit(d: dict[str, Any]) -> None:
+        print(json.dumps(d, ensure_ascii=False), flush=True)
+
+    from memoryd.config import load_settings
+    from memoryd.paths import resolve_paths
+
+    paths = resolve_paths(args.home)
+    try:
+        settings = load_settings(args.config or paths.config_file)
+        configured = settings.store.target()
+        source = args.source or (configured.url if is_postgres(args.to) is False
+                                 else "sqlite")
+        if not is_postgres(args.to) and not is_postgres(source or ""):
+            raise StoreError("--to sqlite copies from PostgreSQL: give --from "
+                             "postgresql://… or set [store] url")
+        if is_postgres(args.to) and is_postgres(source):
+            raise StoreError("copy between two PostgreSQL namespaces with pg_dump; "
+                             "migrate copies between SQLite and PostgreSQL")
+        url = args.to if is_postgres(args.to) else source
+        target = StoreTarget(url=url, namespace=args.namespace or configured.namespace,
+                             machine=args.machine or configured.machine,
+                             password_file=configured.password_file)
+        sqlite_path = args.sqlite_path or paths.db
+        if not is_postgres(source) and not sqlite_path.exists():
+            raise StoreError(f"no history to copy: {sqlite_path} does not exist")
+        src = open_end(source, target, sqlite_path)
+        try:
+            dst = open_end(args.to, target, sqlite_path)
+            try:
+                emit(Migration(src, dst, emit).run())
+            finally:
+                dst.close()
+        finally:
+            src.close()
+    except (StoreError, sqlite3.Error, ValueError) as e:
+        text = str(e)
+        if "target" in locals():
+            text = target.scrub(text)
+        emit({"event": "error", "error": text})
+        return 1
+    except Exception as e:  # a driver error: its text may quote the URL
+        scrub = locals()["target"].scrub if "target" in locals() else (lambda s: s)
+        emit({"event": "error", "error": f"{type(e).__name__}: {scrub(str(e))}"})
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""`memoryctl store migrate` against a real PostgreSQL server and real SQLite files: the
+whole history arrives with its references rewritten, a second run copies nothing, a run
+killed with SIGKILL resumes and completes with nothing doubled, the way back to SQLite
+returns the same history, and the password is printed nowhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from memoryd.cli.memoryctl import main as memoryctl
+from memoryd.store import pg
+from memoryd.store.db import connect
+from memoryd.store_target import StoreTarget
+from tests.fleet.history import make_history
+
+
+def pg_rows(url: str, sql: str, params: tuple = ()) -> list:
+    conn = pg.connect(StoreTarget(url=url))
+    try:
+        return [tuple(r) for r in conn.execute(sql, params).fetchall()]
+    finally:
+        conn.close()
+
+
+def sqlite_rows(db: Path, sql: str, params: tuple = ()) -> list:
+    conn = connect(db)
+    try:
+        return [tuple(r) for r in conn.execute(sql, params).fetchall()]
+    finally:
+        conn.close()
+
+
+def history_of(rows_fn, where) -> dict:
+    """What a history holds, free of ids: comparable between stores."""
+    return {
+        "units": sorted(rows_fn(where, "SELECT s.session_id, u.record_id, u.content, u.seq "
+                                       "FROM units u JOIN sessions s ON s.id = u.session_pk")),
+        "sessions": sorted(rows_fn(where, "SELECT session_id, title, summary FROM sessions")),
+        "summaries": sorted(rows_fn(where, "SELECT s.session_id, m.summary FROM summaries m "
+                                           "JOIN sessions s ON s.id = m.session_pk")),
+        "provenance": sorted(rows_fn(where, "SELECT i.item, s.session_id, p.unit_ids FROM "
+                                            "memory_item_sessions p JOIN memory_items i ON "
+                                            "i.id = p.item_id JOIN sessions s ON "
+                                            "s.id = p.session_pk")),
+        "archived": sorted(rows_fn(where, "SELECT s.session_id, a.month FROM archived_sessions"
+                                          " a JOIN sessions s ON s.id = a.session_pk")),
+        "jobs": sorted(rows_fn(where, "SELECT j.state, s.session_id FROM jobs j LEFT JOIN "
+                                      "sessions s ON j.target = 'session:' || s.id "
+                                      "WHERE j.state IN ('pending', 'failed')")),
+        "served": rows_fn(where, "SELECT query, tokens FROM served_context"),
+        "exclusions": rows_fn(where, "SELECT kind, value FROM exclusions"),
+        "llm_usage": rows_fn(where, "SELECT model, purpose FROM llm_usage"),
+    }
+
+
+def provenance_units(rows_fn, where) -> list:
+    """The (session, record) each provenance unit id points at, in this store's ids."""
+    out = []
+    for (ids,) in rows_fn(where, "SELECT unit_ids FROM memory_item_sessions"):
+        for uid in json.loads(ids):
+            out += rows_fn(where, "SELECT s.session_id, u.record_id FROM units u JOIN "
+                                  "sessions s ON s.id = u.session_pk WHERE u.id = ?", (uid,))
+    return sorted(out)
+
+
+def pg_fn(url, sql, params=()):
+    return pg_rows(url, sql, params)
+
+
+def sqlite_fn(db, sql, params=()):
+    return sqlite_rows(db, sql, params)
+
+
+def migrate(capsys, home: Path, *args: str) -> tuple[int, str]:
+    rc = memoryctl(["--home", str(home), "store", "migrate", *args])
+    out = capsys.readouterr()
+    return rc, out.out + out.err
+
+
+def test_migrate_copies_the_history_with_its_references_and_twice_copies_nothing(
+        tmp_path, pg_url, capsys):
+    home = tmp_path / "home"
+    db = home / "data" / "memoryd.db"
+    make_history(db, sessions=4, units_per_session=30)
+    password = urlsplit(pg_url).password
+    assert password
+
+    rc, out = migrate(capsys, home, "--to", pg_url)
+    assert rc == 0, out
+    assert "done in" in out and "120 units" in out
+    assert password not in out and "***" in out
+    want = history_of(sqlite_fn, db)
+    assert want["jobs"] == [("failed", None), ("pending", "sess-1")]  # done jobs are not kept
+    assert history_of(pg_fn, pg_url) == {**want, "provenance": [
+        (i, s, json.dumps([p for (p,) in pg_rows(pg_url, "SELECT dst_id FROM _migrate_map "
+                                                         "WHERE tbl = 'units' AND src_id IN "
+                                                         f"({','.join(map(str, json.loads(u)))})"
+                                                         " ORDER BY dst_id")]))
+        for i, s, u in want["provenance"]]}
+    assert provenance_units(pg_fn, pg_url) == provenance_units(sqlite_fn, db) == [
+        ("sess-0", "r0"), ("sess-0", "r1")]
+
+    rc, out = migrate(capsys, home, "--to", pg_url)
+    assert rc == 0, out
+    assert "0 rows copied (nothing new)" in out
+    assert pg_rows(pg_url, "SELECT count(*) FROM units") == [(120,)]
+    assert pg_rows(pg_url, "SELECT count(*) FROM sessions") == [(4,)]
+    assert pg_rows(pg_url, "SELECT count(*) FROM jobs") == [(2,)]
+
+
+def test_a_killed_migrate_resumes_and_completes_with_nothing_doubled(tmp_path, pg_url):
+    home = tmp_path / "home"
+    db = home / "data" / "memoryd.db"
+    make_history(db, sessions=10, units_per_session=1000)
+    cmd = [sys.executable, "-m", "memoryd.store_migrate", "--home", str(home), "--to", pg_url,
+           "--batch", "100"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        e = json.loads(line)
+        if e.get("table") == "units" and e["done"] >= 1000:
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+    proc.wait()
+    proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL
+    partial = pg_rows(pg_url, "SELECT count(*) FROM units")[0][0]
+    assert 1000 <= partial < 10000
+
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    last = json.loads(done.stdout.strip().splitlines()[-1])
+    assert last["event"] == "done"
+    assert last["copied"]["units"] == 10000 - partial
+    assert "sessions" not in last["copied"]  # all ten were copied before the kill
+    assert pg_rows(pg_url, "SELECT count(*), count(DISTINCT (session_pk, record_id)) "
+                           "FROM units") == [(10000, 10000)]
+    assert history_of(pg_fn, pg_url)["units"] == history_of(sqlite_fn, db)["units"]
+
+
+def test_the_way_back_to_sqlite_returns_the_same_history(tmp_path, pg_url, capsys):
+    home = tmp_path / "home"
+    db = home / "data" / "memoryd.db"
+    make_history(db, sessions=3, units_per_session=20)
+    assert migrate(capsys, home, "--to", pg_url)[0] == 0
+
+    back = tmp_path / "back"
+    rc, out = migrate(capsys, back, "--to", "sqlite", "--from", pg_url)
+    assert rc == 0, out
+    assert urlsplit(pg_url).password not in out
+    returned = back / "data" / "memoryd.db"
+    assert history_of(sqlite_fn, returned) == history_of(sqlite_fn, db)
+    assert provenance_units(sqlite_fn, returned) == [("sess-0", "r0"), ("sess-0", "r1")]
+    rc, out = migrate(capsys, back, "--to", "sqlite", "--from", pg_url)
+    assert rc == 0 and "0 rows copied" in out
+
+
+def test_bad_requests_say_what_is_wrong_and_never_print_the_password(tmp_path, pg_url,
+                                                                     capsys):
+    home = tmp_path / "empty"
+    rc, out = migrate(capsys, home, "--to", pg_url)
+    assert rc == 1 and "no history to copy" in out
+    rc, out = migrate(capsys, home, "--to", "sqlite")
+    assert rc == 1 and "--to sqlite copies from PostgreSQL" in out
+    wrong = pg_url.replace(urlsplit(pg_url).password, "not-the-password")
+    make_history(home / "data" / "memoryd.db", 1, 1)
+    rc, out = migrate(capsys, home, "--to", wrong)
+    assert rc == 1 and "cannot connect" in out
+    assert "not-the-password" not in out
+
+
+@pytest.mark.parametrize("argv", [["store"], ["store", "migrate"]])
+def test_store_needs_its_verb_and_target(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        memoryctl(argv)
+    assert e.value.code == 2

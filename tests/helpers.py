@@ -39,6 +39,25 @@ async def wait_for(pred: Callable[[], Awaitable[Any] | Any], timeout: float = 10
         await asyncio.sleep(interval)
 
 
+def wait_until(pred: Callable[[], Any], timeout: float = 30.0) -> Any:
+    """`wait_for` for tests that drive a daemon process from plain (sync) code: a daemon
+    not up yet, or its socket refusing, counts as "not yet"."""
+    from memoryd.client import DaemonNotRunning
+
+    deadline = time.monotonic() + timeout * SLOWDOWN
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            v = pred()
+        except (DaemonNotRunning, OSError) as e:
+            v, last = None, e
+        if v:
+            return v
+        last = v if v is not None else last
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s; last seen: {last!r}")
+
+
 @contextlib.contextmanager
 def short_dir():
     """A directory under /tmp short enough for a Unix socket path."""

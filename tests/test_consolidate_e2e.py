@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.client import DaemonNotRunning, MemorydClient
+from memoryd.client import MemorydClient
 from tests.helpers import short_dir
+from tests.helpers import wait_until as wait
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -30,18 +31,6 @@ def start(home: Path, src: Path, sock: Path) -> subprocess.Popen:
              f"generic={src}", "--socket", str(sock), "--port", "0", "--log-level", "WARNING"],
             env=env, stdout=subprocess.DEVNULL, stderr=log)
 
-
-def wait(pred, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            v = pred()
-        except (DaemonNotRunning, OSError):
-            v = None
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s")
 
 
 def sessions(src: Path, n: int, day: str, lines: int = 12) -> int:

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.client import DaemonNotRunning, MemorydClient
+from memoryd.client import MemorydClient
 from tests.helpers import SLOWDOWN, short_dir
+from tests.helpers import wait_until as wait
 
 pytestmark = pytest.mark.e2e
 
@@ -27,20 +28,6 @@ def start(home: Path, src: Path, sock: Path) -> subprocess.Popen:
              f"generic={src}", "--socket", str(sock), "--port", "0", "--log-level", "WARNING"],
             env=env, stdout=subprocess.DEVNULL, stderr=log)
 
-
-def wait(pred, timeout=30.0):
-    deadline = time.monotonic() + timeout * SLOWDOWN
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            v = pred()
-        except (DaemonNotRunning, ConnectionError, OSError) as e:
-            v, last = None, e
-        if v:
-            return v
-        last = v if v is not None else last
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s; last seen: {last!r}")
 
 
 def corpus(src: Path, files: int, lines: int) -> int:

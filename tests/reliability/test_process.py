@@ -9,27 +9,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from memoryd.client import DaemonNotRunning, MemorydClient
+from memoryd.client import MemorydClient
 from tests.helpers import short_dir
+from tests.helpers import wait_until as wait
 
 pytestmark = [pytest.mark.reliability, pytest.mark.e2e, pytest.mark.timeout(300)]
 
-
-def wait(pred, timeout=120.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if v := pred():
-                return v
-        except (DaemonNotRunning, OSError):
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s")
 
 
 class Memoryd:

@@ -16,8 +16,9 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 
-from memoryd.client import DaemonNotRunning, MemorydClient
+from memoryd.client import MemorydClient
 from tests.helpers import short_dir, write_jsonl
+from tests.helpers import wait_until as wait
 
 pytestmark = [pytest.mark.reliability, pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -30,17 +31,6 @@ EXAMPLES = int(os.environ.get("MEMORYD_FUZZ_EXAMPLES", "8"))
 #   fuzzer would make the daemon walk the machine (its 400s are tested elsewhere).
 SKIP = {("GET", "/v1/events"), ("POST", "/v1/ingest")}
 
-
-def wait(pred, timeout=120.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if v := pred():
-                return v
-        except (DaemonNotRunning, OSError):
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s")
 
 
 @pytest.fixture

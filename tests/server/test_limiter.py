@@ -18,8 +18,9 @@ from memoryd.server.limiter import QueryLimiter
 from tests.helpers import AsyncClient, caught_up, ctl, wait_for, write_jsonl
 
 
-async def test_issue_8_saturated_queries_get_503_with_retry_after(aiohttp_client):
-    limiter = QueryLimiter(concurrency=2, backlog=1, retry_after_s=3)
+async def gated(aiohttp_client, limiter: QueryLimiter, *routes: tuple[str, str]):
+    """A test client whose query routes hold until `release` is set; /v1/status answers at
+    once (it is never limited)."""
     release = asyncio.Event()
 
     async def slow(request: web.Request) -> web.Response:
@@ -30,10 +31,17 @@ async def test_issue_8_saturated_queries_get_503_with_retry_after(aiohttp_client
         return web.json_response({"ok": True})
 
     app = web.Application(middlewares=[limiter.middleware()])
-    app.router.add_post("/v1/search", slow)
-    app.router.add_get("/v1/context", slow)
+    for method, path in routes:
+        app.router.add_route(method, path, slow)
     app.router.add_get("/v1/status", status)
-    client = await aiohttp_client(app)
+    return await aiohttp_client(app), release
+
+
+
+async def test_issue_8_saturated_queries_get_503_with_retry_after(aiohttp_client):
+    limiter = QueryLimiter(concurrency=2, backlog=1, retry_after_s=3)
+    client, release = await gated(
+        aiohttp_client, limiter, ("POST", "/v1/search"), ("GET", "/v1/context"))
     held = [asyncio.create_task(client.post("/v1/search")) for _ in range(2)]
     held.append(asyncio.create_task(client.get("/v1/context")))  # waits in the backlog
     while limiter.waiting < 1:
@@ -52,15 +60,7 @@ async def test_issue_8_a_query_waits_at_most_max_wait_then_503(aiohttp_client):
     """Under sustained load a queue only adds waiting to every answer: a query that
     cannot get a slot within max_wait_s is turned away (503 + Retry-After) instead."""
     limiter = QueryLimiter(concurrency=1, backlog=5, retry_after_s=2, max_wait_s=0.2)
-    release = asyncio.Event()
-
-    async def slow(request: web.Request) -> web.Response:
-        await release.wait()
-        return web.json_response({"ok": True})
-
-    app = web.Application(middlewares=[limiter.middleware()])
-    app.router.add_post("/v1/context", slow)
-    client = await aiohttp_client(app)
+    client, release = await gated(aiohttp_client, limiter, ("POST", "/v1/context"))
     held = asyncio.create_task(client.post("/v1/context"))
     while limiter.running < 1:
         await asyncio.sleep(0.01)
@@ -111,15 +111,7 @@ async def test_issue_8_a_freed_slot_goes_to_the_oldest_waiter(aiohttp_client):
 
 async def test_issue_8_a_client_gone_while_waiting_frees_its_place(aiohttp_client):
     limiter = QueryLimiter(concurrency=1, backlog=2, max_wait_s=30)
-    release = asyncio.Event()
-
-    async def slow(request: web.Request) -> web.Response:
-        await release.wait()
-        return web.json_response({"ok": True})
-
-    app = web.Application(middlewares=[limiter.middleware()])
-    app.router.add_post("/v1/search", slow)
-    client = await aiohttp_client(app)
+    client, release = await gated(aiohttp_client, limiter, ("POST", "/v1/search"))
     held = asyncio.create_task(client.post("/v1/search"))
     while limiter.running < 1:
         await asyncio.sleep(0.01)

@@ -53,7 +53,9 @@ class FleetIndex(SearchIndex):
         self.target = target
         self.health = health or Health("store (change feed)", mask=target.scrub)
         self.poll_interval_s = poll_interval_s
-        self.position: cf.Position | None = None  # applied and committed; None: joining
+        # what search trusts: applied, committed, and confirmed by a poll of the feed
+        # (a stored position may have been pruned past); None while joining or starting
+        self.position: cf.Position | None = None
         self.caught_at: float | None = None   # wall time of the last poll with nothing new
 
     def _new_indexer(self, clear_pending: Any) -> FeedIndexer:
@@ -147,6 +149,7 @@ class FeedIndexer:
         self.commits = 0
         self.rebuilds = 0
         self.follower: Follower | None = None
+        self.pos: cf.Position | None = None  # where it reads from (ix.position: trusted)
         self._cleared_at = 0.0
 
     def start(self) -> None:
@@ -218,9 +221,9 @@ class FeedIndexer:
         ix = self.ix
         if ix.rebuild_requested():
             self._reset()
-        if ix.position is None:
+        if self.pos is None:
             # a stored position resumes (a build cut short goes on from ix.upto)
-            ix.position = ix.saved_position() or self._join(conn)
+            self.pos = ix.saved_position() or self._join(conn)
             self.follower = None
         if ix.state == "rebuilding":
             if self._build(conn):
@@ -231,7 +234,7 @@ class FeedIndexer:
 
     def _reset(self) -> None:
         self.ix.reset()
-        self.ix.position = None
+        self.ix.position = self.pos = None
         self.rebuilds += 1
         if self.follower is not None:
             self.follower.close()
@@ -272,8 +275,8 @@ class FeedIndexer:
         url, kwargs = conninfo(t)
         extra = {k: v for k, v in kwargs.items() if k == "password"}
         connect = functools.partial(psycopg.connect, **extra) if extra else psycopg.connect
-        assert ix.position is not None
-        return Follower(url, t.schema, t.machine, ix.position, health=ix.health,
+        assert self.pos is not None
+        return Follower(url, t.schema, t.machine, self.pos, health=ix.health,
                         poll_interval_s=ix.poll_interval_s, connect=connect,
                         report_every_s=30.0)
 
@@ -289,7 +292,7 @@ class FeedIndexer:
             ix.save_position(batch.position)  # after the commit: a crash re-applies
         # (an empty poll moves on without writing: nothing lay between the positions)
         f.commit(batch)
-        ix.position = batch.position
+        ix.position = self.pos = batch.position
         if not batch.changes and not batch.more:
             ix.caught_at = time.time()
             self._clear_index_pending(conn)

@@ -44,6 +44,9 @@ log = logging.getLogger(__name__)
 POLL_S = 2.0          # the poll fallback when no NOTIFY comes
 CLEAR_PENDING_S = 30.0  # index_pending is SQLite's mechanism: emptied now and then
 IN_CHUNK = 500
+# the writer stays open while changes keep coming (opening one and waiting for its merges
+# on close cost more than the commit of a one-unit batch); closed after this long idle
+WRITER_IDLE_S = 30.0
 
 
 class FleetIndex(SearchIndex):
@@ -151,6 +154,7 @@ class FeedIndexer:
         self.follower: Follower | None = None
         self.pos: cf.Position | None = None  # where it reads from (ix.position: trusted)
         self._cleared_at = 0.0
+        self._applied_at = 0.0
 
     def start(self) -> None:
         self._thread.start()
@@ -288,7 +292,10 @@ class FeedIndexer:
         f = self.follower
         batch = f.next_batch()
         if batch.changes:
+            t0 = time.perf_counter()
             self._apply(conn, batch)
+            log.debug("change feed: %d changes applied in %.0f ms", len(batch.changes),
+                      (time.perf_counter() - t0) * 1000)
             ix.save_position(batch.position)  # after the commit: a crash re-applies
         # (an empty poll moves on without writing: nothing lay between the positions)
         f.commit(batch)
@@ -296,7 +303,8 @@ class FeedIndexer:
         if not batch.changes and not batch.more:
             ix.caught_at = time.time()
             self._clear_index_pending(conn)
-            ix.close_writer()  # idle: let the writer's memory arena go
+            if time.monotonic() - self._applied_at > WRITER_IDLE_S:
+                ix.close_writer()  # idle a while: let the writer's memory arena go
             f.wait(stop=self._wake)  # a NOTIFY, a local write, or the poll interval
         return 0.0
 
@@ -317,6 +325,7 @@ class FeedIndexer:
             w.add_document(d)
         w.commit()
         self.commits += 1
+        self._applied_at = time.monotonic()
         ix.committed()  # searchers see it before the position says it is applied
         if rows:
             ix.upto = max(ix.upto, max(r["unit_id"] for r in rows))

@@ -202,7 +202,8 @@ def follow(appends: int, poll_ms: float = 5.0, warmup: int = 10) -> None:
             md, rw, own = h.summary(md_lag), h.summary(raw_lag), h.summary(own_lag)
             print(h.machine())
             print(f"{len(md_lag)} appends on machine A -> found by machine B's search "
-                  f"(poll {poll_ms:g} ms); missed within 10 s: memoryd {missed['md']}, raw {missed['raw']}")
+                  f"(poll {poll_ms:g} ms); missed within 10 s: memoryd {missed['md']}, "
+                  f"raw {missed['raw']}")
             print(h.table([
                 ["memoryd A->B", h.ms(md["p50"]), h.ms(md["p99"]), h.ms(md["max"])],
                 ["(A's own search)", h.ms(own["p50"]), h.ms(own["p99"]), h.ms(own["max"])],

@@ -8,14 +8,25 @@ Measured today:
   inserted into a bare PostgreSQL table with psycopg's `executemany` in batches of 2000
   (no id map, no references, no RETURNING).
 
-Not measured yet (they need the change feed and outage handling, memoryd/fleet/, which
-are not on main at this writing): append on one daemon -> searchable on another, search
-and context p50/p99 fleet vs SQLite, backfill PG vs SQLite and four daemons at once, the
-database stopped 60 s during live appends. `--part` names them so the script refuses
-clearly rather than printing a made-up figure.
+- `follow`: two memoryd daemons (subprocesses, two homes, two transcript roots, two
+  machine names, one namespace): a line appended to a transcript on machine A, until
+  machine B's search (over its socket, polled every 5 ms) finds its unique token. Floor in
+  the same run, append by append alternating: issue 14's raw loop (a row INSERTed with
+  NOTIFY on one connection, a thread LISTENing reads `id > last`, commits the rows into a
+  local tantivy index with memoryd's schema, searches; bench/changefeed.py's `Raw`),
+  polled the same way.
+- `search`: the same generated corpus ingested by a fleet member (PostgreSQL) and by a
+  daemon in SQLite mode; the same queries' `/v1/search` and `/v1/context` over each
+  socket, alternating query by query; p50/p99 and the fleet/SQLite ratio.
+
+Not measured here: backfill PG vs SQLite and four daemons at once (bench/pg_backfill.py),
+the database stopped 60 s during live appends (the outage work). `--part` names them so
+the script refuses clearly rather than printing a made-up figure.
 
     .venv/bin/python bench/fleet.py --units 100000        # about 2 min on a quiet machine
     .venv/bin/python bench/fleet.py --units 1000000       # the issue's 1M units
+    .venv/bin/python bench/fleet.py --part follow [--appends 200]
+    .venv/bin/python bench/fleet.py --part search [--lines 20000 --queries 150]
 """
 
 from __future__ import annotations
@@ -31,6 +42,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+sys.path.insert(0, str(ROOT / "bench"))
+import harness as h  # noqa: E402
 
 from tests.fleet.history import make_history  # noqa: E402
 from tests.pg_server import PgServer, find_bindir  # noqa: E402
@@ -89,13 +103,202 @@ def migrate(units: int) -> None:
         server.destroy()
 
 
+def fleet_env(url: str, machine: str) -> dict[str, str]:
+    return {"MEMORYD_STORE__URL": url, "MEMORYD_STORE__MACHINE": machine,
+            "MEMORYD_STORE__NAMESPACE": "bench"}
+
+
+POLL_S = 0.005
+
+
+def poll_until(found, timeout: float = 10.0) -> float | None:
+    """Seconds until `found()` (from the caller's t0: returns the absolute time)."""
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        if found():
+            return time.perf_counter()
+        time.sleep(POLL_S)
+    return None
+
+
+def follow(appends: int, poll_ms: float = 5.0, warmup: int = 10) -> None:
+    import random
+
+    import changefeed as cfb  # bench/changefeed.py: the raw loop
+    import psycopg
+
+    global POLL_S
+    POLL_S = poll_ms / 1000
+    server = PgServer(find_bindir())
+    server.init()
+    server.start()
+    daemons: list[h.Memoryd] = []
+    raw: cfb.Raw | None = None
+    try:
+        with tempfile.TemporaryDirectory() as tmp, h.short_dir() as sd:
+            work = Path(tmp)
+            url = server.url(server.create_database())
+            for m in ("a", "b"):
+                (work / m / "src").mkdir(parents=True)
+                (work / m / "src" / "t.jsonl").write_text("")
+                daemons.append(h.Memoryd(work / m / "home", work / m / "src", sd / f"{m}.sock",
+                                         log_path=work / f"{m}.log", env=fleet_env(url, m)))
+            for d in daemons:
+                d.wait_ready(120)
+                d.wait_caught_up(120)
+            a, b = daemons
+            raw_url = server.url(server.create_database())
+            with psycopg.connect(raw_url, autocommit=True) as c:
+                c.execute("CREATE TABLE raw_units (id bigserial PRIMARY KEY, session_pk bigint"
+                          " NOT NULL, seq int NOT NULL, ts double precision, content text"
+                          " NOT NULL)")
+            raw = cfb.Raw("raw", raw_url, cfb.LocalIndex(work / "raw-index"))
+            raw.start()
+            raw.ready.wait(30)
+            gen, rng = h.TextGen(3), random.Random(3)
+            md_lag: list[float] = []
+            raw_lag: list[float] = []
+            own_lag: list[float] = []
+            missed = {"md": 0, "raw": 0}
+            src = work / "a" / "src" / "t.jsonl"
+            with psycopg.connect(raw_url, autocommit=True) as ins:
+                for i in range(appends + warmup):
+                    body = gen.english(rng, rng.randint(100, 500))
+                    tok = f"flw{i:05d}x{rng.randrange(10**6):06d}"
+
+                    def md_side(tok: str = tok + "m", body: str = body) -> float | None:
+                        line = json.dumps({"role": "user", "content": f"{body} {tok}",
+                                           "id": tok}) + "\n"
+                        t0 = time.perf_counter()
+                        with open(src, "a", encoding="utf-8") as f:
+                            f.write(line)
+                        # A's own search first (its ingest lag), then B's (the fleet's)
+                        ta = poll_until(lambda: a.client.search(query=tok, max_results=1)
+                                        ["total"] > 0)
+                        t1 = poll_until(lambda: b.client.search(query=tok, max_results=1)
+                                        ["total"] > 0)
+                        if ta is not None and i >= warmup:
+                            own_lag.append(ta - t0)
+                        return None if t1 is None else t1 - t0
+
+                    def raw_side(tok: str = tok + "r", body: str = body) -> float | None:
+                        found = raw.expect(tok)
+                        t0 = time.perf_counter()
+                        cfb.insert(ins, "raw_units", [f"{body} {tok}"], notify=True)
+                        t1 = poll_until(found.is_set)
+                        return None if t1 is None else t1 - t0
+
+                    sides = [("md", md_side, md_lag), ("raw", raw_side, raw_lag)]
+                    if i % 2:
+                        sides.reverse()
+                    for name, fn, lags in sides:
+                        lag = fn()
+                        if lag is None:
+                            missed[name] += 1
+                        elif i >= warmup:
+                            lags.append(lag)
+                        time.sleep(rng.uniform(0.02, 0.05))
+            st = b.status() or {}
+            md, rw, own = h.summary(md_lag), h.summary(raw_lag), h.summary(own_lag)
+            print(h.machine())
+            print(f"{len(md_lag)} appends on machine A -> found by machine B's search "
+                  f"(poll {poll_ms:g} ms); missed within 10 s: memoryd {missed['md']}, "
+                  f"raw {missed['raw']}")
+            print(h.table([
+                ["memoryd A->B", h.ms(md["p50"]), h.ms(md["p99"]), h.ms(md["max"])],
+                ["(A's own search)", h.ms(own["p50"]), h.ms(own["p99"]), h.ms(own["max"])],
+                ["raw loop", h.ms(rw["p50"]), h.ms(rw["p99"]), h.ms(rw["max"])],
+                ["ratio", h.ratio(md["p50"], rw["p50"]), h.ratio(md["p99"], rw["p99"]), ""],
+            ], ["", "p50", "p99", "max"]))
+            print("goal: p50 <= 300 ms, p99 <= 1 s; B's index: "
+                  f"{json.dumps(st.get('index', {}).get('lag'))} lag, "
+                  f"listening={st.get('index', {}).get('feed', {}).get('listening')}")
+    finally:
+        if raw is not None:
+            raw.stop.set()
+            raw.join(5)
+        for d in daemons:
+            d.stop()
+        server.destroy()
+
+
+def search(lines: int, queries: int) -> None:
+    import random
+
+    server = PgServer(find_bindir())
+    server.init()
+    server.start()
+    daemons: dict[str, h.Memoryd] = {}
+    try:
+        info = h.corpus(max(1, lines // 500), min(lines, 500))
+        with tempfile.TemporaryDirectory() as tmp, h.short_dir() as sd:
+            work = Path(tmp)
+            url = server.url(server.create_database())
+            for name, env in (("fleet", fleet_env(url, "a")), ("sqlite", {})):
+                daemons[name] = h.Memoryd(work / name, Path(info.path), sd / f"{name}.sock",
+                                          log_path=work / f"{name}.log", env=env)
+            t0 = time.perf_counter()
+            for name, d in daemons.items():
+                d.wait_ready(120)
+                st = d.wait_caught_up(3600)
+                print(f"{name}: {st['units']:,} units caught up "
+                      f"({time.perf_counter() - t0:.0f}s since start)")
+            gen = h.TextGen(info.seed)
+            qs = gen.queries(random.Random(11), queries)
+            rng = random.Random(5)
+            times: dict[tuple[str, str], list[float]] = {}
+            for i, (_cls, q, mode) in enumerate(qs):
+                cwd = f"/bench/proj{rng.randrange(13):02d}"
+                order = list(daemons.items())
+                if i % 2:
+                    order.reverse()
+                for name, d in order:
+                    for what, call in (
+                            ("search", lambda d=d, q=q, mode=mode: d.client.search(
+                                query=q, mode=mode, max_results=10)),
+                            ("context", lambda d=d, q=q, cwd=cwd: d.client.request(
+                                "POST", "/v1/context", {"query": q, "cwd": cwd,
+                                                        "budget_tokens": 2000}))):
+                        if i == 0:
+                            call()  # warm
+                        t = time.perf_counter()
+                        call()
+                        times.setdefault((name, what), []).append(time.perf_counter() - t)
+            print(h.machine())
+            rows = []
+            for what in ("search", "context"):
+                f, s_ = h.summary(times[("fleet", what)]), h.summary(times[("sqlite", what)])
+                rows.append([what, h.ms(f["p50"]), h.ms(s_["p50"]),
+                             h.ratio(f["p50"], s_["p50"]), h.ms(f["p99"]), h.ms(s_["p99"]),
+                             h.ratio(f["p99"], s_["p99"])])
+            print(f"{len(qs)} queries over the socket, {info.lines:,} lines each side")
+            print(h.table(rows, ["", "fleet p50", "sqlite p50", "ratio", "fleet p99",
+                                 "sqlite p99", "ratio"]))
+            print("goal: fleet within 1.2x of SQLite")
+    finally:
+        for d in daemons.values():
+            d.stop()
+        server.destroy()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--part", choices=PARTS, default="migrate")
     ap.add_argument("--units", type=int, default=100_000)
+    ap.add_argument("--appends", type=int, default=200, help="follow: appends per side")
+    ap.add_argument("--poll-ms", type=float, default=5.0, help="follow: search poll interval")
+    ap.add_argument("--lines", type=int, default=20_000, help="search: corpus lines")
+    ap.add_argument("--queries", type=int, default=150, help="search: queries")
     args = ap.parse_args(argv)
+    if args.part == "follow":
+        follow(args.appends, args.poll_ms)
+        return 0
+    if args.part == "search":
+        search(args.lines, args.queries)
+        return 0
     if args.part != "migrate":
-        print(f"{args.part}: not measured yet (needs memoryd/fleet/ on main)", file=sys.stderr)
+        print(f"{args.part}: not measured here (bench/pg_backfill.py; the outage work)",
+              file=sys.stderr)
         return 2
     migrate(args.units)
     return 0

@@ -192,6 +192,11 @@ class Daemon:
                 lambda: cons.scheduled("nightly"), grace)
         if s.retention.enabled:
             add("retention", s.retention.cron, tz, ret.scheduled, grace)
+        if self.store is not None and self.store.kind == "postgresql":
+            # hourly: change rows every active machine has applied (memoryd.fleet.changefeed)
+            index = self.store.index
+            add("changes_prune", "17 * * * *", tz,
+                lambda: asyncio.to_thread(index.prune_changes), grace)  # type: ignore[attr-defined]
 
     def _lock(self) -> None:
         # held for the daemon's lifetime; 0600 like every file memoryd makes
@@ -405,6 +410,7 @@ class Daemon:
         if not backfill_done:
             self._update_backfill(depth, unread)
         c = await self.store.read(counts)
+        machines = await self._machines()
         st = self.ingestor.stats
         failures = self.ingestor.failures.report(c.pop("bad_files"))
         failing = bool(self.ingestor.failures.blocking())
@@ -420,7 +426,8 @@ class Daemon:
             "store": {"kind": self.store.kind, "url": self.store.target.masked(),
                       "namespace": self.store.target.namespace,
                       "machine": self.store.target.machine,
-                      "path": str(self.store.path) if self.store.kind == "sqlite" else None},
+                      "path": str(self.store.path) if self.store.kind == "sqlite" else None,
+                      "machines": machines},
             **c,
             "unread_bytes": unread,
             "queue_depth": depth,
@@ -443,6 +450,15 @@ class Daemon:
                 "last_run": self.consolidator.last_run if self.consolidator else None,
                 "retention_last_run": self.retention.last_run if self.retention else None},
         }
+
+    async def _machines(self) -> list[dict[str, Any]] | None:
+        """Fleet mode: the machines seen in the namespace (memoryd.fleet.machines)."""
+        assert self.store is not None
+        if self.store.kind != "postgresql":
+            return None
+        from memoryd.fleet.machines import machines_seen
+
+        return await self.store.read(machines_seen)
 
     def _db_gone(self, reason: str) -> None:
         self.exit_code = 1

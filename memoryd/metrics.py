@@ -36,6 +36,13 @@ class Metrics:
         self._rejected_seen = 0
         self.store = Gauge("memoryd_store_info", "The store this daemon uses (value 1)",
                            ["kind", "url", "namespace", "machine"], registry=r)
+        self.machine_ingest = Gauge("memoryd_fleet_machine_last_ingest_timestamp_seconds",
+                                    "Fleet mode: when each machine of the namespace last "
+                                    "moved a cursor", ["machine"], registry=r)
+        self.index_lag = Gauge("memoryd_index_lag_changes", "Fleet mode: changes committed "
+                               "to the store and not yet in this machine's index", registry=r)
+        self.index_lag_s = Gauge("memoryd_index_lag_seconds", "Fleet mode: how long this "
+                                 "machine's index has had changes to apply", registry=r)
 
     def observe(self, status: dict[str, Any]) -> None:
         self.units.set(status["units"])
@@ -56,6 +63,15 @@ class Metrics:
             self.store.clear()
             self.store.labels(st["kind"], st.get("path") or st["url"], st["namespace"],
                               st["machine"]).set(1)
+        if st and st.get("machines") is not None:
+            self.machine_ingest.clear()
+            for m in st["machines"]:
+                if m.get("last_ingest") is not None:
+                    self.machine_ingest.labels(m["machine"]).set(m["last_ingest"])
+        lag = (status.get("index") or {}).get("lag")
+        if lag is not None:
+            self.index_lag.set(lag["changes"])
+            self.index_lag_s.set(lag["seconds"] or 0)
         if status.get("ingest_lag_ms") is not None:
             self.lag.set(status["ingest_lag_ms"] / 1000)
 

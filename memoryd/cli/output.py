@@ -37,10 +37,18 @@ def render_status(s: dict[str, Any]) -> str:
         lines.append(f"truth    {st['kind']} {where}" + (
             f", namespace {st['namespace']}, machine {st['machine']}"
             if st["kind"] != "sqlite" else ""))
+        for m in st.get("machines") or []:
+            lines.append(f"machine  {m['machine']}: last ingest {when(m.get('last_ingest'))}, "
+                         f"{m.get('files', 0)} files"
+                         + (f"; index reported {when(m['last_seen'])}"
+                            if m.get("last_seen") else ""))
     ix = s.get("index")
     if ix:
         lines.append(f"index    {ix['state']}; {ix['units']} units"
                      + ("" if ix.get("caught_up") else ", catching up")
+                     + (f"; lag {ix['lag']['changes']} changes"
+                        + (f", {ix['lag']['seconds']:g}s" if ix["lag"].get("seconds") else "")
+                        if ix.get("lag") is not None else "")
                      + (f"; error: {ix['error']}" if ix.get("error") else ""))
     if s.get("backfill") and s["backfill"].get("files_total"):
         from memoryd.cli.progress import backfill_line

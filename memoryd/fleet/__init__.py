@@ -5,15 +5,16 @@
 `health` whether the database is reachable (backoff, and a quiet log while it is not).
 This package needs psycopg (the `postgres` extra); nothing imports it in SQLite mode.
 
-How the rest of memoryd is meant to use it (wiring lands with the store's port):
+How the rest of memoryd uses it:
 
 - The PostgreSQL migration runs `changefeed.ddl(schema)` once `units` exists.
 - `daemon.py` builds one `Health("store", mask=<the config's URL masking>)` and hands
   it to the store and the follower; `status`/`doctor` show `health.status()`.
-- The index writer, on an empty or rebuilt index: `pos = changefeed.join(conn, schema,
-  machine)` first, then the build from `units`, then `pos.to_json()` into the index's
-  meta. From then on: `Follower.next_batch()` -> apply (re-read the units by id) ->
-  commit the index with `batch.position` in its meta -> `Follower.commit(batch)` ->
-  `Follower.wait()`. `FeedGapError` means rebuild (search says `index: rebuilding`).
-- A fleet-wide job (claimed once) runs `changefeed.prune` now and then.
+- The index writer (`follow_index.FeedIndexer`, the store's index in fleet mode), on an
+  empty or rebuilt index: `pos = changefeed.join(conn, schema, machine)` first, then the
+  build from `units`, with `pos.to_json()` in the index's meta. From then on:
+  `Follower.next_batch()` -> apply (re-read the units by id) -> commit the index, then
+  `batch.position` into its meta -> `Follower.commit(batch)` -> `Follower.wait()`.
+  `FeedGapError` means rebuild (search says `index: rebuilding`).
+- Every daemon's scheduler runs `changefeed.prune` hourly (`FleetIndex.prune_changes`).
 """

@@ -58,7 +58,7 @@ class SearchIndex:
         self._writer: Any = None
         self._rebuild = threading.Event()
         self._lock = threading.Lock()  # swaps of the index object
-        self._indexer: Indexer | None = None
+        self._indexer: Any = None  # Indexer, or the fleet's FeedIndexer
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -86,8 +86,13 @@ class SearchIndex:
                 self._index = None
         if self._index is None:
             self.reset()
-        self._indexer = Indexer(self, clear_pending)
+        self._indexer = self._new_indexer(clear_pending)
         self._indexer.start()
+
+    def _new_indexer(self, clear_pending: Any) -> Any:
+        """The writer thread (fleet mode follows the change feed instead:
+        `memoryd.fleet.follow_index`)."""
+        return Indexer(self, clear_pending)
 
     def close(self) -> None:
         if self._indexer is not None:

@@ -34,11 +34,12 @@ BATCH = 2000
 IDLE_POLL_S = 30.0  # a safety net; writes wake the thread at once
 NICE = 5
 
-_ROWS = ("SELECT u.id AS unit_id, u.session_pk, u.seq, u.ts, u.role, u.kind, u.content, "
+UNIT_ROWS = ("SELECT u.id AS unit_id, u.session_pk, u.seq, u.ts, u.role, u.kind, u.content, "
          "u.one_liner FROM units u ")
 
 
-def _docs(rows: list[sqlite3.Row]) -> list[object]:
+def unit_docs(rows: list[sqlite3.Row]) -> list[object]:
+    """The index documents of unit rows read with `UNIT_ROWS`."""
     return [document(r, index_text(r["content"]),
                      index_text(r["one_liner"]) if r["one_liner"] else "",
                      speaker=speaker_code(r["role"], r["kind"]), dup=dup_hash(r["content"]),
@@ -100,10 +101,10 @@ class Indexer:
             pending = conn.execute("SELECT id, unit_id FROM index_pending ORDER BY id LIMIT ?",
                                    (BATCH,)).fetchall()
             changed = sorted({r[1] for r in pending if r[1] <= upto})
-            rows = conn.execute(_ROWS + "WHERE u.id > ? ORDER BY u.id LIMIT ?",
+            rows = conn.execute(UNIT_ROWS + "WHERE u.id > ? ORDER BY u.id LIMIT ?",
                                 (upto, BATCH)).fetchall()
             again = [row for i in range(0, len(changed), 500) for row in conn.execute(
-                _ROWS + "WHERE u.id IN (" + ",".join("?" * len(changed[i:i + 500])) + ")",
+                UNIT_ROWS + "WHERE u.id IN (" + ",".join("?" * len(changed[i:i + 500])) + ")",
                 changed[i:i + 500]).fetchall()]
         finally:
             conn.rollback()
@@ -112,7 +113,7 @@ class Indexer:
         w = self.ix.writer()
         if changed:  # deleted first: re-added below if the unit is still there
             w.delete_documents_by_query(self.ix.ids_query(changed))
-        for d in _docs(again) + _docs(rows):
+        for d in unit_docs(again) + unit_docs(rows):
             w.add_document(d)
         w.commit()
         self.commits += 1

@@ -123,8 +123,12 @@ class Store:
                 reader.start()
                 threads.append(reader)
                 readers.append(reader)
-            index = SearchIndex(index_dir or path.parent / "index", path,
-                                connect=lambda: pg.connect(target, autocommit=True))
+            from memoryd.fleet.follow_index import FleetIndex
+
+            # the local index follows the namespace's change feed (every machine's writes)
+            index = FleetIndex(index_dir or path.parent / "index", path,
+                               connect=lambda: pg.connect(target, autocommit=True),
+                               target=target)
             index.open(lambda upto: writer.call(lambda c: c.execute(
                 "DELETE FROM index_pending WHERE id <= ?", (upto,))))
         except BaseException as e:

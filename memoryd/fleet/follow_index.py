@@ -1,0 +1,342 @@
+"""A fleet member's search index: the local tantivy index following the shared store's
+change feed (issue 14 item 4).
+
+`FleetIndex` is the `SearchIndex` of a PostgreSQL store. Its writer thread
+(`FeedIndexer`) never follows by unit id alone, which can skip a row that another
+machine commits late with a lower id; it applies the change feed
+(`memoryd.fleet.changefeed`) instead, and keeps its position (a snapshot) in the
+index's own meta file, written after each tantivy commit, so a restart resumes where
+the index stopped (a crash between the commit and the meta applies the last batch again,
+harmlessly: applying is by unit id, from the unit's current row).
+
+Joining: an index without a position (new machine, missing, corrupt or older index,
+`memoryctl reindex`, a position the prune left behind) is emptied, a position is taken
+with `changefeed.join` *before* anything is read, and the units are indexed by id in
+the background while search says `index: rebuilding` and falls back to its scan. Then
+it follows from that position (what the build already saw is applied again). A crash
+mid-build keeps the position and goes on from the largest id indexed: a unit below it
+that the build missed committed after the join, so it is in the feed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from memoryd.fleet import changefeed as cf
+from memoryd.fleet.follower import UNREACHABLE, Follower
+from memoryd.fleet.health import Health
+from memoryd.index import META, SearchIndex
+from memoryd.index.indexer import BATCH, NICE, UNIT_ROWS, unit_docs
+from memoryd.store_target import StoreTarget
+
+log = logging.getLogger(__name__)
+
+POLL_S = 2.0          # the poll fallback when no NOTIFY comes
+CLEAR_PENDING_S = 30.0  # index_pending is SQLite's mechanism: emptied now and then
+IN_CHUNK = 500
+# the writer stays open while changes keep coming (opening one and waiting for its merges
+# on close cost more than the commit of a one-unit batch); closed after this long idle
+WRITER_IDLE_S = 30.0
+
+
+class FleetIndex(SearchIndex):
+    def __init__(self, root: Path, db_path: Path, connect: Any, target: StoreTarget,
+                 *, health: Health | None = None, poll_interval_s: float = POLL_S) -> None:
+        super().__init__(root, db_path, connect=connect)
+        self.target = target
+        self.health = health or Health("store (change feed)", mask=target.scrub)
+        self.poll_interval_s = poll_interval_s
+        # what search trusts: applied, committed, and confirmed by a poll of the feed
+        # (a stored position may have been pruned past); None while joining or starting
+        self.position: cf.Position | None = None
+        self.caught_at: float | None = None   # wall time of the last poll with nothing new
+
+    def _new_indexer(self, clear_pending: Any) -> FeedIndexer:
+        return FeedIndexer(self, clear_pending)
+
+    # -- meta: the position lives beside the schema version ------------------------------
+
+    def _write_meta(self, *, complete: bool) -> None:
+        """`complete=False` comes from `reset` only: the position goes with the index.
+        `complete=True` (a build finished) keeps it."""
+        feed = self._read_meta().get("feed") if complete else None
+        self._store_meta({"complete": complete, "feed": feed})
+
+    def saved_position(self) -> cf.Position | None:
+        feed = self._read_meta().get("feed")
+        if not isinstance(feed, str):
+            return None
+        try:
+            return cf.Position.from_json(feed)
+        except ValueError:
+            return None
+
+    def save_position(self, pos: cf.Position) -> None:
+        meta = self._read_meta()
+        self._store_meta({"complete": bool(meta.get("complete")), "feed": pos.to_json()})
+
+    def _store_meta(self, fields: dict[str, Any]) -> None:
+        from memoryd.index.schema import SCHEMA_VERSION
+
+        tmp = self.root / (META + ".tmp")
+        tmp.write_text(json.dumps({"schema": SCHEMA_VERSION, **fields}))
+        os.replace(tmp, self.root / META)
+
+    # -- the store's side ----------------------------------------------------------------
+
+    def is_caught_up(self, conn: Any) -> bool:
+        """Every change committed as `conn` sees it is in the index (one index probe)."""
+        pos = self.position
+        if self.state != "ready" or pos is None:
+            return False
+        return not cf.pending(conn.raw, self.target.schema, pos)
+
+    def changes_pending(self, conn: Any) -> bool:
+        pos = self.position
+        return pos is None or cf.pending(conn.raw, self.target.schema, pos)
+
+    def lag(self, conn: Any) -> dict[str, Any]:
+        """How far the index is behind the store: changes committed and not applied, and
+        for how long the index has had something to apply (0 when it has none)."""
+        pos = self.position
+        if pos is None:  # joining: everything is ahead of it
+            n = conn.execute("SELECT count(*) FROM units").fetchone()[0]
+        else:
+            n = cf.lag(conn.raw, self.target.schema, pos)
+        since = self.caught_at
+        seconds = 0.0 if n == 0 else (round(time.time() - since, 1) if since else None)
+        return {"changes": int(n), "seconds": seconds}
+
+    def status(self, conn: Any) -> dict[str, Any]:
+        out = super().status(conn)
+        out["lag"] = self.lag(conn)
+        out["feed"] = {"position": self.position.done if self.position else None,
+                       **(self._indexer.follow_status() if self._indexer else {}),
+                       "store": self.health.status()}
+        return out
+
+    def prune_changes(self, active_within_s: float = cf.DEFAULT_ACTIVE_WITHIN_S) -> int:
+        """Delete the change rows every machine active within `active_within_s` has
+        applied (the hourly job; any machine may run it, they serialize on a lock)."""
+        conn = self.connect()
+        try:
+            n = cf.prune(conn.raw, self.target.schema, active_within_s)
+        finally:
+            conn.close()
+        if n:
+            log.info("change feed: pruned %d changes every active machine has applied", n)
+        return n
+
+
+class FeedIndexer:
+    """The writer thread of a `FleetIndex`: build (when joining), then follow."""
+
+    def __init__(self, ix: FleetIndex, clear_pending: Any) -> None:
+        self.ix = ix
+        self._clear_pending = clear_pending
+        self._wake = threading.Event()
+        self._stop = False
+        self._thread = threading.Thread(target=self._main, name="memoryd-indexer",
+                                        daemon=True)
+        self.error: str | None = None
+        self.commits = 0
+        self.rebuilds = 0
+        self.follower: Follower | None = None
+        self.pos: cf.Position | None = None  # where it reads from (ix.position: trusted)
+        self._cleared_at = 0.0
+        self._applied_at = 0.0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop = True
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def follow_status(self) -> dict[str, Any]:
+        f = self.follower
+        return {"listening": f.status()["listening"] if f else False,
+                "polls": f.polls if f else 0, "commits": self.commits,
+                "rebuilds": self.rebuilds}
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def _main(self) -> None:
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
+        ix = self.ix
+        conn: Any = None
+        try:
+            while not self._stop:
+                self._wake.clear()
+                try:
+                    if conn is None or conn.raw.closed:
+                        conn = ix.connect()
+                    delay = self._step(conn)
+                except UNREACHABLE as e:
+                    with contextlib.suppress(Exception):
+                        conn.close()
+                    conn = None
+                    # the follower reports its own failures; ours count once per outage
+                    self._wait(ix.health.failed(e) if ix.health.reachable
+                               else ix.health.delay())
+                    continue
+                except cf.FeedGapError as e:
+                    log.warning("search index: %s", e)
+                    self._reset()
+                    continue
+                except Exception as e:  # logged, shown in status, retried
+                    log.exception("indexing failed")
+                    self.error = f"{type(e).__name__}: {ix.target.scrub(str(e))}"
+                    self._wait(5.0)
+                    continue
+                self.error = None
+                if delay:
+                    self._wait(delay)
+        finally:
+            ix.close_writer()
+            if self.follower is not None:
+                self.follower.close()
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.close()
+
+    def _wait(self, seconds: float) -> None:
+        if not self._stop:
+            self._wake.wait(seconds)
+
+    def _step(self, conn: Any) -> float:
+        """One step of work; returns how long to wait before the next (0: go on)."""
+        ix = self.ix
+        if ix.rebuild_requested():
+            self._reset()
+        if self.pos is None:
+            # a stored position resumes (a build cut short goes on from ix.upto)
+            self.pos = ix.saved_position() or self._join(conn)
+            self.follower = None
+        if ix.state == "rebuilding":
+            if self._build(conn):
+                return 0.0
+            ix.caught_up()  # the build is complete: search uses the index from now on
+            ix.health.ok()
+        return self._follow(conn)
+
+    def _reset(self) -> None:
+        self.ix.reset()
+        self.ix.position = self.pos = None
+        self.rebuilds += 1
+        if self.follower is not None:
+            self.follower.close()
+            self.follower = None
+
+    def _join(self, conn: Any) -> cf.Position:
+        """A position taken before the build reads anything, stored with an empty index."""
+        ix = self.ix
+        if ix.docs() or ix.state != "rebuilding":
+            ix.reset()  # an index of unknown position (built before the feed): start over
+            self.rebuilds += 1
+        pos = cf.join(conn.raw, ix.target.schema, ix.target.machine)
+        ix.save_position(pos)
+        log.info("search index: joined the change feed at %s; building from the store",
+                 pos.done)
+        return pos
+
+    def _build(self, conn: Any) -> bool:
+        """Index the next units by id; False when there are none left."""
+        ix = self.ix
+        rows = conn.execute(UNIT_ROWS + "WHERE u.id > ? ORDER BY u.id LIMIT ?",
+                            (ix.upto, BATCH)).fetchall()
+        if not rows:
+            return False
+        w = ix.writer()
+        for d in unit_docs(rows):
+            w.add_document(d)
+        w.commit()
+        self.commits += 1
+        ix.committed()
+        ix.upto = rows[-1]["unit_id"]
+        return True
+
+    def _make_follower(self) -> Follower:
+        ix, t = self.ix, self.ix.target
+        from memoryd.store.pg import conninfo
+
+        url, kwargs = conninfo(t)
+        extra = {k: v for k, v in kwargs.items() if k == "password"}
+        connect = functools.partial(psycopg.connect, **extra) if extra else psycopg.connect
+        assert self.pos is not None
+        return Follower(url, t.schema, t.machine, self.pos, health=ix.health,
+                        poll_interval_s=ix.poll_interval_s, connect=connect,
+                        report_every_s=30.0)
+
+    def _follow(self, conn: Any) -> float:
+        ix = self.ix
+        if self.follower is None:
+            self.follower = self._make_follower()
+            self.follower.report()  # the fleet sees this machine's position at once
+        f = self.follower
+        batch = f.next_batch()
+        if batch.changes:
+            t0 = time.perf_counter()
+            self._apply(conn, batch)
+            log.debug("change feed: %d changes applied in %.0f ms", len(batch.changes),
+                      (time.perf_counter() - t0) * 1000)
+            ix.save_position(batch.position)  # after the commit: a crash re-applies
+        # (an empty poll moves on without writing: nothing lay between the positions)
+        f.commit(batch)
+        ix.position = self.pos = batch.position
+        if not batch.changes and not batch.more:
+            ix.caught_at = time.time()
+            self._clear_index_pending(conn)
+            if time.monotonic() - self._applied_at > WRITER_IDLE_S:
+                ix.close_writer()  # idle a while: let the writer's memory arena go
+            f.wait(stop=self._wake)  # a NOTIFY, a local write, or the poll interval
+        return 0.0
+
+    def _apply(self, conn: Any, batch: cf.Batch) -> None:
+        """Drop every changed unit from the index and add back the ones still stored,
+        as they are now; one tantivy commit, then searchers reload."""
+        ix = self.ix
+        latest = batch.latest()
+        ids = sorted(latest)
+        upserts = [u for u in ids if latest[u] == "upsert"]
+        rows = [r for i in range(0, len(upserts), IN_CHUNK) for r in conn.execute(
+            UNIT_ROWS + "WHERE u.id IN (" + ",".join("?" * len(upserts[i:i + IN_CHUNK]))
+            + ")", upserts[i:i + IN_CHUNK]).fetchall()]
+        w = ix.writer()
+        for i in range(0, len(ids), IN_CHUNK):
+            w.delete_documents_by_query(ix.ids_query(ids[i:i + IN_CHUNK]))
+        for d in unit_docs(rows):
+            w.add_document(d)
+        w.commit()
+        self.commits += 1
+        self._applied_at = time.monotonic()
+        ix.committed()  # searchers see it before the position says it is applied
+        if rows:
+            ix.upto = max(ix.upto, max(r["unit_id"] for r in rows))
+
+    def _clear_index_pending(self, conn: Any) -> None:
+        """The store still writes `index_pending` beside each change (SQLite's way); in
+        fleet mode the feed carries those changes, so the rows are only emptied."""
+        now = time.monotonic()
+        if now - self._cleared_at < CLEAR_PENDING_S:
+            return
+        self._cleared_at = now
+        top = conn.execute("SELECT coalesce(max(id), 0) FROM index_pending").fetchone()[0]
+        if top:
+            self._clear_pending(top)

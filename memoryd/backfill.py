@@ -33,13 +33,15 @@ def offsets(seen: Mapping[str, _Seen]) -> dict[str, int]:
     return {p: s.offset for p, s in seen.items()}
 
 
-def read_since(baseline: Mapping[str, int], seen: Mapping[str, _Seen]) -> tuple[int, int]:
+def read_paths_since(baseline: Mapping[str, int],
+                     seen: Mapping[str, _Seen]) -> tuple[set[str], int]:
     """Files and bytes read since `baseline` (the offsets when the backfill began)."""
-    files = nbytes = 0
+    files: set[str] = set()
+    nbytes = 0
     for path, s in list(seen.items()):
         before = baseline.get(path)
         if before is None or s.offset != before:
-            files += 1
+            files.add(path)
             nbytes += max(0, s.offset - (before or 0))
     return files, nbytes
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from memoryd import __version__, _sdnotify
 from memoryd.api import IngestRequest, IngestResponse
-from memoryd.backfill import BackfillProgress, human_bytes, log_progress, offsets, read_since
+from memoryd.backfill import (BackfillProgress, human_bytes, log_progress, offsets,
+                              read_paths_since)
 from memoryd.config import Settings, settings_summary
 from memoryd.consolidate.clock import Clock
 from memoryd.consolidate.retention import Retention
@@ -364,12 +365,18 @@ class Daemon:
     async def _refresh_backfill(self) -> None:
         assert self.queue is not None and self.ingestor is not None
         unread = await asyncio.to_thread(self.ingestor.unread_bytes, self.queue.queued())
-        self._update_backfill(self.queue.depth(), unread)
+        self._update_backfill(unread)
 
-    def _update_backfill(self, pending: int, unread: int) -> None:
-        assert self.ingestor is not None
-        files, nbytes = read_since(self._baseline, self.ingestor.seen)
-        self.backfill.update(files_read=files, bytes_read=nbytes, pending_files=pending,
+    def _update_backfill(self, unread: int) -> None:
+        """A file read in part and queued again for the rest counts once: the pending
+        files are those waiting that have not been read from yet."""
+        assert self.ingestor is not None and self.queue is not None
+        read, nbytes = read_paths_since(self._baseline, self.ingestor.seen)
+        waiting = {str(p) for p in self.queue.queued()}
+        if self.queue.current is not None:
+            waiting.add(str(self.queue.current))
+        self.backfill.update(files_read=len(read), bytes_read=nbytes,
+                             pending_files=len(waiting - read),
                              unread_bytes=unread)
 
     async def _reconcile_loop(self) -> None:
@@ -408,7 +415,7 @@ class Daemon:
         depth = max(depth, self.queue.depth())
         index = await self.store.read(self.store.index.status)
         if not backfill_done:
-            self._update_backfill(depth, unread)
+            self._update_backfill(unread)
         c = await self.store.read(counts)
         machines = await self._machines()
         st = self.ingestor.stats

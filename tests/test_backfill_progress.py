@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 
-from memoryd.backfill import BackfillProgress, log_progress, read_since
+from memoryd.backfill import BackfillProgress, log_progress, read_paths_since
 from memoryd.cli.memoryctl import main
 from tests.helpers import AsyncClient, running_daemon, wait_for, write_jsonl
 
@@ -36,7 +36,8 @@ def test_read_since_counts_new_and_grown_files():
             self.offset = offset
 
     seen = {"a": S(100), "b": S(50), "c": S(10)}
-    assert read_since({"a": 100, "b": 20}, seen) == (2, 40)  # b grew by 30, c is new
+    # b grew by 30, c is new
+    assert read_paths_since({"a": 100, "b": 20}, seen) == ({"b", "c"}, 40)
 
 
 async def test_backfill_progress_lines_in_the_log(caplog):

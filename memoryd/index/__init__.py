@@ -20,7 +20,8 @@ from typing import Any
 
 import tantivy
 
-from memoryd.index import fallback
+from memoryd.idle_release import RELEASE
+from memoryd.index import fallback, pages
 from memoryd.index.indexer import Indexer
 from memoryd.index.query import (
     Filters,
@@ -72,6 +73,7 @@ class SearchIndex:
             try:
                 idx = tantivy.Index.open(str(tdir))
                 idx.register_tokenizer(ANALYZER, self.analyzer)
+                idx.config_reader(reload_policy="Manual")
                 self._index = idx
                 self.upto = self._max_unit_id()
                 self.state = "ready" if meta.get("complete") else "rebuilding"
@@ -88,6 +90,7 @@ class SearchIndex:
             self.reset()
         self._indexer = self._new_indexer(clear_pending)
         self._indexer.start()
+        RELEASE.register(self.release_pages)
 
     def _new_indexer(self, clear_pending: Any) -> Any:
         """The writer thread (fleet mode follows the change feed instead:
@@ -95,6 +98,7 @@ class SearchIndex:
         return Indexer(self, clear_pending)
 
     def close(self) -> None:
+        RELEASE.unregister(self.release_pages)
         if self._indexer is not None:
             self._indexer.stop()
             self._indexer = None
@@ -112,6 +116,7 @@ class SearchIndex:
             tdir.mkdir(parents=True)
             idx = tantivy.Index(self.schema, path=str(tdir))
             idx.register_tokenizer(ANALYZER, self.analyzer)
+            idx.config_reader(reload_policy="Manual")  # reloaded on our commits only
             self._index = idx
             self.upto = 0
         log.info("search index: rebuilding from the database")
@@ -129,8 +134,9 @@ class SearchIndex:
 
     def writer(self) -> Any:
         if self._writer is None:
-            assert self._index is not None
-            self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
+            with self._lock:  # not while release_pages reads the mappings
+                assert self._index is not None
+                self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
         return self._writer
 
     def close_writer(self) -> None:
@@ -140,8 +146,18 @@ class SearchIndex:
             w.wait_merging_threads()
 
     def committed(self) -> None:
-        assert self._index is not None
-        self._index.reload()
+        with self._lock:  # a reload unmaps merged-away segments
+            assert self._index is not None
+            self._index.reload()
+
+    def release_pages(self) -> int:
+        """Drop the index pages searches mapped in from this process's RSS (they stay in
+        the OS page cache: the next search maps them back cheaply). Only while no writer
+        is open and under the lock, so no index file is unmapped meanwhile. Bytes let go."""
+        with self._lock:
+            if self._writer is not None or self._index is None:
+                return 0
+            return pages.release(self.root)
 
     def caught_up(self) -> None:
         """The writer found nothing more to do: a rebuild is complete, the writer's

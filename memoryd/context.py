@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.api import ContextRequest
+from memoryd.background import QUERIES
 from memoryd.idle_release import RELEASE
 from memoryd.memory import Entry, MemoryFile, newest_first
 from memoryd.memory import search as search_entries
@@ -141,6 +142,10 @@ class ContextBuilder:
 
     async def build(self, req: ContextRequest) -> dict[str, Any]:
         RELEASE.touch()  # what this loads (the tokenizer, index pages) goes when idle
+        with QUERIES.running_query():  # background work waits meanwhile
+            return await self._build(req)
+
+    async def _build(self, req: ContextRequest) -> dict[str, Any]:
         include = set(req.include or ("long_term", "session_summary", "recalled"))
         root = await asyncio.to_thread(git_root, req.cwd) if req.cwd else None
         query = (req.query or "").strip()

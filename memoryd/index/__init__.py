@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 RANK_FIELDS = ("unit_id", "session_pk", "seq", "ts", "speaker", "dup", "chars")
 """The fast fields `ranked` reads for each candidate."""
+MASK_TERMS = 20  # terms matched per search in `matched_ids` (f32: 24 exact bits)
 WRITER_HEAP = 16_000_000  # tantivy's floor is 15 MB per indexing thread
 META = "memoryd-index.json"
 
@@ -250,21 +251,32 @@ class SearchIndex:
 
     def matched_ids(self, terms: list[str], ids: list[int]) -> dict[int, set[int]]:
         """Which of `terms` (by index) each of the given units matches in its body or
-        one-liner, asked of the index (one small search per term, limited to `ids`):
-        exactly what retrieval matched, with no text analyzed here."""
+        one-liner, asked of the index: exactly what retrieval matched, with no text
+        analyzed here. One search for up to `MASK_TERMS` terms: term i scores a constant
+        2**i, so a unit's score is the bit set of the terms it matches (sums of distinct
+        powers of two below 2**24 are exact in tantivy's f32 scores)."""
         idx = self._index
         if not ids or not self.searchable() or idx is None:
             return {}
         s = idx.searcher()
         only = [(tantivy.Occur.Must, ids_query(self.schema, ids))]
         out: dict[int, set[int]] = {}
-        for i, t in enumerate(terms):
-            q = text_query(self.schema, self.analyzer, s, [t], "or")
-            if q is None:
+        for lo in range(0, len(terms), MASK_TERMS):
+            group = []
+            for i, t in enumerate(terms[lo:lo + MASK_TERMS]):
+                q = text_query(self.schema, self.analyzer, s, [t], "or")
+                if q is not None:
+                    group.append((tantivy.Occur.Should,
+                                  tantivy.Query.const_score_query(q, float(1 << i))))
+            if not group:
                 continue
-            res = s.search(restricted(q, only), len(ids), count=False)
-            for u in s.fast_field_values("unit_id", [a for _, a in res.hits]):
-                out.setdefault(int(u), set()).add(i)
+            res = s.search(restricted(tantivy.Query.boolean_query(group), only), len(ids),
+                           count=False)
+            uids = s.fast_field_values("unit_id", [a for _, a in res.hits])
+            for u, (score, _) in zip(uids, res.hits, strict=True):
+                bits = round(score)
+                got = out.setdefault(int(u), set())
+                got.update(lo + i for i in range(MASK_TERMS) if bits >> i & 1)
         return out
 
     def matched(self, terms: list[str], texts: dict[int, str]) -> dict[int, set[int]]:

@@ -35,6 +35,8 @@ async def _search(store: Store, req: SearchRequest) -> SearchResponse:
     ]
     message = _message(r.total, len(results), sum(len(h.duplicates) for h in r.hits),
                        req.max_results)
+    if r.estimated:
+        message = "about " + message
     if not store.index.searchable():
         message += " (index: rebuilding; searched the most recent units only)"
     return SearchResponse(total=r.total, shown=len(results), message=message,

@@ -25,6 +25,7 @@ from memoryd.index import fallback, pages
 from memoryd.index.indexer import Indexer
 from memoryd.index.query import (
     Filters,
+    estimate,
     filter_clauses,
     ids_query,
     restricted,
@@ -224,10 +225,12 @@ class SearchIndex:
 
     def ranked(self, conn: sqlite3.Connection, terms: list[str], f: Filters, *,
                mode: str, limit: int, count: bool, w_body: float = 1.0,
-               w_one_liner: float = 3.0) -> tuple[int, list[dict[str, Any]]] | None:
-        """(matches, candidates best first), each candidate what reranking needs, read
-        from the index's fast fields (`RANK_FIELDS`) with its score as `bm25`: no SQLite
-        row is read. None while the index is not searchable (`candidates` falls back)."""
+               w_one_liner: float = 3.0) -> tuple[int, list[dict[str, Any]], bool] | None:
+        """(matches, candidates best first, whether matches is an estimate), each
+        candidate what reranking needs, read from the index's fast fields (`RANK_FIELDS`)
+        with its score as `bm25`: no SQLite row is read. A big unfiltered OR search's
+        matches are estimated (`memoryd.index.query.estimate`). None while the index is
+        not searchable (`candidates` falls back)."""
         idx = self._index
         if not self.searchable() or idx is None:
             return None
@@ -235,19 +238,23 @@ class SearchIndex:
         q = text_query(self.schema, self.analyzer, s, terms, mode, w_body=w_body,
                        w_one_liner=w_one_liner)
         if q is None:
-            return 0, []
+            return 0, [], False
         pks = None
         if f.by_session():
             pks = session_pks(conn, f)
             if not pks:
-                return 0, []
-        q = restricted(q, filter_clauses(self.schema, f, pks))
-        res = s.search(q, limit, count=count)
+                return 0, [], False
+        clauses = filter_clauses(self.schema, f, pks)
+        guess = estimate(s, self.analyzer, terms, mode) if count and not clauses else None
+        exact = count and guess is None
+        res = s.search(restricted(q, clauses), limit, count=exact)
         addrs = [a for _, a in res.hits]
         cols = [s.fast_field_values(name, addrs) for name in RANK_FIELDS]
         found = [dict(zip(RANK_FIELDS, vals, strict=True), bm25=float(sc))
                  for (sc, _), *vals in zip(res.hits, *cols, strict=True)]
-        return (res.count if count and res.count is not None else len(found)), found
+        if guess is not None:
+            return max(guess, len(found)), found, True
+        return (res.count if exact and res.count is not None else len(found)), found, False
 
     def matched_ids(self, terms: list[str], ids: list[int]) -> dict[int, set[int]]:
         """Which of `terms` (by index) each of the given units matches in its body or

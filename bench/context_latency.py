@@ -66,10 +66,17 @@ async def run(args: argparse.Namespace, dir: Path) -> None:
     with h.short_dir() as sd:
         d = h.Memoryd(run_home, src, sd / "m.sock", log_path=dir / "context.log",
                       env={"MEMORYD_AUTO_SUMMARY": "0"})
-        env = {**os.environ, "MEMORYD_SOCKET": str(sd / "m.sock")}
+        # memoryctl as installed: its bytecode cached (outside the tree), not compiled at
+        # every start as PYTHONDONTWRITEBYTECODE (set on this machine) would have it
+        env = {**os.environ, "MEMORYD_SOCKET": str(sd / "m.sock"),
+               "PYTHONPYCACHEPREFIX": str(dir / "pycache")}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         try:
             d.wait_ready(300)
             d.wait_caught_up(300)
+            for _ in range(2):  # writes memoryctl's bytecode cache, then finds it
+                subprocess.run([*ctl, "--version"], env=env, check=True,
+                               stdout=subprocess.DEVNULL)
             for i, (_cls, q, _mode) in enumerate(queries):
                 cwd = f"/bench/proj{rng.randrange(37):02d}"
                 if plan_query(q).match is None:

@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "bench" / "out"  # gitignored: corpora, built stores, logs
+# gitignored: corpora, built stores, logs; MEMORYD_BENCH_OUT puts them elsewhere (a 1M-unit
+# store built once outside the tree, e.g. /work/bench-data, and reused by every worktree)
+OUT = Path(os.environ.get("MEMORYD_BENCH_OUT") or ROOT / "bench" / "out")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

@@ -174,12 +174,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="30,000 units, shorter windows")
     p.add_argument("--first-start-s", type=float, default=180.0)
     p.add_argument("--sample-s", type=float, default=5.0)
-    p.add_argument("--idle-s", type=float, default=60.0)
+    p.add_argument("--idle-s", type=float, default=90.0,
+                   help="rest after the last request (memoryd lets go of what queries loaded "
+                        "60 s after the last one: memoryd.idle_release)")
     p.add_argument("--warm", type=int, default=50, help="searches and contexts before rest")
     p.add_argument("--skip-first-start", action="store_true")
     args = p.parse_args(argv)
     if args.quick:
-        args.units, args.first_start_s, args.idle_s = 30_000, 60.0, 30.0
+        args.units, args.first_start_s, args.idle_s = 30_000, 60.0, 75.0
     print(f"idle benchmark: {h.machine()}")
     dir = h.OUT / f"search-g{h.GEN_VERSION}-{args.units}-s{args.seed}"
     sb.build(args.units, args.seed, dir)

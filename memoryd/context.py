@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.api import ContextRequest
+from memoryd.background import QUERIES
+from memoryd.idle_release import RELEASE
 from memoryd.memory import Entry, MemoryFile, newest_first
 from memoryd.memory import search as search_entries
 from memoryd.retrieval import Hit, plan_query, retrieve_sync
 from memoryd.store import Store
-from memoryd.tokens import count_tokens, tokenizer_name
+from memoryd.tokens import count_tokens, encoding
 
 OPEN = ("<memoryd-context>\n"
         "Recalled data from the user's earlier sessions, for reference only. It is not "
@@ -83,11 +85,9 @@ def _fit(text: str, budget: int) -> tuple[str, bool]:
 
     With the tokenizer loaded the text is encoded once and cut on a token boundary (never
     inside a multi-byte character); without it, a binary search on the estimate."""
-    if tokenizer_name() != "cl100k_base":
+    enc = encoding()
+    if enc is None:
         return _fit_estimate(text, budget)
-    import tiktoken  # loaded already: tokenizer_name() found it
-
-    enc = tiktoken.get_encoding("cl100k_base")
     ids = enc.encode(text, disallowed_special=())
     if len(ids) <= budget:
         return text, False
@@ -141,6 +141,11 @@ class ContextBuilder:
         self.memory_dir = memory_dir
 
     async def build(self, req: ContextRequest) -> dict[str, Any]:
+        RELEASE.touch()  # what this loads (the tokenizer, index pages) goes when idle
+        with QUERIES.running_query():  # background work waits meanwhile
+            return await self._build(req)
+
+    async def _build(self, req: ContextRequest) -> dict[str, Any]:
         include = set(req.include or ("long_term", "session_summary", "recalled"))
         root = await asyncio.to_thread(git_root, req.cwd) if req.cwd else None
         query = (req.query or "").strip()

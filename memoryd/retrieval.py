@@ -58,7 +58,7 @@ class Params:
     """Ranking knobs. Defaults were set on the retrieval benchmark's dev split
     (bench/eval_ranker.py) and kept only where they are generic."""
 
-    candidates: int = 100         # index matches re-scored, at least ...
+    candidates: int = 50          # index matches re-scored, at least ...
     candidates_per_hit: int = 5   # ... this many per requested hit,
     max_candidates: int = 3000    # ... and at most this many
     w_body: float = 1.0           # BM25 column weights
@@ -119,6 +119,7 @@ class Retrieval:
     plan: QueryPlan
     total: int                    # index matches under the filters (or candidates seen)
     hits: list[Hit]
+    estimated: bool = False       # total estimated (a big unfiltered OR search)
 
 
 # -- query analysis -------------------------------------------------------------------
@@ -268,7 +269,9 @@ def retrieve_sync(conn: sqlite3.Connection, index: SearchIndex, query: str, *, k
     got = index.ranked(conn, plan.terms, f, mode=mode, limit=limit, count=count,
                        w_body=p.w_body, w_one_liner=p.w_one_liner)
     fast = got is not None
-    total, cands = got if got is not None else _scanned(conn, index, plan, f, mode, limit, p)
+    estimated = got is not None and got[2]
+    total, cands = (got[0], got[1]) if got is not None else \
+        _scanned(conn, index, plan, f, mode, limit, p)
     if fast and cands and index.changes_pending(conn):
         # deletes not yet in the index (forget, purge, archival): the units must go
         alive = _existing(conn, [c["unit_id"] for c in cands])
@@ -286,7 +289,7 @@ def retrieve_sync(conn: sqlite3.Connection, index: SearchIndex, query: str, *, k
         cands = _dedupe(cands)
     top = _diverse_top(cands, k, p.session_repeat)
     hits = _hits(conn, index, top, plan, neighbours, p, fast)
-    return Retrieval(plan, max(total, len(cands)), hits)
+    return Retrieval(plan, max(total, len(cands)), hits, estimated)
 
 
 def _scanned(conn: sqlite3.Connection, index: SearchIndex, plan: QueryPlan, f: Filters,

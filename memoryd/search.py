@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from memoryd.api import SearchRequest, SearchResponse, SearchResult
+from memoryd.background import QUERIES
+from memoryd.idle_release import RELEASE
 from memoryd.index.text import snippet
 from memoryd.retrieval import retrieve_sync
 from memoryd.store import Store
 
 
 async def search(store: Store, req: SearchRequest) -> SearchResponse:
+    RELEASE.touch()
+    with QUERIES.running_query():  # background work waits meanwhile
+        return await _search(store, req)
+
+
+async def _search(store: Store, req: SearchRequest) -> SearchResponse:
     r = await store.read(lambda c: retrieve_sync(
         c, store.index, req.query, k=req.max_results, mode=req.mode, agent=req.agent,
         project=req.project, session_id=req.session_id, count=True))
@@ -27,6 +35,8 @@ async def search(store: Store, req: SearchRequest) -> SearchResponse:
     ]
     message = _message(r.total, len(results), sum(len(h.duplicates) for h in r.hits),
                        req.max_results)
+    if r.estimated:
+        message = "about " + message
     if not store.index.searchable():
         message += " (index: rebuilding; searched the most recent units only)"
     return SearchResponse(total=r.total, shown=len(results), message=message,

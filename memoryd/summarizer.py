@@ -28,7 +28,7 @@ from importlib import resources
 from string import Template
 from typing import Any
 
-from memoryd import extractive
+from memoryd import background, extractive
 from memoryd.config import SummarySettings
 from memoryd.llm import (
     LLM,
@@ -251,7 +251,7 @@ class Summarizer:
         return None
 
     async def _plan(self, units: list[Unit]) -> list[Step]:
-        return await asyncio.to_thread(self._steps, units) if len(units) > 50 \
+        return await background.run(lambda: self._steps(units)) if len(units) > 50 \
             else self._steps(units)
 
     def _steps(self, units: list[Unit]) -> list[Step]:
@@ -311,7 +311,7 @@ class Summarizer:
                 raise
             log.warning("session %d: extractive summary after repeated failures (%s)", pk,
                         e.message)
-        text = await asyncio.to_thread(lambda: extractive.summarize(
+        text = await background.run(lambda: extractive.summarize(
             step.units, previous, max_words=self.settings.max_words, lang=lang))
         return text, EXTRACTIVE, extractive.VERSION, 0
 
@@ -407,13 +407,13 @@ class Summarizer:
             answers = parse_one_liners(c.text)
         except (LLMUnavailableError, LLMBadResponseError) as e:
             log.info("session %d: extractive one-liners (%s)", pk, e.message)
-            return fallback()
+            return await background.run(fallback)
         except LLMTransientError as e:
             if allow_transient:
                 raise
             log.warning("session %d: extractive one-liners after repeated failures (%s)", pk,
                         e.message)
-            return fallback()
+            return await background.run(fallback)
         out = []
         for u in batch:
             line = answers.get(u["id"])

@@ -6,6 +6,13 @@ started, and cannot watch a root that does not exist yet, so `reconcile` (a stat
 walk, run at startup and periodically) catches whatever events missed and restarts the
 watch when the set of existing roots changes (a root appears, or is deleted and
 re-created).
+
+The watch itself (`watch_changes`) is watchfiles' Rust notifier driven directly rather
+than through `awatch`, so its wake-up step can change without a new notifier (which
+would miss events in between): `FAST_STEP_MS` while files change (the step bounds how
+soon an appended line is read), `SLOW_STEP_MS` once nothing changed for `QUIET_S` (20
+wake-ups a second at rest were a third of an idle daemon's CPU; the first change after a
+quiet spell is then seen within two slow steps).
 """
 
 from __future__ import annotations
@@ -13,17 +20,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Coroutine
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from watchfiles import Change, awatch
+from watchfiles import Change
+from watchfiles._rust_notify import RustNotify
+from watchfiles.main import _default_force_polling
 
 from memoryd.ingest.ingestor import Ingestor
 from memoryd.ingest.queue import IngestQueue
 from memoryd.sources import Candidates, Source, walk
 
 log = logging.getLogger(__name__)
+
+FAST_STEP_MS = 50
+SLOW_STEP_MS = 250
+QUIET_S = 60.0
+POLL_DELAY_MS = 300  # watchfiles' default, when polling is forced
 
 
 class Watcher:
@@ -56,11 +73,9 @@ class Watcher:
                     await cycle.wait()
                     continue
                 log.info("watching %s", ", ".join(map(str, self._roots)))
-                async for changes in awatch(
-                    *self._roots, watch_filter=self._filter, debounce=self._debounce_ms,
-                    step=min(50, self._debounce_ms), stop_event=cycle,
-                    force_polling=self._force_polling, ignore_permission_denied=True,
-                ):
+                async for changes in watch_changes(
+                    self._roots, self._filter, debounce_ms=self._debounce_ms, stop=cycle,
+                    force_polling=self._force_polling):
                     try:
                         self._handle(changes)
                     except Exception:  # a bad batch never stops the watch
@@ -134,6 +149,55 @@ class Watcher:
                 if p not in found and any(Path(p).is_relative_to(r) for r in
                                           {s.root for s in self._sources()})]
         return changed, gone
+
+
+async def watch_changes(roots: tuple[Path, ...], keep: Callable[[Change, str], bool], *,
+                        debounce_ms: int, stop: asyncio.Event, force_polling: bool | None,
+                        fast_ms: int = FAST_STEP_MS, slow_ms: int = SLOW_STEP_MS,
+                        quiet_s: float = QUIET_S) -> AsyncIterator[set[tuple[Change, str]]]:
+    """Batches of changes under `roots` that `keep` accepts, until `stop` is set: the
+    Rust notifier's watch in a thread, its step fast while changes come and slow after
+    `quiet_s` without any."""
+    halt = threading.Event()  # what the notifier's thread polls, each step
+    relay = asyncio.create_task(_set_threading_event(stop, halt))
+    # a thread of its own: the watch blocks it for as long as the watch lasts
+    pool = ThreadPoolExecutor(1, thread_name_prefix="memoryd-watch")
+    loop = asyncio.get_running_loop()
+    fast = min(fast_ms, debounce_ms)
+    last = time.monotonic()
+    try:
+        with RustNotify([str(r) for r in roots], False, _default_force_polling(force_polling),
+                        POLL_DELAY_MS, True, True) as notifier:
+            while not halt.is_set():
+                quiet = time.monotonic() - last >= quiet_s
+                step = slow_ms if quiet else fast
+                # fast: return when the quiet spell starts, to slow down
+                timeout = 0 if quiet else max(1, int((quiet_s - (time.monotonic() - last))
+                                                     * 1000))
+                try:
+                    raw = await loop.run_in_executor(pool, notifier.watch, debounce_ms, step,
+                                                     timeout, halt)
+                except asyncio.CancelledError:
+                    halt.set()
+                    raise
+                if raw == "stop":
+                    return
+                if raw in ("timeout", "signal"):
+                    continue
+                last = time.monotonic()
+                changes = {(Change(c), p) for c, p in raw}
+                changes = {c for c in changes if keep(*c)}
+                if changes:
+                    yield changes
+    finally:
+        halt.set()
+        relay.cancel()
+        pool.shutdown(wait=False)
+
+
+async def _set_threading_event(ev: asyncio.Event, target: threading.Event) -> None:
+    await ev.wait()
+    target.set()
 
 
 async def _set_when_any(target: asyncio.Event, *events: asyncio.Event) -> None:

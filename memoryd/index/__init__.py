@@ -20,10 +20,12 @@ from typing import Any
 
 import tantivy
 
-from memoryd.index import fallback
+from memoryd.idle_release import RELEASE
+from memoryd.index import fallback, pages
 from memoryd.index.indexer import Indexer
 from memoryd.index.query import (
     Filters,
+    estimate,
     filter_clauses,
     ids_query,
     restricted,
@@ -39,6 +41,7 @@ log = logging.getLogger(__name__)
 
 RANK_FIELDS = ("unit_id", "session_pk", "seq", "ts", "speaker", "dup", "chars")
 """The fast fields `ranked` reads for each candidate."""
+MASK_TERMS = 20  # terms matched per search in `matched_ids` (f32: 24 exact bits)
 WRITER_HEAP = 16_000_000  # tantivy's floor is 15 MB per indexing thread
 META = "memoryd-index.json"
 
@@ -72,6 +75,7 @@ class SearchIndex:
             try:
                 idx = tantivy.Index.open(str(tdir))
                 idx.register_tokenizer(ANALYZER, self.analyzer)
+                idx.config_reader(reload_policy="Manual")
                 self._index = idx
                 self.upto = self._max_unit_id()
                 self.state = "ready" if meta.get("complete") else "rebuilding"
@@ -88,6 +92,7 @@ class SearchIndex:
             self.reset()
         self._indexer = self._new_indexer(clear_pending)
         self._indexer.start()
+        RELEASE.register(self.release_pages)
 
     def _new_indexer(self, clear_pending: Any) -> Any:
         """The writer thread (fleet mode follows the change feed instead:
@@ -95,6 +100,7 @@ class SearchIndex:
         return Indexer(self, clear_pending)
 
     def close(self) -> None:
+        RELEASE.unregister(self.release_pages)
         if self._indexer is not None:
             self._indexer.stop()
             self._indexer = None
@@ -112,6 +118,7 @@ class SearchIndex:
             tdir.mkdir(parents=True)
             idx = tantivy.Index(self.schema, path=str(tdir))
             idx.register_tokenizer(ANALYZER, self.analyzer)
+            idx.config_reader(reload_policy="Manual")  # reloaded on our commits only
             self._index = idx
             self.upto = 0
         log.info("search index: rebuilding from the database")
@@ -129,8 +136,9 @@ class SearchIndex:
 
     def writer(self) -> Any:
         if self._writer is None:
-            assert self._index is not None
-            self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
+            with self._lock:  # not while release_pages reads the mappings
+                assert self._index is not None
+                self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
         return self._writer
 
     def close_writer(self) -> None:
@@ -140,8 +148,18 @@ class SearchIndex:
             w.wait_merging_threads()
 
     def committed(self) -> None:
-        assert self._index is not None
-        self._index.reload()
+        with self._lock:  # a reload unmaps merged-away segments
+            assert self._index is not None
+            self._index.reload()
+
+    def release_pages(self) -> int:
+        """Drop the index pages searches mapped in from this process's RSS (they stay in
+        the OS page cache: the next search maps them back cheaply). Only while no writer
+        is open and under the lock, so no index file is unmapped meanwhile. Bytes let go."""
+        with self._lock:
+            if self._writer is not None or self._index is None:
+                return 0
+            return pages.release(self.root)
 
     def caught_up(self) -> None:
         """The writer found nothing more to do: a rebuild is complete, the writer's
@@ -207,10 +225,12 @@ class SearchIndex:
 
     def ranked(self, conn: sqlite3.Connection, terms: list[str], f: Filters, *,
                mode: str, limit: int, count: bool, w_body: float = 1.0,
-               w_one_liner: float = 3.0) -> tuple[int, list[dict[str, Any]]] | None:
-        """(matches, candidates best first), each candidate what reranking needs, read
-        from the index's fast fields (`RANK_FIELDS`) with its score as `bm25`: no SQLite
-        row is read. None while the index is not searchable (`candidates` falls back)."""
+               w_one_liner: float = 3.0) -> tuple[int, list[dict[str, Any]], bool] | None:
+        """(matches, candidates best first, whether matches is an estimate), each
+        candidate what reranking needs, read from the index's fast fields (`RANK_FIELDS`)
+        with its score as `bm25`: no SQLite row is read. A big unfiltered OR search's
+        matches are estimated (`memoryd.index.query.estimate`). None while the index is
+        not searchable (`candidates` falls back)."""
         idx = self._index
         if not self.searchable() or idx is None:
             return None
@@ -218,37 +238,52 @@ class SearchIndex:
         q = text_query(self.schema, self.analyzer, s, terms, mode, w_body=w_body,
                        w_one_liner=w_one_liner)
         if q is None:
-            return 0, []
+            return 0, [], False
         pks = None
         if f.by_session():
             pks = session_pks(conn, f)
             if not pks:
-                return 0, []
-        q = restricted(q, filter_clauses(self.schema, f, pks))
-        res = s.search(q, limit, count=count)
+                return 0, [], False
+        clauses = filter_clauses(self.schema, f, pks)
+        guess = estimate(s, self.analyzer, terms, mode) if count and not clauses else None
+        exact = count and guess is None
+        res = s.search(restricted(q, clauses), limit, count=exact)
         addrs = [a for _, a in res.hits]
         cols = [s.fast_field_values(name, addrs) for name in RANK_FIELDS]
         found = [dict(zip(RANK_FIELDS, vals, strict=True), bm25=float(sc))
                  for (sc, _), *vals in zip(res.hits, *cols, strict=True)]
-        return (res.count if count and res.count is not None else len(found)), found
+        if guess is not None:
+            return max(guess, len(found)), found, True
+        return (res.count if exact and res.count is not None else len(found)), found, False
 
     def matched_ids(self, terms: list[str], ids: list[int]) -> dict[int, set[int]]:
         """Which of `terms` (by index) each of the given units matches in its body or
-        one-liner, asked of the index (one small search per term, limited to `ids`):
-        exactly what retrieval matched, with no text analyzed here."""
+        one-liner, asked of the index: exactly what retrieval matched, with no text
+        analyzed here. One search for up to `MASK_TERMS` terms: term i scores a constant
+        2**i, so a unit's score is the bit set of the terms it matches (sums of distinct
+        powers of two below 2**24 are exact in tantivy's f32 scores)."""
         idx = self._index
         if not ids or not self.searchable() or idx is None:
             return {}
         s = idx.searcher()
         only = [(tantivy.Occur.Must, ids_query(self.schema, ids))]
         out: dict[int, set[int]] = {}
-        for i, t in enumerate(terms):
-            q = text_query(self.schema, self.analyzer, s, [t], "or")
-            if q is None:
+        for lo in range(0, len(terms), MASK_TERMS):
+            group = []
+            for i, t in enumerate(terms[lo:lo + MASK_TERMS]):
+                q = text_query(self.schema, self.analyzer, s, [t], "or")
+                if q is not None:
+                    group.append((tantivy.Occur.Should,
+                                  tantivy.Query.const_score_query(q, float(1 << i))))
+            if not group:
                 continue
-            res = s.search(restricted(q, only), len(ids), count=False)
-            for u in s.fast_field_values("unit_id", [a for _, a in res.hits]):
-                out.setdefault(int(u), set()).add(i)
+            res = s.search(restricted(tantivy.Query.boolean_query(group), only), len(ids),
+                           count=False)
+            uids = s.fast_field_values("unit_id", [a for _, a in res.hits])
+            for u, (score, _) in zip(uids, res.hits, strict=True):
+                bits = round(score)
+                got = out.setdefault(int(u), set())
+                got.update(lo + i for i in range(MASK_TERMS) if bits >> i & 1)
         return out
 
     def matched(self, terms: list[str], texts: dict[int, str]) -> dict[int, set[int]]:

@@ -1,0 +1,115 @@
+"""Flat memory at rest (issue 11): what a query loads is let go once the daemon rests.
+
+A real store and tantivy index: index pages a search mapped in leave the process's RSS
+(and come back on the next search, with the same answers); the tokenizer is dropped and
+reloaded with the same counts; the idle timer fires once after the last query, not
+while queries keep coming, and never by itself."""
+
+import time
+
+import pytest
+
+from memoryd import tokens
+from memoryd.api import SearchRequest
+from memoryd.idle_release import IdleRelease
+from memoryd.index import pages
+from memoryd.ingest.adapters.base import Record
+from memoryd.search import search
+from memoryd.store import Store
+from memoryd.store.sessions import session_pk
+from memoryd.store.units import store_record
+
+
+@pytest.fixture
+async def store(tmp_path):
+    s = await Store.open(tmp_path / "m.db")
+
+    def put(c):
+        pk = session_pk(c, "generic", "s", project="/p")
+        for i in range(3000):
+            store_record(c, pk, Record("user", f"note {i} about the deployment of service{i % 97} "
+                                       f"with retries and 数据库迁移 step {i * 7}"),
+                         f"r{i}", None, 0)
+
+    await s.write(put)
+    await s.indexed()
+    yield s
+    await s.close()
+
+
+def resident_kb(ranges: list[tuple[int, int, str]]) -> int:
+    """Resident KB of the given mappings, from /proc/self/smaps."""
+    want = {lo for lo, _, _ in ranges}
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split(maxsplit=1)[0]
+            if "-" in head and not head.endswith(":"):
+                inside = int(head.split("-")[0], 16) in want
+            elif inside and head == "Rss:":
+                total += int(line.split()[1])
+    return total
+
+
+async def test_index_pages_leave_rss_and_searches_answer_the_same(store):
+    before = await search(store, SearchRequest(query="deployment service42 迁移"))
+    maps = pages.mappings(store.index.root)
+    assert maps, "the index files are mapped by the search"
+    assert resident_kb(maps) > 0
+    assert store.index.release_pages() > 0
+    assert resident_kb(pages.mappings(store.index.root)) == 0
+    after = await search(store, SearchRequest(query="deployment service42 迁移"))
+    assert [r.unit_id for r in after.results] == [r.unit_id for r in before.results]
+    assert after.total == before.total > 0
+
+
+async def test_no_release_while_the_writer_is_open(store):
+    await search(store, SearchRequest(query="deployment"))
+    store.index.writer()  # what the indexer holds while it writes
+    try:
+        assert store.index.release_pages() == 0
+    finally:
+        store.index.close_writer()
+    assert store.index.release_pages() > 0
+
+
+def test_tokenizer_dropped_and_reloaded_with_the_same_counts():
+    text = "Deploy the 数据库 migration, then run `pytest -x` on tests/test_api.py."
+    n = tokens.count_tokens(text)
+    assert tokens.loaded() and tokens.tokenizer_name() == "cl100k_base"
+    loads = tokens.loads
+    assert tokens.release() and not tokens.loaded()
+    assert tokens.count_tokens(text) == n
+    assert tokens.loads == loads + 1
+
+
+def test_timer_fires_once_after_the_last_touch():
+    fired = []
+    r = IdleRelease(after_s=0.3)
+    r.register(lambda: fired.append(time.monotonic()))
+    t0 = time.monotonic()
+    for _ in range(5):  # queries keep coming: no release yet
+        r.touch()
+        time.sleep(0.1)
+    assert not fired
+    deadline = time.monotonic() + 5
+    while not fired and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(fired) == 1 and fired[0] - t0 >= 0.3 + 0.4
+    time.sleep(0.5)
+    assert len(fired) == 1 and r.runs == 1  # nothing re-arms it until the next query
+    r.touch()
+    deadline = time.monotonic() + 5
+    while len(fired) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(fired) == 2
+    r.cancel()
+
+
+def test_a_failing_release_does_not_stop_the_others():
+    done = []
+    r = IdleRelease(after_s=60)
+    r.register(lambda: 1 / 0)
+    r.register(lambda: done.append(1))
+    r.release_now()
+    assert done == [1] and r.runs == 1

@@ -154,7 +154,8 @@ class Daemon:
             self.retention = Retention(s.retention, self.store, self.paths.memory_dir,
                                        self.paths.data_dir / "archive", self.consolidator.tz,
                                        clock=self.clock)
-            self.forgetting = Forgetting(self.store, candidate, self.memory, self._resummarize)
+            self.forgetting = Forgetting(self.store, candidate, self.memory, self._resummarize,
+                                         self.consolidator.on_forget)
             if n := await self.forgetting.load_exclusions():
                 log.info("%d exclusions (memoryctl exclude --list)", n)
 

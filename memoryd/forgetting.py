@@ -3,11 +3,13 @@
 - `forget(query)`: every stored turn matching all the query's words, everywhere: the
   units and their index rows (through the store's delete path), the summaries of their
   sessions (dropped and queued for rebuilding, since they may quote what was forgotten)
-  and one-liners (they live on the units). MEMORY.md entries are not linked to turns
-  yet, so the ones mentioning the query are counted and named for review, not edited.
+  and one-liners (they live on the units). A memory item (MEMORY.md, HISTORY.md) whose
+  every unit in a session went loses that session; an item no session stands behind
+  any more leaves the files (`pruned`, the consolidator's prune). Entries that only
+  mention the query's words (the user's own, say) are counted and named for review.
 - `exclude(path | project)`: stop reading it (glob patterns added to the candidate
   filter, persisted in `exclusions`), and with `purge`, forget the sessions stored
-  from it.
+  from it (and prune what only they stood behind from the memory files).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from memoryd.memory import MemoryFile
 from memoryd.retrieval import PARAMS, plan_query, retrieve_sync
 from memoryd.sources import Candidates
 from memoryd.store import Store
+from memoryd.store.memories import unlink_units
 from memoryd.store.sessions import forget_session, forget_units
 
 log = logging.getLogger(__name__)
@@ -35,13 +38,15 @@ EVERY_MATCH = dataclasses.replace(PARAMS, dedupe=False, session_repeat=1.0,
                                   candidates=MAX_UNITS, max_candidates=MAX_UNITS)
 
 Resummarize = Callable[[int], Awaitable[None]]
+Prune = Callable[[], Awaitable[dict[str, Any]]]
 
 
 class Forgetting:
     def __init__(self, store: Store, candidate: Candidates, memory: MemoryFile | None,
-                 resummarize: Resummarize) -> None:
+                 resummarize: Resummarize, pruned: Prune | None = None) -> None:
         self.store, self.candidate, self.memory = store, candidate, memory
         self.resummarize = resummarize
+        self.pruned = pruned  # after a forget: memory items no session stands behind leave
 
     async def load_exclusions(self) -> int:
         rows = await self.store.read(lambda c: c.execute(
@@ -80,6 +85,7 @@ class Forgetting:
 
         def delete(c: sqlite3.Connection) -> tuple[dict[int, int], int]:
             per = forget_units(c, ids)
+            unlink_units(c, ids, list(per))  # memory items these units stood behind
             # the served-context log quotes queries: drop the entries that asked for it
             like = " AND ".join("query LIKE ? ESCAPE '\\'" for _ in plan.terms)
             args = ["%" + t.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -95,6 +101,8 @@ class Forgetting:
         for pk in per:
             await self.resummarize(pk)
         out["summaries_rebuilt"] = len(per)
+        if self.pruned is not None:
+            out["memory"] = await self.pruned()
         out["memory_entries"], out["memory_lines"] = await self._memory_mentions(plan.terms)
         log.info("forgot %d units in %d sessions (query of %d terms)", len(ids), len(per),
                  len(plan.terms))  # the query itself is not logged: it names the secret
@@ -140,6 +148,8 @@ class Forgetting:
 
         out = await self.store.write(apply)
         self.candidate.add_exclude(out["patterns"])
+        if purge and out["purged"]["sessions"] and self.pruned is not None:
+            out["memory"] = await self.pruned()
         log.info("excluded %s %s (%d patterns)%s", kind, value, len(out["patterns"]),
                  f"; purged {out['purged']['units']} units" if out["purged"] else "")
         return out

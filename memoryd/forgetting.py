@@ -50,7 +50,8 @@ class Forgetting:
 
     async def load_exclusions(self) -> int:
         rows = await self.store.read(lambda c: c.execute(
-            "SELECT patterns FROM exclusions").fetchall())
+            "SELECT patterns FROM exclusions WHERE machine = ?",
+            (self.store.machine,)).fetchall())
         for r in rows:
             self.candidate.add_exclude(json.loads(r[0]))
         return len(rows)
@@ -118,7 +119,8 @@ class Forgetting:
 
     async def exclusions(self) -> list[dict[str, Any]]:
         rows = await self.store.read(lambda c: c.execute(
-            "SELECT kind, value, patterns, created_at FROM exclusions ORDER BY id").fetchall())
+            "SELECT kind, value, patterns, created_at FROM exclusions WHERE machine = ? "
+            "ORDER BY id", (self.store.machine,)).fetchall())
         return [{**dict(r), "patterns": json.loads(r["patterns"])} for r in rows]
 
     async def exclude(self, kind: str, value: str, *, purge: bool) -> dict[str, Any]:
@@ -126,19 +128,21 @@ class Forgetting:
             raise BadRequestError("value must be an absolute path", field="value")
         value = os.path.normpath(value)
 
+        machine = self.store.machine  # a path is this machine's (fleet mode)
+
         def apply(c: sqlite3.Connection) -> dict[str, Any]:
             if kind == "path":
                 patterns = [value, value.rstrip("/") + "/*"]
                 pks = [r[0] for r in c.execute(
                     "SELECT DISTINCT u.session_pk FROM units u JOIN files f ON f.id = u.file_id "
-                    "WHERE f.path = ? OR substr(f.path, 1, ?) = ?",
-                    (value, len(value) + 1, value.rstrip("/") + "/"))]
+                    "WHERE f.machine = ? AND (f.path = ? OR substr(f.path, 1, ?) = ?)",
+                    (machine, value, len(value) + 1, value.rstrip("/") + "/"))]
             else:
-                pks, patterns = _project_files(c, value)
-            c.execute("INSERT INTO exclusions (kind, value, patterns, created_at) "
-                      "VALUES (?, ?, ?, ?) ON CONFLICT (kind, value) DO UPDATE SET "
-                      "patterns = excluded.patterns", (kind, value, json.dumps(patterns),
-                                                       time.time()))
+                pks, patterns = _project_files(c, value, machine)
+            c.execute("INSERT INTO exclusions (machine, kind, value, patterns, created_at) "
+                      "VALUES (?, ?, ?, ?, ?) ON CONFLICT (machine, kind, value) DO UPDATE "
+                      "SET patterns = excluded.patterns",
+                      (machine, kind, value, json.dumps(patterns), time.time()))
             purged = None
             if purge:
                 purged = {"sessions": len(pks),
@@ -155,28 +159,30 @@ class Forgetting:
         return out
 
 
-def _project_files(c: sqlite3.Connection, project: str) -> tuple[list[int], list[str]]:
-    """The sessions of a project (its directory or below) and patterns for the files
-    they came from: a whole folder when every session stored from it is of this project
-    (an agent's per-project folder, so its future sessions are excluded too), else the
-    files one by one."""
+def _project_files(c: sqlite3.Connection, project: str,
+                   machine: str = "") -> tuple[list[int], list[str]]:
+    """This machine's sessions of a project (its directory or below) and patterns for the
+    files they came from: a whole folder when every session stored from it is of this
+    project (an agent's per-project folder, so its future sessions are excluded too),
+    else the files one by one. Other machines' files and sessions are theirs."""
     prefix = project.rstrip("/") + "/"
     pks = [r[0] for r in c.execute(
-        "SELECT id FROM sessions WHERE project = ? OR substr(project, 1, ?) = ?",
-        (project, len(prefix), prefix))]
+        "SELECT id FROM sessions WHERE machine = ? AND (project = ? OR substr(project, 1, ?) "
+        "= ?)", (machine, project, len(prefix), prefix))]
     if not pks:
         return [], []
     marks = ",".join("?" * len(pks))
     files = [r[0] for r in c.execute(
         f"SELECT DISTINCT f.path FROM units u JOIN files f ON f.id = u.file_id "
-        f"WHERE u.session_pk IN ({marks})", pks)]
+        f"WHERE u.session_pk IN ({marks}) AND f.machine = ?", (*pks, machine))]
     patterns: list[str] = []
     for d in sorted({os.path.dirname(f) for f in files}):
         others = c.execute(
             "SELECT count(*) FROM units u JOIN files f ON f.id = u.file_id "
-            "JOIN sessions s ON s.id = u.session_pk WHERE substr(f.path, 1, ?) = ? "
+            "JOIN sessions s ON s.id = u.session_pk WHERE f.machine = ? AND "
+            "substr(f.path, 1, ?) = ? "
             "AND NOT (s.project = ? OR substr(coalesce(s.project, ''), 1, ?) = ?)",
-            (len(d) + 1, d + "/", project, len(prefix), prefix)).fetchone()[0]
+            (machine, len(d) + 1, d + "/", project, len(prefix), prefix)).fetchone()[0]
         if others == 0:
             patterns += [d, d + "/*"]
         else:

@@ -54,6 +54,11 @@ class Retention:
         self._lock = asyncio.Lock()
         self.last_run: dict[str, Any] | None = None
 
+    @property
+    def busy(self) -> asyncio.Lock:
+        """Held while this writes the memory files (fleet_sync waits for it)."""
+        return self._lock
+
     async def run_job(self, params: dict[str, Any]) -> dict[str, Any]:
         from memoryd.consolidate.service import flag
         from memoryd.errors import BadRequestError

@@ -19,13 +19,13 @@ from memoryd.consolidate.admission import Candidate, Plan
 from memoryd.consolidate.atomic import write_atomic
 from memoryd.consolidate.candidates import admission_candidates, candidate, note_items
 from memoryd.consolidate.clock import Clock, day_bounds, local_day, parse_day, zone
+from memoryd.consolidate.firings import Firings
 from memoryd.consolidate.model import model_candidates
 from memoryd.errors import BadRequestError, NotFoundError
 from memoryd.memory import Document, MemoryFile
 from memoryd.memory.document import item_key
 from memoryd.store import Store
 from memoryd.store import memories as sql
-from memoryd.store.jobs import claim_once
 
 # machines whose schedulers fire within this of each other run one consolidation
 FIRING_S = 900.0
@@ -60,6 +60,12 @@ class Consolidator:
         self._lock = asyncio.Lock()  # one consolidation at a time
         self.last_run: dict[str, Any] | None = None
         self._said: dict[int, tuple[recurrence.Statement, ...]] = {}  # see _pool
+        self.firings = Firings(store, clock, self.consolidate)
+
+    @property
+    def busy(self) -> asyncio.Lock:
+        """Held while this writes the memory files (fleet_sync waits for it)."""
+        return self._lock
 
     def today(self) -> dt.date:
         return local_day(self.clock(), self.tz)
@@ -79,15 +85,14 @@ class Consolidator:
     async def scheduled(self, which: str) -> None:
         """A cron run: the day so far, or (nightly) yesterday's last pass."""
         day = self.today() - dt.timedelta(days=1 if which == "nightly" else 0)
+        key = f"{which}:{day.isoformat()}"
         try:
             # one run per firing for the whole fleet: whichever machine fires first
-            if not await self.store.write(lambda c: claim_once(
-                    c, "consolidate", f"{which}:{day.isoformat()}", self.store.machine,
-                    self.clock(), None if which == "nightly" else FIRING_S)):
+            if not await self.firings.claim(key, None if which == "nightly" else FIRING_S):
                 log.info("consolidation of %s (%s) already claimed by another machine",
                          day, which)
                 return
-            await self.consolidate(day)
+            await self.firings.run(key, self.consolidate(day))
         except Exception:
             log.exception("consolidation of %s failed", day)
 

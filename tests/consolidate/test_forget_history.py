@@ -14,7 +14,6 @@ from tests.helpers import write_jsonl
 from tests.test_consolidate import (
     DAY1,
     DAY2,
-
     daemon,
     history,
     ingested,

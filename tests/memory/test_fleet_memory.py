@@ -88,7 +88,7 @@ async def test_one_memory_folder_for_the_namespace(tmp_path, pg_url):
     files = {srcs["laptop"] / "shelfie" / "s1.jsonl": msgs("s1", DAY, DAY1)}
     clock = SettableClock(dt.datetime(2026, 10, 5, 22, tzinfo=dt.UTC).timestamp())
     async with fleet(tmp_path, pg_url, clock, srcs, files) as f:
-        (a, ca, ma), (b, cb, mb) = f["laptop"], f["server"]
+        (a, ca, ma), (b, _, mb) = f["laptop"], f["server"]
         await units(ca, len(DAY1))
         await ca.run_job("consolidate", {"date": DAY})
         assert "Conventional Commits" in read(ma)
@@ -188,7 +188,7 @@ async def test_path_commands_touch_only_this_machines_files(tmp_path, pg_url):
     clock = SettableClock(dt.datetime(2026, 10, 5, 22, tzinfo=dt.UTC).timestamp())
     async with fleet(tmp_path, pg_url, clock, {"laptop": shared, "server": shared},
                      files) as f:
-        (a, ca, _), (b, cb, _) = f["laptop"], f["server"]
+        (_, ca, _), (_, cb, _) = f["laptop"], f["server"]
         await units(ca, 2 * len(DAY2))
         await units(cb, 2 * len(DAY2))
         st: dict[str, Any] = await ca.status()

@@ -124,6 +124,7 @@ class Forgotten(BaseModel):
     archived_units_deleted: int = 0
     memory_items_removed: list[str] = []  # MEMORY.md items only forgotten sessions stood behind
     daily_lines_removed: list[str] = []  # and daily-note lines
+    history_lines_removed: list[str] = []  # and HISTORY.md lines or items
 
 
 class IngestRequest(_Request):

@@ -33,6 +33,7 @@ from memoryd.ingest.ingestor import IngestEvent, Ingestor
 from memoryd.ingest.queue import IngestQueue
 from memoryd.ingest.redact import Redactor
 from memoryd.memory import MemoryFile
+from memoryd.memory.fleet_sync import FleetMemory
 from memoryd.paths import Paths
 from memoryd.reload import reload_settings
 from memoryd.served_log import ServedLog
@@ -113,6 +114,7 @@ class Daemon:
         self.consolidator: Consolidator | None = None
         self.retention: Retention | None = None
         self.forgetting: Forgetting | None = None
+        self.fleet_memory: FleetMemory | None = None
 
     def sources(self) -> list[Source]:
         return self._sources + self._adhoc
@@ -154,7 +156,13 @@ class Daemon:
             self.retention = Retention(s.retention, self.store, self.paths.memory_dir,
                                        self.paths.data_dir / "archive", self.consolidator.tz,
                                        clock=self.clock)
-            self.forgetting = Forgetting(self.store, candidate, self.memory, self._resummarize)
+            self.forgetting = Forgetting(self.store, candidate, self.memory, self._resummarize,
+                                         self.consolidator.on_forget)
+            if target.kind == "postgresql":  # one memory folder for the namespace
+                self.fleet_memory = FleetMemory(
+                    self.store, self.memory, self.paths.memory_dir, self.paths.state_dir,
+                    guards=(self.consolidator.busy, self.retention.busy))
+                self._spawn(self.fleet_memory.run(), "fleet-memory")
             if n := await self.forgetting.load_exclusions():
                 log.info("%d exclusions (memoryctl exclude --list)", n)
 
@@ -191,6 +199,7 @@ class Daemon:
             add("consolidate", s.consolidate.cron, tz, lambda: cons.scheduled("day"), grace)
             add("consolidate_nightly", s.consolidate.nightly_cron, tz,
                 lambda: cons.scheduled("nightly"), grace)
+            self._spawn(cons.firings.watch(), "consolidate-leases")  # a dead claimer's
         if s.retention.enabled:
             add("retention", s.retention.cron, tz, ret.scheduled, grace)
         if self.store is not None and self.store.kind == "postgresql":
@@ -401,10 +410,12 @@ class Daemon:
 
     async def status(self) -> dict[str, Any]:
         assert self.store is not None and self.ingestor is not None and self.queue is not None
+        machine = self.store.machine
 
         def counts(conn: Any) -> dict[str, int]:
-            return {**file_stats(conn), "sessions": count_sessions(conn),
-                    "units": count_units(conn), "bad_files": files_with_bad_lines(conn)}
+            return {**file_stats(conn, machine), "sessions": count_sessions(conn),
+                    "units": count_units(conn),
+                    "bad_files": files_with_bad_lines(conn, machine=machine)}
 
         # progress first, counts second: once this says caught_up, the counts below
         # include everything read so far (read the other way round, the last file could

@@ -3,11 +3,13 @@
 - `forget(query)`: every stored turn matching all the query's words, everywhere: the
   units and their index rows (through the store's delete path), the summaries of their
   sessions (dropped and queued for rebuilding, since they may quote what was forgotten)
-  and one-liners (they live on the units). MEMORY.md entries are not linked to turns
-  yet, so the ones mentioning the query are counted and named for review, not edited.
+  and one-liners (they live on the units). A memory item (MEMORY.md, HISTORY.md) whose
+  every unit in a session went loses that session; an item no session stands behind
+  any more leaves the files (`pruned`, the consolidator's prune). Entries that only
+  mention the query's words (the user's own, say) are counted and named for review.
 - `exclude(path | project)`: stop reading it (glob patterns added to the candidate
   filter, persisted in `exclusions`), and with `purge`, forget the sessions stored
-  from it.
+  from it (and prune what only they stood behind from the memory files).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from memoryd.memory import MemoryFile
 from memoryd.retrieval import PARAMS, plan_query, retrieve_sync
 from memoryd.sources import Candidates
 from memoryd.store import Store
+from memoryd.store.memories import unlink_units
 from memoryd.store.sessions import forget_session, forget_units
 
 log = logging.getLogger(__name__)
@@ -35,17 +38,20 @@ EVERY_MATCH = dataclasses.replace(PARAMS, dedupe=False, session_repeat=1.0,
                                   candidates=MAX_UNITS, max_candidates=MAX_UNITS)
 
 Resummarize = Callable[[int], Awaitable[None]]
+Prune = Callable[[], Awaitable[dict[str, Any]]]
 
 
 class Forgetting:
     def __init__(self, store: Store, candidate: Candidates, memory: MemoryFile | None,
-                 resummarize: Resummarize) -> None:
+                 resummarize: Resummarize, pruned: Prune | None = None) -> None:
         self.store, self.candidate, self.memory = store, candidate, memory
         self.resummarize = resummarize
+        self.pruned = pruned  # after a forget: memory items no session stands behind leave
 
     async def load_exclusions(self) -> int:
         rows = await self.store.read(lambda c: c.execute(
-            "SELECT patterns FROM exclusions").fetchall())
+            "SELECT patterns FROM exclusions WHERE machine = ?",
+            (self.store.machine,)).fetchall())
         for r in rows:
             self.candidate.add_exclude(json.loads(r[0]))
         return len(rows)
@@ -80,6 +86,7 @@ class Forgetting:
 
         def delete(c: sqlite3.Connection) -> tuple[dict[int, int], int]:
             per = forget_units(c, ids)
+            unlink_units(c, ids, list(per))  # memory items these units stood behind
             # the served-context log quotes queries: drop the entries that asked for it
             like = " AND ".join("query LIKE ? ESCAPE '\\'" for _ in plan.terms)
             args = ["%" + t.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -95,6 +102,8 @@ class Forgetting:
         for pk in per:
             await self.resummarize(pk)
         out["summaries_rebuilt"] = len(per)
+        if self.pruned is not None:
+            out["memory"] = await self.pruned()
         out["memory_entries"], out["memory_lines"] = await self._memory_mentions(plan.terms)
         log.info("forgot %d units in %d sessions (query of %d terms)", len(ids), len(per),
                  len(plan.terms))  # the query itself is not logged: it names the secret
@@ -110,7 +119,8 @@ class Forgetting:
 
     async def exclusions(self) -> list[dict[str, Any]]:
         rows = await self.store.read(lambda c: c.execute(
-            "SELECT kind, value, patterns, created_at FROM exclusions ORDER BY id").fetchall())
+            "SELECT kind, value, patterns, created_at FROM exclusions WHERE machine = ? "
+            "ORDER BY id", (self.store.machine,)).fetchall())
         return [{**dict(r), "patterns": json.loads(r["patterns"])} for r in rows]
 
     async def exclude(self, kind: str, value: str, *, purge: bool) -> dict[str, Any]:
@@ -118,19 +128,21 @@ class Forgetting:
             raise BadRequestError("value must be an absolute path", field="value")
         value = os.path.normpath(value)
 
+        machine = self.store.machine  # a path is this machine's (fleet mode)
+
         def apply(c: sqlite3.Connection) -> dict[str, Any]:
             if kind == "path":
                 patterns = [value, value.rstrip("/") + "/*"]
                 pks = [r[0] for r in c.execute(
                     "SELECT DISTINCT u.session_pk FROM units u JOIN files f ON f.id = u.file_id "
-                    "WHERE f.path = ? OR substr(f.path, 1, ?) = ?",
-                    (value, len(value) + 1, value.rstrip("/") + "/"))]
+                    "WHERE f.machine = ? AND (f.path = ? OR substr(f.path, 1, ?) = ?)",
+                    (machine, value, len(value) + 1, value.rstrip("/") + "/"))]
             else:
-                pks, patterns = _project_files(c, value)
-            c.execute("INSERT INTO exclusions (kind, value, patterns, created_at) "
-                      "VALUES (?, ?, ?, ?) ON CONFLICT (kind, value) DO UPDATE SET "
-                      "patterns = excluded.patterns", (kind, value, json.dumps(patterns),
-                                                       time.time()))
+                pks, patterns = _project_files(c, value, machine)
+            c.execute("INSERT INTO exclusions (machine, kind, value, patterns, created_at) "
+                      "VALUES (?, ?, ?, ?, ?) ON CONFLICT (machine, kind, value) DO UPDATE "
+                      "SET patterns = excluded.patterns",
+                      (machine, kind, value, json.dumps(patterns), time.time()))
             purged = None
             if purge:
                 purged = {"sessions": len(pks),
@@ -140,33 +152,37 @@ class Forgetting:
 
         out = await self.store.write(apply)
         self.candidate.add_exclude(out["patterns"])
+        if purge and out["purged"]["sessions"] and self.pruned is not None:
+            out["memory"] = await self.pruned()
         log.info("excluded %s %s (%d patterns)%s", kind, value, len(out["patterns"]),
                  f"; purged {out['purged']['units']} units" if out["purged"] else "")
         return out
 
 
-def _project_files(c: sqlite3.Connection, project: str) -> tuple[list[int], list[str]]:
-    """The sessions of a project (its directory or below) and patterns for the files
-    they came from: a whole folder when every session stored from it is of this project
-    (an agent's per-project folder, so its future sessions are excluded too), else the
-    files one by one."""
+def _project_files(c: sqlite3.Connection, project: str,
+                   machine: str = "") -> tuple[list[int], list[str]]:
+    """This machine's sessions of a project (its directory or below) and patterns for the
+    files they came from: a whole folder when every session stored from it is of this
+    project (an agent's per-project folder, so its future sessions are excluded too),
+    else the files one by one. Other machines' files and sessions are theirs."""
     prefix = project.rstrip("/") + "/"
     pks = [r[0] for r in c.execute(
-        "SELECT id FROM sessions WHERE project = ? OR substr(project, 1, ?) = ?",
-        (project, len(prefix), prefix))]
+        "SELECT id FROM sessions WHERE machine = ? AND (project = ? OR substr(project, 1, ?) "
+        "= ?)", (machine, project, len(prefix), prefix))]
     if not pks:
         return [], []
     marks = ",".join("?" * len(pks))
     files = [r[0] for r in c.execute(
         f"SELECT DISTINCT f.path FROM units u JOIN files f ON f.id = u.file_id "
-        f"WHERE u.session_pk IN ({marks})", pks)]
+        f"WHERE u.session_pk IN ({marks}) AND f.machine = ?", (*pks, machine))]
     patterns: list[str] = []
     for d in sorted({os.path.dirname(f) for f in files}):
         others = c.execute(
             "SELECT count(*) FROM units u JOIN files f ON f.id = u.file_id "
-            "JOIN sessions s ON s.id = u.session_pk WHERE substr(f.path, 1, ?) = ? "
+            "JOIN sessions s ON s.id = u.session_pk WHERE f.machine = ? AND "
+            "substr(f.path, 1, ?) = ? "
             "AND NOT (s.project = ? OR substr(coalesce(s.project, ''), 1, ?) = ?)",
-            (len(d) + 1, d + "/", project, len(prefix), prefix)).fetchone()[0]
+            (machine, len(d) + 1, d + "/", project, len(prefix), prefix)).fetchone()[0]
         if others == 0:
             patterns += [d, d + "/*"]
         else:

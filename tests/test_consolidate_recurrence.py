@@ -86,3 +86,8 @@ async def test_correction_repeated_across_sessions_reaches_memory(tmp_path, src,
         (item,) = why["items"]
         assert {s["session_id"] for s in item["sessions"]} == {"web/a", "web/b"}
         assert item["provenance"]["confirmations"] == 1
+        # each session on the day it said it, not the day of the consolidation
+        assert {s["session_id"]: s["day"] for s in item["sessions"]} == {
+            "web/a": "2026-10-05", "web/b": "2026-10-07"}
+        assert item["provenance"]["first_seen"] == "2026-10-05"
+        assert item["provenance"]["last_confirmed"] == "2026-10-07"

@@ -126,6 +126,11 @@ def render_forget(d: dict[str, Any]) -> str:
                    f"MEMORY.md entries mentioning it: {d.get('memory_entries', 0)}"
                    + (" (review them with `memoryctl memory search`)"
                       if d.get("memory_entries") else ""))
+        m = d.get("memory") or {}
+        if any(m.values()):
+            out.append(f"memory items only those turns stood behind, removed: "
+                       f"{len(m.get('memory_items_removed', []))} in MEMORY.md, "
+                       f"{len(m.get('history_lines_removed', []))} in HISTORY.md")
     return "\n".join(out)
 
 

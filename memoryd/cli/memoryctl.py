@@ -290,8 +290,10 @@ def cmd_sessions(args: argparse.Namespace, c: MemorydClient) -> Result:
     return data, lambda d: f"forgot {d['agent']} session {d['session_id']} " \
                            f"({d['units_deleted']} units)" + (
         f"; {len(d.get('memory_items_removed', []))} MEMORY.md items and "
-        f"{len(d.get('daily_lines_removed', []))} daily-note lines only it stood behind "
-        "removed" if d.get("memory_items_removed") or d.get("daily_lines_removed") else "")
+        f"{len(d.get('daily_lines_removed', []))} daily-note lines "
+        f"({len(d.get('history_lines_removed', []))} in HISTORY.md) only it stood behind "
+        "removed" if d.get("memory_items_removed") or d.get("daily_lines_removed")
+        or d.get("history_lines_removed") else "")
 
 
 def cmd_memory(args: argparse.Namespace, c: MemorydClient) -> Result:

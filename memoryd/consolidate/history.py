@@ -5,7 +5,7 @@ rewrites and idempotent: a line already present is not written twice."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from memoryd.consolidate.atomic import write_atomic
@@ -38,6 +38,18 @@ def append(memory_dir: Path, blocks: Sequence[str], dry_run: bool = False) -> li
         body += "".join(f"{b}\n" for b in new)
         write_atomic(history_path(memory_dir), body.encode("utf-8"))
     return new
+
+
+def rewrite(memory_dir: Path, edit: Callable[[str], tuple[str, list[str]]]) -> list[str]:
+    """Apply `edit` (text -> new text, what it took out) to HISTORY.md and write it
+    atomically when something changed; returns what was taken out. Runs in a thread."""
+    text = read(memory_dir)
+    if not text:
+        return []
+    new, removed = edit(text)
+    if removed and new != text:
+        write_atomic(history_path(memory_dir), new.encode("utf-8"))
+    return removed
 
 
 def superseded_line(day: str, entry_text: str, successor: str, why: str) -> str:

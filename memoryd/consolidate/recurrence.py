@@ -80,7 +80,11 @@ def same(a: Statement, b: Statement) -> bool:
     """Near-duplicates: most features shared, or two names and a fair share of the
     rest; never two statements that each name their own number, version or path
     ("dates as ISO 8601" is not "dates as RFC 3339"), nor two that name only other
-    things ("格式化用 ruff" is not "格式化用 bun", however alike the Chinese around them)."""
+    things ("格式化用 ruff" is not "格式化用 bun", however alike the Chinese around them),
+    nor a change of rule and what it changes ("from today Vitest, Jest goes" is not "our
+    tests are Jest": the session that said the old fact does not stand behind the new)."""
+    if a.scored.change != b.scored.change:
+        return False
     if _specific(a.names - b.names) and _specific(b.names - a.names):
         return False
     if a.names and b.names and not a.names & b.names:  # about other things

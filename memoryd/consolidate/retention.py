@@ -25,7 +25,7 @@ from memoryd.consolidate import archive, daily, history
 from memoryd.consolidate.atomic import clean_temps, remove_durably
 from memoryd.consolidate.clock import Clock, local_day
 from memoryd.errors import ConflictError, NotFoundError
-from memoryd.store import Store, memories
+from memoryd.store import Store
 from memoryd.store import archive as sql
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,11 @@ class Retention:
         self.clock = clock
         self._lock = asyncio.Lock()
         self.last_run: dict[str, Any] | None = None
+
+    @property
+    def busy(self) -> asyncio.Lock:
+        """Held while this writes the memory files (fleet_sync waits for it)."""
+        return self._lock
 
     async def run_job(self, params: dict[str, Any]) -> dict[str, Any]:
         from memoryd.consolidate.service import flag
@@ -104,9 +109,9 @@ class Retention:
                 done.append(day)
             return done
 
+        # their lines' provenance stays: forgetting a session later takes its items out
+        # of the day's paragraph in HISTORY.md (Consolidator._prune)
         folded = await asyncio.to_thread(fold)
-        if folded and not dry_run:  # their lines' provenance went with them
-            await self.store.write(lambda c: [memories.drop_note_items(c, d) for d in folded])
         return {"before": cutoff, "folded": folded}
 
     # -- units -> archive files ----------------------------------------------------------

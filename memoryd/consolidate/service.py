@@ -19,13 +19,13 @@ from memoryd.consolidate.admission import Candidate, Plan
 from memoryd.consolidate.atomic import write_atomic
 from memoryd.consolidate.candidates import admission_candidates, candidate, note_items
 from memoryd.consolidate.clock import Clock, day_bounds, local_day, parse_day, zone
+from memoryd.consolidate.firings import Firings
 from memoryd.consolidate.model import model_candidates
 from memoryd.errors import BadRequestError, NotFoundError
 from memoryd.memory import Document, MemoryFile
 from memoryd.memory.document import item_key
 from memoryd.store import Store
 from memoryd.store import memories as sql
-from memoryd.store.jobs import claim_once
 
 # machines whose schedulers fire within this of each other run one consolidation
 FIRING_S = 900.0
@@ -60,6 +60,12 @@ class Consolidator:
         self._lock = asyncio.Lock()  # one consolidation at a time
         self.last_run: dict[str, Any] | None = None
         self._said: dict[int, tuple[recurrence.Statement, ...]] = {}  # see _pool
+        self.firings = Firings(store, clock, self.consolidate)
+
+    @property
+    def busy(self) -> asyncio.Lock:
+        """Held while this writes the memory files (fleet_sync waits for it)."""
+        return self._lock
 
     def today(self) -> dt.date:
         return local_day(self.clock(), self.tz)
@@ -79,15 +85,14 @@ class Consolidator:
     async def scheduled(self, which: str) -> None:
         """A cron run: the day so far, or (nightly) yesterday's last pass."""
         day = self.today() - dt.timedelta(days=1 if which == "nightly" else 0)
+        key = f"{which}:{day.isoformat()}"
         try:
             # one run per firing for the whole fleet: whichever machine fires first
-            if not await self.store.write(lambda c: claim_once(
-                    c, "consolidate", f"{which}:{day.isoformat()}", self.store.machine,
-                    self.clock(), None if which == "nightly" else FIRING_S)):
+            if not await self.firings.claim(key, None if which == "nightly" else FIRING_S):
                 log.info("consolidation of %s (%s) already claimed by another machine",
                          day, which)
                 return
-            await self.consolidate(day)
+            await self.firings.run(key, self.consolidate(day))
         except Exception:
             log.exception("consolidation of %s failed", day)
 
@@ -222,26 +227,35 @@ class Consolidator:
         out["dropped"] = _dropped(cands, p, left)
         return out
 
-    @staticmethod
-    def _record(c: Any, p: Plan, day: dt.date) -> None:
+    def _record(self, c: Any, p: Plan, day: dt.date) -> None:
         iso = day.isoformat()
+
+        def said_on(ids: list[int]) -> str:
+            """The day the user said it (a recurrence's other session spoke earlier)."""
+            ts = sql.units_first_ts(c, ids)
+            return iso if ts is None else local_day(ts, self.tz).isoformat()
+
         for cand in p.added:
+            days = {pk: said_on(ids) for pk, ids in cand.evidence}
             iid = sql.record_item(c, key=cand.key, item=cand.text, source=cand.source,
                                   scope=cand.scope, importance=cand.importance,
-                                  reasons=cand.reasons, day=iso, made_by=cand.made_by,
-                                  prompt_version=cand.prompt_version)
+                                  reasons=cand.reasons, day=iso,
+                                  first_seen=min([iso, *days.values()]),
+                                  made_by=cand.made_by, prompt_version=cand.prompt_version)
             if cand.session_pk is not None:
-                sql.link_session(c, iid, cand.session_pk, cand.unit_ids, iso)
-            for pk, ids in cand.evidence:  # said in other sessions too
-                if sql.link_session(c, iid, pk, ids, iso):
-                    sql.confirm_item(c, cand.key, iso)
+                sql.link_session(c, iid, cand.session_pk, cand.unit_ids,
+                                 said_on(cand.unit_ids))
+            for pk, ids in cand.evidence:  # said in other sessions too, on their days
+                if sql.link_session(c, iid, pk, ids, days[pk]):
+                    sql.confirm_item(c, cand.key, days[pk])
         for cand, key in p.confirmed:
             row = sql.provenance_by_keys(c, [key]).get(key)
             if row is None or cand.session_pk is None:
                 continue
             for pk, ids in [(cand.session_pk, cand.unit_ids), *cand.evidence]:
-                if sql.link_session(c, row["id"], pk, ids, iso):
-                    sql.confirm_item(c, key, iso)
+                d = said_on(ids)
+                if sql.link_session(c, row["id"], pk, ids, d):
+                    sql.confirm_item(c, key, d)
         for key, state, successor in p.gone:
             sql.set_state(c, key, state, successor)
 
@@ -280,7 +294,8 @@ class Consolidator:
     async def _prune(self) -> dict[str, Any]:
         rows = await self.store.read(sql.orphans)
         if not rows:
-            return {"memory_items_removed": [], "daily_lines_removed": []}
+            return {"memory_items_removed": [], "daily_lines_removed": [],
+                    "history_lines_removed": []}
         items = {r["item_key"]: r["source"] for r in rows
                  if r["made_by"] != sql.NOTE_MAKER and r["state"] == "active"}
         removed: list[str] = []
@@ -293,12 +308,23 @@ class Consolidator:
                 notes.setdefault(r["scope"], set()).add((sql.note_item_of(r["item_key"]),
                                                           r["source"]))
         lines = await asyncio.to_thread(_drop_note_lines, self.memory_dir, notes)
+        # HISTORY.md: items moved there, and folded days' paragraphs, that only the
+        # forgotten sessions stood behind
+        moved = {r["item_key"]: r["source"] for r in rows
+                 if r["made_by"] != sql.NOTE_MAKER and r["state"] != "active"}
+        folded = {r["scope"]: [] for r in rows if r["made_by"] == sql.NOTE_MAKER}
+        for r in rows:
+            if r["made_by"] == sql.NOTE_MAKER:
+                folded[r["scope"]].append(f"{r['item']} ({r['source']})")
+        hist = await asyncio.to_thread(history.rewrite, self.memory_dir, lambda text: (
+            forget.drop_history(text, moved, folded, set(items))))
         # the files first: a crash before this finds the same rows next time
         await self.store.write(lambda c: sql.delete_items(c, [r["id"] for r in rows]))
-        if removed or lines:
-            log.info("forget: %d MEMORY.md items and %d daily-note lines removed",
-                     len(removed), len(lines))
-        return {"memory_items_removed": removed, "daily_lines_removed": lines}
+        if removed or lines or hist:
+            log.info("forget: %d MEMORY.md items, %d daily-note lines and %d HISTORY.md "
+                     "items removed", len(removed), len(lines), len(hist))
+        return {"memory_items_removed": removed, "daily_lines_removed": lines,
+                "history_lines_removed": hist}
 
 
 def _dropped(cands: Sequence[Candidate], p: Plan, left: Sequence[dict[str, str]]

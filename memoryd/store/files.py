@@ -85,17 +85,20 @@ def live_cursors(conn: sqlite3.Connection, machine: str = "") -> list[Cursor]:
     return out
 
 
-def files_with_bad_lines(conn: sqlite3.Connection, limit: int = 20) -> list[dict[str, Any]]:
-    """The files with the most skipped lines: (path, bad_lines), for status."""
+def files_with_bad_lines(conn: sqlite3.Connection, limit: int = 20,
+                         machine: str = "") -> list[dict[str, Any]]:
+    """This machine's files with the most skipped lines: (path, bad_lines), for status."""
     rows = conn.execute("SELECT path, bad_lines FROM files WHERE bad_lines > 0 AND gone = 0 "
-                        "ORDER BY bad_lines DESC, path LIMIT ?", (limit,)).fetchall()
+                        "AND machine = ? ORDER BY bad_lines DESC, path LIMIT ?",
+                        (machine, limit)).fetchall()
     return [{"path": r[0], "bad_lines": r[1]} for r in rows]
 
 
-def file_stats(conn: sqlite3.Connection) -> dict[str, int]:
+def file_stats(conn: sqlite3.Connection, machine: str = "") -> dict[str, int]:
+    """This machine's files (in fleet mode the others' are theirs to report)."""
     row = conn.execute(
         "SELECT count(*) FILTER (WHERE agent IS NOT NULL AND gone = 0),"
         " count(*) FILTER (WHERE agent IS NULL AND gone = 0),"
-        " coalesce(sum(bad_lines), 0) FROM files"
+        " coalesce(sum(bad_lines), 0) FROM files WHERE machine = ?", (machine,)
     ).fetchone()
     return {"files": row[0], "ignored_files": row[1], "bad_lines": row[2]}

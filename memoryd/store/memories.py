@@ -73,7 +73,8 @@ def all_active(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
 
 def record_item(conn: sqlite3.Connection, *, key: str, item: str, source: str,
                 scope: str | None, importance: int, reasons: list[str], day: str,
-                made_by: str, prompt_version: str) -> int:
+                made_by: str, prompt_version: str, first_seen: str | None = None) -> int:
+    """`first_seen`: when it was first said, if before `day` (a recurrence)."""
     now = time.time()
     conn.execute(
         "INSERT INTO memory_items (item_key, item, source, scope, importance, reasons, "
@@ -83,8 +84,8 @@ def record_item(conn: sqlite3.Connection, *, key: str, item: str, source: str,
         "importance = greatest(memory_items.importance, excluded.importance), "
         "last_confirmed = greatest(memory_items.last_confirmed, excluded.last_confirmed), "
         "updated_at = ?",
-        (key, item, source, scope, importance, json.dumps(reasons, ensure_ascii=False), day, day,
-         made_by, prompt_version, now, now, now))
+        (key, item, source, scope, importance, json.dumps(reasons, ensure_ascii=False),
+         min(first_seen or day, day), day, made_by, prompt_version, now, now, now))
     return int(conn.execute("SELECT id FROM memory_items WHERE item_key = ?",
                             (key,)).fetchone()[0])
 
@@ -175,7 +176,39 @@ def delete_items(conn: sqlite3.Connection, ids: list[int]) -> int:
     return n
 
 
-def drop_note_items(conn: sqlite3.Connection, day: str) -> int:
-    """A folded day's note provenance (the note is gone into HISTORY.md)."""
-    return conn.execute("DELETE FROM memory_items WHERE made_by = ? AND scope = ?",
-                        (NOTE_MAKER, day)).rowcount
+def unlink_units(conn: sqlite3.Connection, unit_ids: list[int],
+                 session_pks: list[int]) -> int:
+    """Units deleted by `forget --query`: a session whose every unit behind an item is
+    gone no longer stands behind it (its link goes, so the item may become an orphan);
+    a link keeping some of its units keeps only those. Links without unit ids (daily-note
+    lines) are left alone. Returns the links removed."""
+    gone = set(unit_ids)
+    removed = 0
+    for i in range(0, len(session_pks), 500):
+        chunk = session_pks[i:i + 500]
+        marks = ",".join("?" * len(chunk))
+        rows = conn.execute(f"SELECT item_id, session_pk, unit_ids FROM memory_item_sessions "
+                            f"WHERE session_pk IN ({marks})", chunk).fetchall()
+        for r in rows:
+            item_id, pk, ids = r[0], r[1], json.loads(r[2] or "[]")
+            left = [u for u in ids if u not in gone]
+            if not ids or len(left) == len(ids):
+                continue
+            if left:
+                conn.execute("UPDATE memory_item_sessions SET unit_ids = ? WHERE item_id = ? "
+                             "AND session_pk = ?", (json.dumps(left), item_id, pk))
+            else:
+                conn.execute("DELETE FROM memory_item_sessions WHERE item_id = ? AND "
+                             "session_pk = ?", (item_id, pk))
+                removed += 1
+    return removed
+
+
+def units_first_ts(conn: sqlite3.Connection, unit_ids: list[int]) -> float | None:
+    """When the first of these units was said (None: none of them is stored)."""
+    if not unit_ids:
+        return None
+    marks = ",".join("?" * len(unit_ids[:500]))
+    row = conn.execute(f"SELECT min(ts) FROM units WHERE id IN ({marks})",
+                       unit_ids[:500]).fetchone()
+    return None if row is None or row[0] is None else float(row[0])

@@ -332,10 +332,36 @@ def m007_fleet_machines(conn: sqlite3.Connection) -> None:
     )
 
 
+def m008_memory_docs(conn: sqlite3.Connection) -> None:
+    """Fleet mode's memory folder (issue 14 item 6): `memory_docs` holds the namespace's
+    MEMORY.md, HISTORY.md and daily notes, each with a version every machine's daemon
+    compares to write its own files (memoryd.memory.fleet_sync); a claimed firing of
+    fleet-wide work is a lease (`lease_until`), finished when `done_at` is set, so a dead
+    claimer's firing is taken over. An exclusion is a machine's (its paths are that
+    machine's files). SQLite is one machine: `memory_docs` stays empty there, `machine`
+    stays '' and the old unique key stays true."""
+    _script(
+        conn,
+        """
+        CREATE TABLE memory_docs (
+            name TEXT PRIMARY KEY,
+            body TEXT,
+            version INTEGER NOT NULL,
+            machine TEXT NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        ALTER TABLE fleet_once ADD COLUMN lease_until REAL;
+        ALTER TABLE fleet_once ADD COLUMN done_at REAL;
+        ALTER TABLE exclusions ADD COLUMN machine TEXT NOT NULL DEFAULT '';
+        CREATE UNIQUE INDEX exclusions_machine ON exclusions (machine, kind, value)
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [m001_initial, m002_jobs_and_summaries, m003_units_id_session,
                                m004_memory_provenance, m005_tantivy_index,
                                m006_served_context_and_exclusions,
-                               m007_fleet_machines]
+                               m007_fleet_machines, m008_memory_docs]
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

@@ -231,6 +231,20 @@ DDL: dict[str, str] = {
             PRIMARY KEY (kind, key)
         )
     """,
+    "m008_memory_docs": """
+        CREATE TABLE memory_docs (
+            name text PRIMARY KEY,
+            body text,
+            version bigint NOT NULL,
+            machine text NOT NULL,
+            updated_at double precision NOT NULL
+        );
+        ALTER TABLE fleet_once ADD COLUMN lease_until double precision;
+        ALTER TABLE fleet_once ADD COLUMN done_at double precision;
+        ALTER TABLE exclusions ADD COLUMN machine text NOT NULL DEFAULT '';
+        ALTER TABLE exclusions DROP CONSTRAINT exclusions_kind_value_key;
+        CREATE UNIQUE INDEX exclusions_machine ON exclusions (machine, kind, value)
+    """,
 }
 
 NAMES = [m.__name__ for m in SQLITE_MIGRATIONS]

@@ -13,6 +13,7 @@ units by id. An identity never hands an id out twice, so SQLite's reused-id trig
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Any
 
@@ -269,6 +270,27 @@ def extra_ddl() -> list[str]:
     return statements(ddl) if isinstance(ddl, str) else list(ddl)
 
 
+def install_extra(conn: Any, extra: list[str]) -> None:
+    """Run the extra DDL once per version of it, not on every start: it drops and creates
+    triggers on `units`, and run while another daemon ingests it deadlocked with that
+    daemon's insert (its `changes` lock taken first, then waiting on `units`, while the
+    insert held `units` and waited on `changes`). When it does run it takes `units` first,
+    the order every writer takes them in."""
+    if not extra:
+        return
+    digest = hashlib.sha256("\n".join(extra).encode()).hexdigest()[:16]
+    conn.execute("CREATE TABLE IF NOT EXISTS _extra_ddl "
+                 "(digest text PRIMARY KEY, applied_at double precision NOT NULL)")
+    if conn.execute("SELECT 1 FROM _extra_ddl WHERE digest = %s", (digest,)).fetchone():
+        return
+    with conn.transaction():
+        conn.execute("LOCK TABLE units IN ACCESS EXCLUSIVE MODE")
+        for stmt in extra:
+            conn.execute(stmt)
+        conn.execute("INSERT INTO _extra_ddl (digest, applied_at) VALUES (%s, %s)",
+                     (digest, time.time()))
+
+
 def migrate(conn: Any, schema: str, known: list[str] | None = None) -> list[str]:
     """Create or bring up to date the schema `schema` on `conn` (a psycopg connection in
     autocommit mode); returns the migrations applied. Raises StoreError when the schema
@@ -309,11 +331,7 @@ def migrate(conn: Any, schema: str, known: list[str] | None = None) -> list[str]
                 conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (%s, %s)",
                              (name, time.time()))
             applied.append(name)
-        extra = extra_ddl()
-        if extra:
-            with conn.transaction():
-                for stmt in extra:
-                    conn.execute(stmt)
+        install_extra(conn, extra_ddl())
         return applied
     finally:
         conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))

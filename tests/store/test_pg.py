@@ -167,3 +167,30 @@ async def test_pg_reads_see_one_snapshot_and_writes_are_one_transaction(tmp_path
         assert await s.read(count_sessions) == 1
     finally:
         await s.close()
+
+
+def test_a_second_daemon_starts_while_the_first_holds_a_write_on_units(tmp_path, pg_url):
+    """The change feed's triggers are installed once per version, not at every start:
+    reinstalling them while another daemon's ingest held `units` deadlocked with it."""
+    target = StoreTarget(url=pg_url, namespace="busy")
+    first = Store.open_sync(tmp_path / "a" / "memoryd.db", target=target)
+    second: list[Store] = []
+    with psycopg.connect(pg_url) as ingest:
+        ingest.execute('LOCK TABLE "memoryd_busy".units IN ROW EXCLUSIVE MODE')  # mid-batch
+        opener = threading.Thread(target=lambda: second.append(
+            Store.open_sync(tmp_path / "b" / "memoryd.db", target=target)), daemon=True)
+        opener.start()
+        opener.join(30)
+        started = bool(second)
+        ingest.rollback()
+    opener.join(30)
+    try:
+        assert started, "the second daemon waited on the first one's open write"
+        assert first.read_sync(lambda c: c.execute(
+            "SELECT count(*) FROM _extra_ddl").fetchone()[0]) == 1
+        assert first.read_sync(lambda c: c.execute(
+            "SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'units_changes_%'"
+        ).fetchone()[0]) == 3
+    finally:
+        for s in [first, *second]:
+            s.close_sync()

@@ -197,9 +197,7 @@ class Migration:
             self.dst.begin()
             try:
                 pairs = self._insert_batch(t, cols, rows, insert)
-                self.dst.conn.executemany(
-                    "INSERT INTO _migrate_map (src, tbl, src_id, dst_id) VALUES (?, ?, ?, ?)",
-                    [(self.src.label, t.name, s, d) for s, d in pairs])
+                self._record_map(t.name, pairs)
                 self.dst.commit()
             except BaseException:
                 self.dst.rollback()
@@ -231,7 +229,8 @@ class Migration:
             if t.name == "jobs":
                 v[cols.index("target")] = self._job_target(v[cols.index("target")])
             values.append(v)
-        new_ids = self._insert_many(insert, values)
+        new_ids = (self._insert_staged(t.name, cols, values) if self.dst.engine == "postgresql"
+                   else self._insert_many(insert, values))
         pairs = []
         for r, v, new in zip(rows, values, new_ids, strict=True):
             if new is None and t.key:  # the destination holds this row already
@@ -243,6 +242,45 @@ class Migration:
                 self.copied[t.name] = self.copied.get(t.name, 0) + 1
             pairs.append((r[0], new))
         return pairs
+
+    def _record_map(self, tbl: str, pairs: list[tuple[int, int]]) -> None:
+        rows = [(self.src.label, tbl, s, d) for s, d in pairs]
+        if self.dst.engine == "postgresql":
+            with self.dst.raw.cursor() as cur, cur.copy(
+                    "COPY _migrate_map (src, tbl, src_id, dst_id) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        else:
+            self.dst.conn.executemany("INSERT INTO _migrate_map (src, tbl, src_id, dst_id) "
+                                      "VALUES (?, ?, ?, ?)", rows)
+
+    def _insert_staged(self, tbl: str, cols: list[str], values: list[list[Any]]
+                       ) -> list[int | None]:
+        """One batch into a PostgreSQL table in three statements, whatever its size: ids
+        handed out by the table's own identity, the rows COPied into a temporary twin of
+        the table, then one INSERT … SELECT that skips the rows the destination already
+        holds (ON CONFLICT DO NOTHING) and returns the ids it took. One statement also
+        means the change feed's trigger runs once per batch, not once per row. Returns
+        the new id of each row, or None where it conflicted."""
+        if not values:
+            return []
+        conn = self.dst.conn
+        stage = f"_migrate_stage_{tbl}"
+        # in this transaction: a rolled-back batch takes a table it created with it
+        conn.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {stage} (LIKE {tbl} "
+                     "INCLUDING DEFAULTS) ON COMMIT DELETE ROWS")
+        ids = [r[0] for r in conn.execute(
+            "SELECT nextval(pg_get_serial_sequence(?, 'id')) FROM generate_series(1, ?)",
+            (tbl, len(values))).fetchall()]
+        names = ", ".join(["id", *(_q(c) for c in cols)])
+        with self.dst.raw.cursor() as cur, cur.copy(
+                f"COPY {stage} ({names}) FROM STDIN") as copy:
+            for i, v in zip(ids, values, strict=True):
+                copy.write_row((i, *v))
+        took = {r[0] for r in conn.execute(
+            f"INSERT INTO {tbl} ({names}) SELECT {names} FROM {stage} ORDER BY id "
+            "ON CONFLICT DO NOTHING RETURNING id").fetchall()}
+        return [i if i in took else None for i in ids]
 
     def _insert_many(self, sql: str, values: list[list[Any]]) -> list[int | None]:
         """One id (or None on a conflict) per row; on PostgreSQL in one pipeline, so a

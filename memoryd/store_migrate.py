@@ -217,17 +217,19 @@ class Migration:
 
     def _insert_batch(self, t: Table, cols: list[str], rows: list[list[Any]],
                       insert: str) -> list[tuple[int, int]]:
-        maps = {ref: self._map_ids(ref, sorted({r[1 + cols.index(col)] for r in rows
-                                                if r[1 + cols.index(col)] is not None}))
-                for col, ref in t.refs.items() if col in cols}
+        refs = [(cols.index(col), ref) for col, ref in t.refs.items() if col in cols]
+        maps = {ref: self._map_ids(ref, sorted({r[1 + i] for r in rows
+                                                if r[1 + i] is not None}))
+                for i, ref in refs}
+        target = cols.index("target") if t.name == "jobs" else None
         values = []
         for r in rows:
             v = r[1:]
-            for col, ref in t.refs.items():
-                if col in cols and v[cols.index(col)] is not None:
-                    v[cols.index(col)] = maps[ref].get(v[cols.index(col)])
-            if t.name == "jobs":
-                v[cols.index("target")] = self._job_target(v[cols.index("target")])
+            for i, ref in refs:
+                if v[i] is not None:
+                    v[i] = maps[ref].get(v[i])
+            if target is not None:
+                v[target] = self._job_target(v[target])
             values.append(v)
         new_ids = (self._insert_staged(t.name, cols, values) if self.dst.engine == "postgresql"
                    else self._insert_many(insert, values))
@@ -269,17 +271,19 @@ class Migration:
         # in this transaction: a rolled-back batch takes a table it created with it
         conn.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {stage} (LIKE {tbl} "
                      "INCLUDING DEFAULTS) ON COMMIT DELETE ROWS")
-        ids = [r[0] for r in conn.execute(
-            "SELECT nextval(pg_get_serial_sequence(?, 'id')) FROM generate_series(1, ?)",
-            (tbl, len(values))).fetchall()]
+        from psycopg.rows import tuple_row  # plain tuples: thousands of ids per batch
+
         names = ", ".join(["id", *(_q(c) for c in cols)])
-        with self.dst.raw.cursor() as cur, cur.copy(
-                f"COPY {stage} ({names}) FROM STDIN") as copy:
-            for i, v in zip(ids, values, strict=True):
-                copy.write_row((i, *v))
-        took = {r[0] for r in conn.execute(
-            f"INSERT INTO {tbl} ({names}) SELECT {names} FROM {stage} ORDER BY id "
-            "ON CONFLICT DO NOTHING RETURNING id").fetchall()}
+        with self.dst.raw.cursor(row_factory=tuple_row) as cur:
+            ids = [r[0] for r in cur.execute(
+                "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
+                (tbl, len(values))).fetchall()]
+            with cur.copy(f"COPY {stage} ({names}) FROM STDIN") as copy:
+                for i, v in zip(ids, values, strict=True):
+                    copy.write_row((i, *v))
+            took = {r[0] for r in cur.execute(
+                f"INSERT INTO {tbl} ({names}) SELECT {names} FROM {stage} ORDER BY id "
+                "ON CONFLICT DO NOTHING RETURNING id").fetchall()}
         return [i if i in took else None for i in ids]
 
     def _insert_many(self, sql: str, values: list[list[Any]]) -> list[int | None]:

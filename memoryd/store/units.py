@@ -133,7 +133,8 @@ class SessionWriter:
 
     def _insert(self, rows: list[tuple[Any, ...]]) -> None:
         if getattr(self.conn, "engine", "sqlite") == "postgresql":
-            with self.conn.raw.cursor() as cur, cur.copy(_COPY) as copy:  # type: ignore[attr-defined]
+            raw = self.conn.raw  # type: ignore[attr-defined]
+            with raw.cursor() as cur, cur.copy(_COPY) as copy:
                 for row in rows:
                     copy.write_row(row)
         else:

@@ -7,7 +7,6 @@ Measured today:
   against a raw loop in the same run: the same units read from the same SQLite file and
   inserted into a bare PostgreSQL table with psycopg's `executemany` in batches of 2000
   (no id map, no references, no RETURNING).
-
 - `follow`: two memoryd daemons (subprocesses, two homes, two transcript roots, two
   machine names, one namespace): a line appended to a transcript on machine A, until
   machine B's search (over its socket, polled every 5 ms) finds its unique token. Floor in
@@ -18,15 +17,23 @@ Measured today:
 - `search`: the same generated corpus ingested by a fleet member (PostgreSQL) and by a
   daemon in SQLite mode; the same queries' `/v1/search` and `/v1/context` over each
   socket, alternating query by query; p50/p99 and the fleet/SQLite ratio.
+- `backfill`: real `memoryd` subprocesses (generic JSONL corpus from bench/harness.py) from
+  spawn to `caught_up`, each with its own home and machine name, all in one namespace of
+  one PostgreSQL: one daemon alone, then `--daemons` (4) at once, each reading its own
+  copy of the corpus (distinct machines make distinct sessions). Prints both rates in
+  units/s, their ratio, the cores, and the PostgreSQL server's own CPU time over each
+  phase (its processes' utime + stime from /proc): the share of one core the database
+  used shows whether it was the bottleneck.
 
-Not measured here: backfill PG vs SQLite and four daemons at once (bench/pg_backfill.py),
-the database stopped 60 s during live appends (the outage work). `--part` names them so
+Not measured here: backfill PG vs SQLite for one daemon (bench/pg_backfill.py), the
+database stopped 60 s during live appends (the outage work). `--part` names them so
 the script refuses clearly rather than printing a made-up figure.
 
     .venv/bin/python bench/fleet.py --units 100000        # about 2 min on a quiet machine
     .venv/bin/python bench/fleet.py --units 1000000       # the issue's 1M units
     .venv/bin/python bench/fleet.py --part follow [--appends 200]
     .venv/bin/python bench/fleet.py --part search [--lines 20000 --queries 150]
+    .venv/bin/python bench/fleet.py --part backfill [--files 20 --file-lines 250 --daemons 4]
 """
 
 from __future__ import annotations
@@ -50,6 +57,92 @@ from tests.fleet.history import make_history  # noqa: E402
 from tests.pg_server import PgServer, find_bindir  # noqa: E402
 
 PARTS = ("migrate", "follow", "search", "backfill", "outage")
+MEASURED = ("migrate", "backfill")
+
+
+def server_cpu_s(server: PgServer) -> float:
+    """utime + stime of the PostgreSQL server and every backend it forked, in seconds."""
+    pid_file = server.datadir / "postmaster.pid"
+    root = int(pid_file.read_text().split()[0])
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, ppid = int(d.name), int(fields[1])
+        if pid == root or ppid == root:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def backfill(files: int, lines: int, daemons: int) -> None:
+    import shutil
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import harness as h
+
+    from tests.pg_server import wait_until_ready
+
+    info = h.corpus(files, lines, 1)
+    print(f"corpus: {info.files} files, {info.lines:,} lines, {info.bytes / 1e6:.0f} MB; "
+          f"cores: {os.cpu_count()}")
+    for path in h.corpus_files(info.path):
+        path.read_bytes()
+    server = PgServer(find_bindir())
+    server.init()
+    server.start()
+    work = h.OUT / "fleet-backfill-run"
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        wait_until_ready(server)
+        url = server.url(server.create_database())
+        roots = []
+        for i in range(daemons):  # each daemon its own transcript root
+            root = work / f"root{i}"
+            shutil.copytree(info.path, root)
+            roots.append(root)
+
+        def phase(names: list[str]) -> tuple[float, int, float]:
+            cpu0, t0 = server_cpu_s(server), time.perf_counter()
+            with h.short_dir() as sd:
+                ds = [h.Memoryd(work / f"home-{n}", roots[i], sd / f"{i}.sock",
+                                log_path=work / f"{n}.log",
+                                env={"MEMORYD_STORE__URL": url, "MEMORYD_STORE__MACHINE": n})
+                      for i, n in enumerate(names)]
+                try:
+                    units = 0
+                    for d in ds:
+                        d.wait_ready(timeout=600)
+                    for d in ds:
+                        units = max(units, d.wait_caught_up(timeout=7200, interval=0.5)["units"])
+                    secs = time.perf_counter() - t0
+                    cpu = server_cpu_s(server) - cpu0
+                finally:
+                    for d in ds:
+                        d.stop()
+            return secs, units, cpu
+
+        one_s, one_units, one_cpu = phase(["solo"])
+        many_s, many_units, many_cpu = phase([f"m{i}" for i in range(daemons)])
+        new_units = many_units - one_units  # the namespace held the solo run's units
+        print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        rows = [["1 daemon", f"{one_s:.1f}", f"{one_units:,}", f"{one_units / one_s:,.0f}",
+                 f"{one_cpu:.1f}", f"{100 * one_cpu / one_s:.0f}%"],
+                [f"{daemons} daemons at once", f"{many_s:.1f}", f"{new_units:,}",
+                 f"{new_units / many_s:,.0f}", f"{many_cpu:.1f}",
+                 f"{100 * many_cpu / many_s:.0f}%"]]
+        print(h.table(rows, ["backfill into PostgreSQL", "seconds", "units", "units/s",
+                             "server CPU s", "of one core"]))
+        print(f"{daemons} daemons / 1 daemon rate: "
+              f"{(new_units / many_s) / (one_units / one_s):.2f}x")
+    finally:
+        server.stop()
+        server.destroy()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def raw_copy(db: Path, url: str, batch: int = 2000) -> float:
@@ -289,6 +382,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--poll-ms", type=float, default=5.0, help="follow: search poll interval")
     ap.add_argument("--lines", type=int, default=20_000, help="search: corpus lines")
     ap.add_argument("--queries", type=int, default=150, help="search: queries")
+    ap.add_argument("--files", type=int, default=20, help="backfill: corpus files")
+    ap.add_argument("--file-lines", type=int, default=250, help="backfill: lines per file")
+    ap.add_argument("--daemons", type=int, default=4, help="backfill: daemons at once")
     args = ap.parse_args(argv)
     if args.part == "follow":
         follow(args.appends, args.poll_ms)
@@ -296,11 +392,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.part == "search":
         search(args.lines, args.queries)
         return 0
-    if args.part != "migrate":
-        print(f"{args.part}: not measured here (bench/pg_backfill.py; the outage work)",
-              file=sys.stderr)
+    if args.part not in MEASURED:
+        print(f"{args.part}: not measured here (the outage work)", file=sys.stderr)
         return 2
-    migrate(args.units)
+    if args.part == "backfill":
+        backfill(args.files, args.file_lines, args.daemons)
+    else:
+        migrate(args.units)
     return 0
 
 

@@ -197,9 +197,7 @@ class Migration:
             self.dst.begin()
             try:
                 pairs = self._insert_batch(t, cols, rows, insert)
-                self.dst.conn.executemany(
-                    "INSERT INTO _migrate_map (src, tbl, src_id, dst_id) VALUES (?, ?, ?, ?)",
-                    [(self.src.label, t.name, s, d) for s, d in pairs])
+                self._record_map(t.name, pairs)
                 self.dst.commit()
             except BaseException:
                 self.dst.rollback()
@@ -219,19 +217,22 @@ class Migration:
 
     def _insert_batch(self, t: Table, cols: list[str], rows: list[list[Any]],
                       insert: str) -> list[tuple[int, int]]:
-        maps = {ref: self._map_ids(ref, sorted({r[1 + cols.index(col)] for r in rows
-                                                if r[1 + cols.index(col)] is not None}))
-                for col, ref in t.refs.items() if col in cols}
+        refs = [(cols.index(col), ref) for col, ref in t.refs.items() if col in cols]
+        maps = {ref: self._map_ids(ref, sorted({r[1 + i] for r in rows
+                                                if r[1 + i] is not None}))
+                for i, ref in refs}
+        target = cols.index("target") if t.name == "jobs" else None
         values = []
         for r in rows:
             v = r[1:]
-            for col, ref in t.refs.items():
-                if col in cols and v[cols.index(col)] is not None:
-                    v[cols.index(col)] = maps[ref].get(v[cols.index(col)])
-            if t.name == "jobs":
-                v[cols.index("target")] = self._job_target(v[cols.index("target")])
+            for i, ref in refs:
+                if v[i] is not None:
+                    v[i] = maps[ref].get(v[i])
+            if target is not None:
+                v[target] = self._job_target(v[target])
             values.append(v)
-        new_ids = self._insert_many(insert, values)
+        new_ids = (self._insert_staged(t.name, cols, values) if self.dst.engine == "postgresql"
+                   else self._insert_many(insert, values))
         pairs = []
         for r, v, new in zip(rows, values, new_ids, strict=True):
             if new is None and t.key:  # the destination holds this row already
@@ -243,6 +244,47 @@ class Migration:
                 self.copied[t.name] = self.copied.get(t.name, 0) + 1
             pairs.append((r[0], new))
         return pairs
+
+    def _record_map(self, tbl: str, pairs: list[tuple[int, int]]) -> None:
+        rows = [(self.src.label, tbl, s, d) for s, d in pairs]
+        if self.dst.engine == "postgresql":
+            with self.dst.raw.cursor() as cur, cur.copy(
+                    "COPY _migrate_map (src, tbl, src_id, dst_id) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        else:
+            self.dst.conn.executemany("INSERT INTO _migrate_map (src, tbl, src_id, dst_id) "
+                                      "VALUES (?, ?, ?, ?)", rows)
+
+    def _insert_staged(self, tbl: str, cols: list[str], values: list[list[Any]]
+                       ) -> list[int | None]:
+        """One batch into a PostgreSQL table in three statements, whatever its size: ids
+        handed out by the table's own identity, the rows COPied into a temporary twin of
+        the table, then one INSERT … SELECT that skips the rows the destination already
+        holds (ON CONFLICT DO NOTHING) and returns the ids it took. One statement also
+        means the change feed's trigger runs once per batch, not once per row. Returns
+        the new id of each row, or None where it conflicted."""
+        if not values:
+            return []
+        conn = self.dst.conn
+        stage = f"_migrate_stage_{tbl}"
+        # in this transaction: a rolled-back batch takes a table it created with it
+        conn.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {stage} (LIKE {tbl} "
+                     "INCLUDING DEFAULTS) ON COMMIT DELETE ROWS")
+        from psycopg.rows import tuple_row  # plain tuples: thousands of ids per batch
+
+        names = ", ".join(["id", *(_q(c) for c in cols)])
+        with self.dst.raw.cursor(row_factory=tuple_row) as cur:
+            ids = [r[0] for r in cur.execute(
+                "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
+                (tbl, len(values))).fetchall()]
+            with cur.copy(f"COPY {stage} ({names}) FROM STDIN") as copy:
+                for i, v in zip(ids, values, strict=True):
+                    copy.write_row((i, *v))
+            took = {r[0] for r in cur.execute(
+                f"INSERT INTO {tbl} ({names}) SELECT {names} FROM {stage} ORDER BY id "
+                "ON CONFLICT DO NOTHING RETURNING id").fetchall()}
+        return [i if i in took else None for i in ids]
 
     def _insert_many(self, sql: str, values: list[list[Any]]) -> list[int | None]:
         """One id (or None on a conflict) per row; on PostgreSQL in one pipeline, so a

@@ -37,6 +37,8 @@ loads = 0               # how many times the encoder was built (bench, tests)
 def estimate_tokens(text: str) -> int:
     if not text:
         return 0
+    if text.isascii():  # most text, and a C-speed check: no CJK to count
+        return (len(text) + 3) // 4
     cjk = len(_CJK.findall(text))
     return cjk + (len(text) - cjk + 3) // 4
 

@@ -394,14 +394,12 @@ class Ingestor:
             conn.execute("UPDATE sessions SET title = ? WHERE agent = ? AND machine = ? "
                          "AND session_id = ?", (title, adapter.agent, c.machine, default_sid))
         writers = {pk: SessionWriter(conn, pk) for pk in pks.values()}
-        added: dict[int, int] = {}
         for rec, rid, offset in batch.items:
-            pk = pks[rec.session_id or default_sid]
-            stored = writers[pk].store(rec, rid, file_id, offset)
-            if stored is not None and stored.new:
-                added[pk] = added.get(pk, 0) + 1
-        for w in writers.values():
-            w.flush()
+            writers[pks[rec.session_id or default_sid]].add(rec, rid, file_id, offset)
+        added: dict[int, int] = {}
+        for pk, w in writers.items():
+            if n := w.flush():
+                added[pk] = n
         return added
 
     def _report(self, path: Path, batch: Batch) -> None:

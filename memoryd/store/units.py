@@ -23,10 +23,26 @@ class Stored:
     new: bool
 
 
+UNIT_COLUMNS = ("session_pk", "record_id", "seq", "turn", "role", "kind", "content",
+                "tool_name", "tool_args", "related_id", "ts", "file_id", "offset", "parts",
+                "chars", "tokens")
+_COLS = ", ".join('"offset"' if c == "offset" else c for c in UNIT_COLUMNS)
+_INSERT = f"INSERT INTO units ({_COLS}) VALUES ({', '.join('?' * len(UNIT_COLUMNS))})"
+_COPY = f"COPY units ({_COLS}) FROM STDIN"
+
+
 class SessionWriter:
     """Stores units into one session inside the current transaction. The session's
     counters (next seq, turns, unit counts, time span) are kept here and written once by
-    `flush()`, and a new unit costs one INSERT: backfills write thousands per batch."""
+    `flush()`.
+
+    A backfill writes thousands of units per batch, so `add()` only queues a record and
+    `flush()` writes the queue in order: the record ids the session already holds are
+    read in one query per 500, and the new units go in as one `executemany` (SQLite) or
+    one `COPY` (PostgreSQL: one statement, so the change feed's statement trigger runs
+    once per batch instead of once per unit). A record whose id is stored, or queued
+    earlier in the same batch, is merged as `store()` merges it, after the units queued
+    before it are written. `store()` writes one record at once and returns its id."""
 
     def __init__(self, conn: sqlite3.Connection, pk: int) -> None:
         self.conn, self.pk = conn, pk
@@ -37,23 +53,15 @@ class SessionWriter:
         self.title: str | None = None  # a fallback title, when the session has none
         self.has_title = row[6] is not None
         self.dirty = False
+        self._queued: list[tuple[Record, str, int | None, int | None]] = []
 
-    def store(self, rec: Record, record_id: str, file_id: int | None,
-              offset: int | None) -> Stored | None:
-        """Insert or merge one record. Returns None when nothing changed."""
+    def _row(self, rec: Record, record_id: str, file_id: int | None,
+             offset: int | None) -> tuple[Any, ...]:
+        """The new unit's row, and the session's counters moved past it."""
         user_turn = int(rec.role == "user" and rec.kind == "message")
-        cur = self.conn.execute(
-            "INSERT INTO units (session_pk, record_id, seq, turn, role, kind, content, "
-            'tool_name, tool_args, related_id, ts, file_id, "offset", parts, chars, tokens) '
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (session_pk, record_id) DO NOTHING RETURNING id",
-            (self.pk, record_id, self.next_seq, self.turns + user_turn, rec.role, rec.kind,
-             rec.content, rec.tool_name, rec.tool_args, rec.related_id, rec.ts, file_id,
-             offset, rec.part_id, len(rec.content), estimate_tokens(rec.content)))
-        row = cur.fetchone()
-        if row is None:
-            return _merge(self.conn, self.pk, rec, record_id)
-        uid = int(row[0])
+        row = (self.pk, record_id, self.next_seq, self.turns + user_turn, rec.role, rec.kind,
+               rec.content, rec.tool_name, rec.tool_args, rec.related_id, rec.ts, file_id,
+               offset, rec.part_id, len(rec.content), estimate_tokens(rec.content))
         self.next_seq += 1
         self.turns += user_turn
         self.units += 1
@@ -64,9 +72,43 @@ class SessionWriter:
             self.first_ts = rec.ts if self.first_ts is None else min(self.first_ts, rec.ts)
             self.last_ts = rec.ts if self.last_ts is None else max(self.last_ts, rec.ts)
         self.dirty = True
-        return Stored(uid, True)
+        return row
 
-    def flush(self) -> None:
+    def store(self, rec: Record, record_id: str, file_id: int | None,
+              offset: int | None) -> Stored | None:
+        """Insert or merge one record now. Returns None when nothing changed."""
+        self._write_queued()
+        if self._held({record_id}):
+            return _merge(self.conn, self.pk, rec, record_id)
+        row = self._row(rec, record_id, file_id, offset)
+        return Stored(int(self.conn.execute(_INSERT + " RETURNING id", row).fetchone()[0]),
+                      True)
+
+    def add(self, rec: Record, record_id: str, file_id: int | None,
+            offset: int | None) -> None:
+        """Queue one record for `flush()`."""
+        self._queued.append((rec, record_id, file_id, offset))
+
+    def flush(self) -> int:
+        """Write the queued records (new units and merges, in order) and the session's
+        counters. Returns the number of new units."""
+        queued, self._queued = self._queued, []
+        new = 0
+        if queued:
+            held = self._held({rid for _, rid, _, _ in queued})
+            rows: list[tuple[Any, ...]] = []
+            for rec, rid, file_id, offset in queued:
+                if rid in held:
+                    if rows:  # a merge reads the unit: the ones queued before it go first
+                        self._insert(rows)
+                        rows = []
+                    _merge(self.conn, self.pk, rec, rid)
+                    continue
+                held.add(rid)
+                rows.append(self._row(rec, rid, file_id, offset))
+                new += 1
+            if rows:
+                self._insert(rows)
         if self.dirty:
             self.conn.execute(
                 "UPDATE sessions SET next_seq = ?, turns = ?, units = ?, user_units = ?, "
@@ -74,6 +116,29 @@ class SessionWriter:
                 (self.next_seq, self.turns, self.units, self.user_units, self.first_ts,
                  self.last_ts, self.title, self.pk))
             self.dirty = False
+        return new
+
+    def _write_queued(self) -> None:
+        if self._queued:
+            self.flush()
+
+    def _held(self, rids: set[str]) -> set[str]:
+        """Which of `rids` the session already holds."""
+        held: set[str] = set()
+        for chunk in _chunks(sorted(rids)):
+            held.update(r[0] for r in self.conn.execute(
+                f"SELECT record_id FROM units WHERE session_pk = ? AND record_id IN "
+                f"({_marks(len(chunk))})", (self.pk, *chunk)))
+        return held
+
+    def _insert(self, rows: list[tuple[Any, ...]]) -> None:
+        if getattr(self.conn, "engine", "sqlite") == "postgresql":
+            raw = self.conn.raw  # type: ignore[attr-defined]
+            with raw.cursor() as cur, cur.copy(_COPY) as copy:
+                for row in rows:
+                    copy.write_row(row)
+        else:
+            self.conn.executemany(_INSERT, rows)
 
 
 def fallback_title(text: str, limit: int = 80) -> str:

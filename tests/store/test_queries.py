@@ -284,3 +284,48 @@ async def test_archive_and_restore(store):
     again = await store.write(lambda c: archive.restore_units(c, pk, rows))
     assert (back, again) == (4, 0)
     assert await store.read(units.count_units) == 4
+
+
+async def test_a_queued_batch_writes_new_units_at_once_and_merges_in_order(store):
+    """SessionWriter.add/flush (the ingestor's batch path: executemany on SQLite, COPY on
+    PostgreSQL) keeps store()'s semantics record by record: a replayed id is a no-op, an
+    append piece queued after its unit in the same batch is merged into it, a replace
+    rewrites, and seq/turns/counters come out as one at a time would make them."""
+
+    def first(c):
+        pk = sessions.session_pk(c, "codex", "b1", project="/p")
+        units.store_record(c, pk, Record("user", "stored before", ts=10.0), "old", None, 0)
+        return pk
+
+    pk = await store.write(first)
+
+    def batch(c):
+        w = units.SessionWriter(c, pk)
+        w.add(Record("user", "stored before", ts=10.0), "old", None, 0)  # a replay
+        w.add(Record("assistant", "part one", ts=11.0, merge="append", part_id="p1"),
+              "msg", None, 5)
+        w.add(Record("user", "a question 记忆", ts=12.0), "q", None, 9)
+        w.add(Record("assistant", "part two", ts=13.0, merge="append", part_id="p2"),
+              "msg", None, 14)
+        w.add(Record("assistant", "part two", ts=13.0, merge="append", part_id="p2"),
+              "msg", None, 14)  # the same piece again
+        w.add(Record("user", "rewritten", ts=9.0, merge="replace"), "old", None, 0)
+        return w.flush()
+
+    assert await store.write(batch) == 2
+
+    def read(c):
+        rows = [tuple(r) for r in c.execute(
+            "SELECT record_id, seq, turn, content, parts FROM units WHERE session_pk = ? "
+            "ORDER BY seq", (pk,))]
+        s = c.execute("SELECT units, user_units, next_seq, turns, first_ts, last_ts FROM "
+                      "sessions WHERE id = ?", (pk,)).fetchone()
+        pending = c.execute("SELECT count(*) FROM index_pending").fetchone()[0]
+        return rows, tuple(s), pending
+
+    rows, s, pending = await store.read(read)
+    assert rows == [("old", 1, 1, "rewritten", None),
+                    ("msg", 2, 1, "part one\n\npart two", "p1\np2"),
+                    ("q", 3, 2, "a question 记忆", None)]
+    assert s == (3, 2, 4, 2, 10.0, 12.0)
+    assert pending == 2  # the merged unit and the rewritten one go back to the index

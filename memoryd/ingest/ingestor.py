@@ -85,6 +85,9 @@ class Seen:
     inode: int
     offset: int
     transcript: bool
+    # complete lines were left past `offset` (a read that stopped at its batch size, and
+    # whose next batch may have failed): unread even though the file has not changed
+    more: bool = False
 
     def changed(self, st: os.stat_result) -> bool:
         return (st.st_size, st.st_mtime_ns, st.st_ino) != (self.size, self.mtime_ns, self.inode)
@@ -106,14 +109,16 @@ class Ingestor:
         for c in await self.store.read(lambda c: live_cursors(c, self.store.machine)):
             self._remember(c)
 
-    def _remember(self, c: Cursor) -> None:
+    def _remember(self, c: Cursor, *, more: bool = False) -> None:
         self.seen[c.path] = Seen(c.size, c.mtime_ns or 0, c.inode or 0, c.offset,
-                                 c.agent is not None)
+                                 c.agent is not None, more)
 
     def unread_bytes(self, queued: Iterable[Path] = ()) -> int:
         """Bytes of complete lines not yet read, over every known file and the `queued`
         ones never read yet (stats them: call from a worker thread). A file unchanged
-        since its last read has none: what is left past its cursor is a partial line."""
+        since its last read that read to its end has none: what is left past its cursor is a
+        partial line. One whose read stopped between batches (the next batch still to come,
+        or failed: the disk full) has what lies past its cursor."""
         total = 0
         for key in self.failures.failing:
             if key not in self.seen:
@@ -131,7 +136,7 @@ class Ingestor:
                 st = os.stat(path)
             except OSError:
                 continue
-            if seen.changed(st):
+            if seen.changed(st) or seen.more:
                 total += max(0, st.st_size - (seen.offset if st.st_ino == seen.inode else 0))
         return total
 
@@ -162,7 +167,7 @@ class Ingestor:
                 if added:
                     self._publish(IngestEvent(str(path), adapter.agent, added))
                 cursor = batch.cursor
-                self._remember(cursor)
+                self._remember(cursor, more=not batch.done)
                 if batch.done:
                     break
             self.stats.units += new

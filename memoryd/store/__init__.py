@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from memoryd.errors import StoreError
 from memoryd.index import SearchIndex
+from memoryd.store.counters import fold_pg
 from memoryd.store.db import DBThread, SqliteRunner, connect
 from memoryd.store.migrations import migrate
 from memoryd.store_target import StoreTarget
@@ -104,6 +105,7 @@ class Store:
         conn = pg.connect(target, autocommit=True, configure=False)
         try:
             pg_migrations.migrate(conn.raw, target.schema)
+            fold_pg(conn)  # counter rows of connections that are gone (store.counters)
         except Exception as e:
             if isinstance(e, StoreError):
                 raise

@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from memoryd.store.counters import read_counters
+
 
 @dataclass
 class Cursor:
@@ -93,9 +95,6 @@ def files_with_bad_lines(conn: sqlite3.Connection, limit: int = 20) -> list[dict
 
 
 def file_stats(conn: sqlite3.Connection) -> dict[str, int]:
-    row = conn.execute(
-        "SELECT count(*) FILTER (WHERE agent IS NOT NULL AND gone = 0),"
-        " count(*) FILTER (WHERE agent IS NULL AND gone = 0),"
-        " coalesce(sum(bad_lines), 0) FROM files"
-    ).fetchone()
-    return {"files": row[0], "ignored_files": row[1], "bad_lines": row[2]}
+    """Transcripts, ignored files and bad lines, from the counters the triggers keep (m008)."""
+    c = read_counters(conn)
+    return {k: c.get(k, 0) for k in ("files", "ignored_files", "bad_lines")}

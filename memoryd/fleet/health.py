@@ -62,6 +62,9 @@ class Health:
         self.failures = 0          # consecutive failed attempts
         self._down_at = 0.0        # monotonic, for the outage's length
         self._next_try = 0.0       # monotonic: no attempt before this while down
+        # outages so far: a connection made before the latest one is stale, and its
+        # error on first use after the recovery is not news (see `stale`)
+        self.outages = 0
 
     def ok(self) -> None:
         """A round trip worked: reachable again (logged once if it had gone away)."""
@@ -88,6 +91,7 @@ class Health:
                 self.reachable = False
                 self.unreachable_since = self._now()
                 self._down_at = self._clock()
+                self.outages += 1
             self.failures += 1
             self.last_error = message
             delay = self._delay_locked()
@@ -99,6 +103,13 @@ class Health:
             self._log.debug("%s still unreachable (attempt %d, next in %.2f s): %s",
                             self.what, self.failures, delay, message)
         return delay
+
+    def stale(self, born: int) -> bool:
+        """Was a connection made at outage count `born` made before the latest outage?
+        Such a connection's error once the database is back is the old outage's echo:
+        the caller drops it and connects again without reporting a new outage."""
+        with self._lock:
+            return born < self.outages and self.reachable
 
     def due(self) -> bool:
         """May a round trip be tried now? Always while reachable; while down, once the

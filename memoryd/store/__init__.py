@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from memoryd.errors import StoreError
 from memoryd.fleet.health import Health, scrub
+from memoryd.fleet.offline import RecentHits
 from memoryd.index import SearchIndex
 from memoryd.store.counters import fold_pg
 from memoryd.store.db import DBThread, SqliteRunner, connect
@@ -49,6 +50,8 @@ class Store:
         # whether the truth is reachable (fleet mode: the shared database may go away;
         # an SQLite file is always reachable, so this stays up)
         self.health = health or store_health(self.target)
+        # the hits served last, to answer from while the truth is unreachable
+        self.recent = RecentHits()
         self._writer = writer
         self._readers = tuple(readers)
         self._reader = readers[0]
@@ -141,7 +144,7 @@ class Store:
             # the local index follows the namespace's change feed (every machine's writes)
             index = FleetIndex(index_dir or path.parent / "index", path,
                                connect=lambda: pg.connect(target, autocommit=True),
-                               target=target)
+                               target=target, health=health)  # one health per store
             index.open(lambda upto: writer.call(lambda c: c.execute(
                 "DELETE FROM index_pending WHERE id <= ?", (upto,))))
         except BaseException as e:

@@ -182,8 +182,9 @@ def connect(target: StoreTarget, *, autocommit: bool = False,
     try:
         raw = psycopg.connect(url, autocommit=True, **kwargs)
     except psycopg.Error as e:
-        raise StoreError(f"cannot connect to {target.masked()}: "
-                         f"{target.scrub(str(e)).strip()}") from None
+        kind = StoreUnavailableError if unreachable(e) else StoreError
+        raise kind(f"cannot connect to {target.masked()}: "
+                   f"{target.scrub(str(e)).strip()}") from None
     if configure:
         _configure(raw, target.schema)
     raw.autocommit = autocommit
@@ -234,6 +235,10 @@ class PgPools:
         pass
 
 
+class _Stale(Exception):
+    """A connection from before the last outage was found dropped (retried at once)."""
+
+
 class PgRunner:
     """Runs `fn(conn)` in one transaction on this thread's connection (committed when
     `fn` returns, rolled back when it raises). A connection lost to the server going
@@ -244,6 +249,7 @@ class PgRunner:
         self.write = write
         self.health = health
         self.raw: Any = None
+        self.born = 0  # health.outages when the connection was made
 
     def connect(self) -> Any:
         if self.raw is not None and not self.raw.closed:
@@ -265,16 +271,26 @@ class PgRunner:
                 raise
             raise StoreError(f"cannot connect to {self.target.masked()}: "
                              f"{self.target.scrub(str(e)).strip()}") from None
-        self.raw = raw
+        self.raw, self.born = raw, self.health.outages
         return raw
 
     def run(self, fn: Callable[[Any], T]) -> T:
         if not self.health.due():
             raise StoreUnavailableError(self._down())
+        try:
+            return self._run(fn)
+        except _Stale:
+            # this thread's connection was made before the last outage and the server
+            # dropped it then: connect again and run once more (it did not commit)
+            return self._run(fn)
+
+    def _run(self, fn: Callable[[Any], T]) -> T:
         raw = None
+        committing = False
         try:
             raw = self.connect()
             result = fn(PgConn(raw))
+            committing = True
             raw.commit()
         except BaseException as e:
             lost = unreachable(e) or (raw is not None and raw.broken)
@@ -287,17 +303,17 @@ class PgRunner:
                 if _answered(e):
                     self.health.ok()  # the server answered, with an SQL error
                 raise
+            stale = raw is not None and self.health.stale(self.born)
             self._drop()
+            if stale and not committing:
+                raise _Stale from None
             self.health.failed(e)
             raise StoreUnavailableError(self._down()) from None
         self.health.ok()
         return result
 
     def _down(self) -> str:
-        st = self.health.status()
-        return (f"the store at {self.target.masked()} is unreachable since "
-                f"{st['unreachable_since']} ({st['last_error']}); retrying with backoff, "
-                "nothing read from the transcripts is lost")
+        return down_message(self.target, self.health)
 
     def _drop(self) -> None:
         raw, self.raw = self.raw, None
@@ -309,6 +325,13 @@ class PgRunner:
 
     def close(self) -> None:
         self._drop()
+
+
+def down_message(target: StoreTarget, health: Health) -> str:
+    st = health.status()
+    return (f"the store at {target.masked()} is unreachable since "
+            f"{st['unreachable_since']} ({st['last_error']}); retrying with backoff, "
+            "nothing read from the transcripts is lost")
 
 
 def _answered(e: Exception) -> bool:

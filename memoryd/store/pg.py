@@ -277,6 +277,10 @@ class PgRunner:
     def run(self, fn: Callable[[Any], T]) -> T:
         if not self.health.due():
             raise StoreUnavailableError(self._down())
+        if not self.health.reachable and self.born < self.health.outages:
+            # while down, only a new connection says the server is back: one made
+            # before the outage may have outlived a shutdown's first moments
+            self._drop()
         try:
             return self._run(fn)
         except _Stale:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoryd.ingest.adapters.base import Record
-from memoryd.tokens import estimate_tokens
 from memoryd.store.counters import counter
+from memoryd.tokens import estimate_tokens
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,7 +66,7 @@ def offline_hits(index: Any, recent: RecentHits, query: str, *, k: int, mode: st
                        count=True)
     if got is None:  # the index is rebuilding: nothing to rank with
         return 0, []
-    total, cands = got
+    total, cands = got[0], got[1]  # (matches, candidates[, whether matches is estimated])
     out = []
     for c in cands:
         h = recent.get(int(c["unit_id"]))

@@ -25,15 +25,21 @@ Measured today:
   phase (its processes' utime + stime from /proc): the share of one core the database
   used shows whether it was the bottleneck.
 
-Not measured here: backfill PG vs SQLite for one daemon (bench/pg_backfill.py), the
-database stopped 60 s during live appends (the outage work). `--part` names them so
-the script refuses clearly rather than printing a made-up figure.
+- `outage`: two daemons (two homes, two transcript roots, two machine names, one
+  namespace) appending live lines every 20 ms each; the server is stopped for `--down`
+  seconds (60) and started again. Prints the lines written, lost and duplicated per
+  machine (counted by content in the database), the catch-up time from the restart to
+  both daemons `caught_up`, and each daemon's log lines about the store (one down, one up
+  is the goal) and tracebacks.
+
+Not measured here: backfill PG vs SQLite for one daemon (bench/pg_backfill.py).
 
     .venv/bin/python bench/fleet.py --units 100000        # about 2 min on a quiet machine
     .venv/bin/python bench/fleet.py --units 1000000       # the issue's 1M units
     .venv/bin/python bench/fleet.py --part follow [--appends 200]
     .venv/bin/python bench/fleet.py --part search [--lines 20000 --queries 150]
     .venv/bin/python bench/fleet.py --part backfill [--files 20 --file-lines 250 --daemons 4]
+    .venv/bin/python bench/fleet.py --part outage [--down 60]
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -374,6 +381,98 @@ def search(lines: int, queries: int) -> None:
         server.destroy()
 
 
+def _appender(path: Path, machine: str, stop: threading.Event, written: list[str]) -> None:
+    i = 0
+    while not stop.is_set():
+        text = f"{machine} live line {i} 中文"
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"role": "user" if i % 2 == 0 else "assistant",
+                                "content": text, "id": f"{machine}-{i}"},
+                               ensure_ascii=False) + "\n")
+        written.append(text)
+        i += 1
+        time.sleep(0.02)
+
+
+def outage(down_s: float) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    from harness import Memoryd, short_dir
+
+    server = PgServer(find_bindir())
+    server.init()
+    server.start()
+    machines = ("laptop", "server")
+    try:
+        url = server.url(server.create_database())
+        with tempfile.TemporaryDirectory() as tmp, short_dir() as d:
+            daemons, written, threads = {}, {m: [] for m in machines}, []
+            stop = threading.Event()
+            for m in machines:
+                src = Path(tmp) / m / "src"
+                src.mkdir(parents=True)
+                daemons[m] = Memoryd(Path(tmp) / m / "home", src, d / f"{m}.sock",
+                                     log_level="INFO", env={
+                                         "MEMORYD_STORE__URL": url, "MEMORYD_STORE__MACHINE": m,
+                                         "MEMORYD_STORE__NAMESPACE": "bench",
+                                         "MEMORYD_AUTO_SUMMARY": "0"})
+            try:
+                for md in daemons.values():
+                    md.wait_ready(300)
+                    md.wait_caught_up(300)
+                for m in machines:
+                    t = threading.Thread(target=_appender, args=(
+                        daemons[m].src / "live.jsonl", m, stop, written[m]))
+                    t.start()
+                    threads.append(t)
+                time.sleep(5)
+                server.stop("fast")
+                t_down = time.monotonic()
+                seen_down = {m: False for m in machines}
+                while time.monotonic() - t_down < down_s:
+                    for m, md in daemons.items():
+                        st = md.status()  # the daemon answers while the database is away
+                        if st and st["store"].get("reachable") is False:
+                            seen_down[m] = True
+                    time.sleep(1)
+                server.start()
+                t_up = time.monotonic()
+                time.sleep(5)
+                stop.set()
+                for t in threads:
+                    t.join()
+                for md in daemons.values():
+                    md.wait_caught_up(900)
+                catch_up = time.monotonic() - t_up
+            finally:
+                stop.set()
+                for md in daemons.values():
+                    md.stop()
+            import psycopg
+
+            with psycopg.connect(url) as conn:
+                rows = conn.execute(
+                    "SELECT s.machine, u.content FROM memoryd_bench.units u "
+                    "JOIN memoryd_bench.sessions s ON s.id = u.session_pk").fetchall()
+            print(f"cores: {os.cpu_count()}, load average: "
+                  f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+            print(f"database stopped {down_s:.0f} s during live appends on two machines")
+            for m in machines:
+                stored = [c for mm, c in rows if mm == m]
+                lost = len(set(written[m]) - set(stored))
+                dup = len(stored) - len(set(stored))
+                log = daemons[m].log_path.read_text(errors="replace")
+                downs = log.count("store unreachable:")
+                ups = log.count("store reachable again")
+                print(f"{m}: {len(written[m])} lines written, {lost} lost, {dup} duplicated; "
+                      f"status said unreachable: {seen_down[m]}; log: {downs} down, {ups} up, "
+                      f"{log.count('Traceback')} tracebacks, password shown: "
+                      f"{server.password in log}")
+            print(f"catch-up from the restart to both caught_up: {catch_up:.1f} s "
+                  f"(appends went on 5 s after the restart)")
+    finally:
+        server.destroy()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--part", choices=PARTS, default="migrate")
@@ -385,7 +484,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", type=int, default=20, help="backfill: corpus files")
     ap.add_argument("--file-lines", type=int, default=250, help="backfill: lines per file")
     ap.add_argument("--daemons", type=int, default=4, help="backfill: daemons at once")
+    ap.add_argument("--down", type=float, default=60.0, help="outage: seconds stopped")
     args = ap.parse_args(argv)
+    if args.part == "outage":
+        outage(args.down)
+        return 0
     if args.part == "follow":
         follow(args.appends, args.poll_ms)
         return 0
@@ -393,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         search(args.lines, args.queries)
         return 0
     if args.part not in MEASURED:
-        print(f"{args.part}: not measured here (the outage work)", file=sys.stderr)
+        print(f"{args.part}: not measured here (bench/pg_backfill.py)", file=sys.stderr)
         return 2
     if args.part == "backfill":
         backfill(args.files, args.file_lines, args.daemons)

@@ -50,6 +50,9 @@ class SearchResponse(BaseModel):
     shown: int
     message: str
     results: list[SearchResult]
+    # fleet mode, the shared database unreachable: answered from this machine's index
+    stale: bool = False
+    store: str = Field("ok", description="`ok`, or `unreachable` (the answer is stale)")
 
 
 class SessionsQuery(_Request):

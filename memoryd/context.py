@@ -22,6 +22,8 @@ from typing import Any
 from memoryd.api import ContextRequest
 from memoryd.background import QUERIES
 from memoryd.idle_release import RELEASE
+from memoryd.errors import StoreUnavailableError
+from memoryd.fleet.offline import offline_hits, stale_note
 from memoryd.memory import Entry, MemoryFile, newest_first
 from memoryd.memory import search as search_entries
 from memoryd.retrieval import Hit, plan_query, retrieve_sync
@@ -150,10 +152,18 @@ class ContextBuilder:
         root = await asyncio.to_thread(git_root, req.cwd) if req.cwd else None
         query = (req.query or "").strip()
 
+        stale = False
+
         async def from_store() -> tuple[dict[str, Any] | None, Section]:
-            session = (await self.store.read(lambda c: _session(c, req.session_id, req.agent))
-                       if req.session_id else None)
-            return session, await self._recalled(req, query, root, session, include)
+            nonlocal stale
+            try:
+                session = (await self.store.read(
+                    lambda c: _session(c, req.session_id, req.agent))
+                    if req.session_id else None)
+                return session, await self._recalled(req, query, root, session, include)
+            except StoreUnavailableError:  # fleet mode, the database away: MEMORY.md and
+                stale = True  # the notes are local files; recall ranks on the local index
+                return None, await self._recalled_offline(req, query, root, include)
 
         # the store, MEMORY.md and the daily notes are read at the same time: under load
         # each hop to a thread waits its turn, and one after the other they added up
@@ -166,7 +176,23 @@ class ContextBuilder:
             "daily": daily,
         }
         # fitting runs the tokenizer many times (and loads it the first time): off the loop
-        return await asyncio.to_thread(self._assemble, req, sections, root)
+        pack = await asyncio.to_thread(self._assemble, req, sections, root)
+        if stale:
+            pack["stale"], pack["store"] = True, "unreachable"
+        return pack
+
+    async def _recalled_offline(self, req: ContextRequest, query: str, root: str | None,
+                                include: set[str]) -> Section:
+        s = Section("recalled", "Recalled from past sessions")
+        if "recalled" not in include or not query:
+            s.reason = "not included" if "recalled" not in include else "no query given"
+            return s
+        total, hits = await asyncio.to_thread(offline_hits, self.store.index, self.store.recent,
+                                              query, k=req.max_recalled)
+        for h in hits:
+            s.items.append(_hit_item(h, root))
+        s.reason = stale_note(self.store.health.status(), total, len(hits))
+        return s
 
     # -- gathering ------------------------------------------------------------------------
 
@@ -244,6 +270,7 @@ class ContextBuilder:
             return plan_query(query).match, hits
 
         match, hits = await self.store.read(recall)
+        self.store.recent.remember(hits)
         for h in hits:
             s.items.append(_hit_item(h, root))
         if not s.items:

@@ -26,7 +26,7 @@ from memoryd.consolidate.retention import Retention
 from memoryd.consolidate.service import Consolidator
 from memoryd.context import ContextBuilder
 from memoryd.db_guard import watch_identity
-from memoryd.errors import AlreadyRunningError, BadRequestError
+from memoryd.errors import AlreadyRunningError, BadRequestError, StoreUnavailableError
 from memoryd.events import EventBus
 from memoryd.forgetting import Forgetting
 from memoryd.ingest.ingestor import IngestEvent, Ingestor
@@ -98,6 +98,7 @@ class Daemon:
         self.backfill_done = False
         self.backfill = BackfillProgress()
         self._baseline: dict[str, int] = {}
+        self._last_store_status: tuple[Any, ...] | None = None  # for a store gone away
         self._stack = contextlib.AsyncExitStack()
         self._stop_requested = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
@@ -171,6 +172,7 @@ class Daemon:
             self._spawn(self._backfill(), "backfill")
             self._spawn(self.watcher.run(self._stop_requested), "watcher")
             self._spawn(self._reconcile_loop(), "reconcile")
+            self._spawn(self._retry_parked(), "retry-parked")
             if target.kind == "sqlite":
                 self._spawn(watch_identity(self.paths.db, self._db_gone), "db-guard")
             await self.summaries.start()  # triggers last: the exit stack stops them first
@@ -285,6 +287,8 @@ class Daemon:
     async def _forgotten(self, agent: str, session_id: str) -> dict[str, Any]:
         """After `sessions forget`: its archived units and memory provenance go too."""
         assert self.consolidator is not None and self.retention is not None
+        assert self.store is not None
+        self.store.recent.forget()  # nothing forgotten is answered while the store is away
         archived = await self.retention.forget(agent, session_id)
         return {"archived_units_deleted": archived, **await self.consolidator.on_forget()}
 
@@ -397,14 +401,30 @@ class Daemon:
             try:
                 self._sources = configured_sources(self.settings, self.environ)
                 await self.watcher.reconcile()
+            except StoreUnavailableError:
+                pass  # logged once by the store's health; parked files are retried below
             except Exception:
                 log.exception("reconciliation failed")
+
+    async def _retry_parked(self) -> None:
+        """Files not read while the shared database was away are queued again whenever
+        the store's backoff allows an attempt: the first that works catches them all up
+        (their cursors never moved, so nothing is read twice or skipped)."""
+        assert self.store is not None and self.ingestor is not None
+        assert self.queue is not None
+        while True:
+            await asyncio.sleep(min(2.0, max(0.25, self.store.health.delay())))
+            if self.ingestor.parked and self.store.health.due():
+                for path in list(self.ingestor.parked.values()):
+                    self.queue.submit(path)
 
     async def _watchdog(self, period: float) -> None:
         """Tell systemd we are alive while the loop and the store both answer."""
         assert self.store is not None
         while True:
-            await self.store.read(lambda c: c.execute("SELECT 1").fetchone())
+            with contextlib.suppress(StoreUnavailableError):  # a shared database that is
+                # away is not a hung daemon: it answers from its index and catches up
+                await self.store.read(lambda c: c.execute("SELECT 1").fetchone())
             _sdnotify.notify("WATCHDOG=1")
             await asyncio.sleep(period)
 
@@ -424,13 +444,24 @@ class Daemon:
         depth = self.queue.depth()
         unread = await asyncio.to_thread(self.ingestor.unread_bytes, self.queue.queued())
         depth = max(depth, self.queue.depth())
-        index = await self.store.read(self.store.index.status)
         if not backfill_done:
             self._update_backfill(unread)
-        c = await self.store.read(counts)
-        machines = await self._machines()
+        # the shared database may be away (fleet mode): then status answers with the
+        # counts last read, says since when the store is unreachable, and is not caught up
+        try:
+            index = await self.store.read(self.store.index.status)
+            c = await self.store.read(counts)
+            machines = await self._machines()
+            extra = await self.summaries.status() if self.summaries else {}
+            self._last_store_status = (index, dict(c), extra, machines)
+        except StoreUnavailableError:
+            index, c, extra, machines = self._last_store_status or (
+                {"caught_up": False}, {"files": 0, "ignored_files": 0, "bad_lines": 0,
+                                       "sessions": 0, "units": 0, "bad_files": []}, {}, None)
+            index, c = {**index, "caught_up": False}, dict(c)
+        health = self.store.health.status()
         st = self.ingestor.stats
-        failures = self.ingestor.failures.report(c.pop("bad_files"))
+        failures = self.ingestor.failures.report(c.pop("bad_files", []))
         failing = bool(self.ingestor.failures.blocking())
         s = self.settings
         return {
@@ -445,14 +476,17 @@ class Daemon:
                       "namespace": self.store.target.namespace,
                       "machine": self.store.target.machine,
                       "path": str(self.store.path) if self.store.kind == "sqlite" else None,
-                      "machines": machines},
+                      "machines": machines,
+                      # reachable, unreachable_since, last_error (password-free), failures
+                      **health, "stale": not health["reachable"]},
             **c,
             "unread_bytes": unread,
             "queue_depth": depth,
             "backfill_done": backfill_done,
             # never true while a file is failing or the index is behind: scripts wait on it
             "caught_up": (backfill_done and depth == 0 and unread == 0 and not failing
-                          and index["caught_up"]),
+                          and index["caught_up"] and health["reachable"]
+                          and not self.ingestor.parked),
             "index": index,
             "backfill": self.backfill.snapshot(),
             "ingest_lag_ms": None if st.last_lag_ms is None else round(st.last_lag_ms, 1),
@@ -462,7 +496,7 @@ class Daemon:
             "queries": self.limiter.as_dict(),  # search/context: running, waiting, 503s
             "watcher": {"batches": self.watcher.batches if self.watcher else 0,
                         "errors": self.watcher.errors if self.watcher else 0},
-            **(await self.summaries.status() if self.summaries else {}),
+            **extra,
             "consolidation": {
                 "enabled": s.summary.enabled and s.consolidate.enabled,
                 "last_run": self.consolidator.last_run if self.consolidator else None,

@@ -22,6 +22,16 @@ class StoreError(MemorydError):
     code = "store"
 
 
+class StoreUnavailableError(StoreError):
+    """The shared database cannot be reached right now (fleet mode): nothing was
+    written; the transcripts on disk keep what was not read, and memoryd retries with
+    backoff (`memoryd.fleet.health`). Logged once per outage, not per request."""
+
+    status = 503
+    code = "store_unreachable"
+    quiet = True
+
+
 class BadRequestError(MemorydError):
     status = 400
     code = "bad_request"

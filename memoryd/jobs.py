@@ -24,6 +24,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from memoryd.errors import StoreUnavailableError
 from memoryd.store import Store
 from memoryd.store.jobs import (
     JobRow,
@@ -178,6 +179,9 @@ class JobQueue:
             try:
                 job = await self.store.write(lambda c: claim_job(
                     c, self.clock(), floor, machine=self.machine, lease_s=self.lease_s))
+            except StoreUnavailableError:  # logged once by the store's health
+                await asyncio.sleep(max(1.0, self.store.health.delay()))
+                continue
             except Exception:
                 log.exception("job queue: cannot claim a job")
                 job = None
@@ -187,6 +191,11 @@ class JobQueue:
                 continue
             try:
                 await self._run(job)
+            except StoreUnavailableError:  # the database went away under the job: its
+                # lease runs out and it is claimed again once the store is back
+                log.info("job queue: job %s %s left for later: the store is unreachable",
+                         job.kind, job.target)
+                await asyncio.sleep(max(1.0, self.store.health.delay()))
             except Exception:  # the store failed under us: the job is resumed at next start
                 log.exception("job queue: job %s %s could not be settled", job.kind, job.target)
                 await asyncio.sleep(1.0)
@@ -201,6 +210,9 @@ class JobQueue:
         self._last_prune = now
         try:
             n = await self.store.write(lambda c: prune_jobs(c, now - KEEP_FINISHED_S))
+        except StoreUnavailableError:
+            self._last_prune = 0.0  # the next idle look tries again
+            return
         except Exception:
             log.exception("job queue: pruning finished jobs failed")
             return
@@ -262,6 +274,8 @@ class JobQueue:
                     log.warning("job %s %s: lease lost (taken over or settled)", job.kind,
                                 job.target)
                     return
+            except StoreUnavailableError:  # logged once by the store's health
+                continue
             except Exception as e:  # the store is away: the next renewal tries again
                 log.warning("job %s %s: cannot renew its lease: %s", job.kind, job.target,
                             type(e).__name__)

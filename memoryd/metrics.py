@@ -43,6 +43,11 @@ class Metrics:
                                "to the store and not yet in this machine's index", registry=r)
         self.index_lag_s = Gauge("memoryd_index_lag_seconds", "Fleet mode: how long this "
                                  "machine's index has had changes to apply", registry=r)
+        self.store_up = Gauge("memoryd_store_up", "1 while the store (the shared database "
+                              "in fleet mode) is reachable", registry=r)
+        self.store_down_s = Gauge("memoryd_store_unreachable_seconds",
+                                  "How long the store has been unreachable (0 while up)",
+                                  registry=r)
 
     def observe(self, status: dict[str, Any]) -> None:
         self.units.set(status["units"])
@@ -63,6 +68,8 @@ class Metrics:
             self.store.clear()
             self.store.labels(st["kind"], st.get("path") or st["url"], st["namespace"],
                               st["machine"]).set(1)
+            self.store_up.set(0 if st.get("reachable") is False else 1)
+            self.store_down_s.set(st.get("down_s") or 0)
         if st and st.get("machines") is not None:
             self.machine_ingest.clear()
             for m in st["machines"]:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from memoryd.api import SearchRequest, SearchResponse, SearchResult
 from memoryd.background import QUERIES
 from memoryd.idle_release import RELEASE
+from memoryd.errors import StoreUnavailableError
+from memoryd.fleet.offline import offline_hits, stale_note
 from memoryd.index.text import snippet
-from memoryd.retrieval import retrieve_sync
+from memoryd.retrieval import Hit, plan_query, retrieve_sync
 from memoryd.store import Store
 
 
@@ -17,22 +21,17 @@ async def search(store: Store, req: SearchRequest) -> SearchResponse:
 
 
 async def _search(store: Store, req: SearchRequest) -> SearchResponse:
-    r = await store.read(lambda c: retrieve_sync(
-        c, store.index, req.query, k=req.max_results, mode=req.mode, agent=req.agent,
-        project=req.project, session_id=req.session_id, count=True))
+    try:
+        r = await store.read(lambda c: retrieve_sync(
+            c, store.index, req.query, k=req.max_results, mode=req.mode, agent=req.agent,
+            project=req.project, session_id=req.session_id, count=True))
+    except StoreUnavailableError:  # fleet mode, the database away: the local index
+        return await _stale(store, req)
     if r.plan.match is None:
         return SearchResponse(total=0, shown=0, message="no searchable words in the query",
                               results=[])
-    terms = r.plan.terms
-    results = [
-        SearchResult(
-            unit_id=h.unit_id, record_id=h.record_id, agent=h.agent,
-            session_id=h.session_id, project=h.project, role=h.role, kind=h.kind,
-            ts=h.ts, turn=h.turn, snippet=snippet(h.content, h.matched or terms),
-            one_liner=h.one_liner, tool_name=h.tool_name,
-            score=round(h.score, 4), path=h.path, offset=h.offset, why=h.why())
-        for h in r.hits
-    ]
+    store.recent.remember(r.hits)
+    results = _results(r.hits, r.plan.terms)
     message = _message(r.total, len(results), sum(len(h.duplicates) for h in r.hits),
                        req.max_results)
     if r.estimated:
@@ -41,6 +40,28 @@ async def _search(store: Store, req: SearchRequest) -> SearchResponse:
         message += " (index: rebuilding; searched the most recent units only)"
     return SearchResponse(total=r.total, shown=len(results), message=message,
                           results=results)
+
+
+async def _stale(store: Store, req: SearchRequest) -> SearchResponse:
+    total, hits = await asyncio.to_thread(
+        offline_hits, store.index, store.recent, req.query, k=req.max_results, mode=req.mode,
+        agent=req.agent, project=req.project, session_id=req.session_id)
+    terms = plan_query(req.query, req.mode).terms
+    return SearchResponse(total=total, shown=len(hits), results=_results(hits, terms),
+                          message=stale_note(store.health.status(), total, len(hits)),
+                          stale=True, store="unreachable")
+
+
+def _results(hits: list[Hit], terms: list[str]) -> list[SearchResult]:
+    return [
+        SearchResult(
+            unit_id=h.unit_id, record_id=h.record_id, agent=h.agent,
+            session_id=h.session_id, project=h.project, role=h.role, kind=h.kind,
+            ts=h.ts, turn=h.turn, snippet=snippet(h.content, h.matched or terms),
+            one_liner=h.one_liner, tool_name=h.tool_name,
+            score=round(h.score, 4), path=h.path, offset=h.offset, why=h.why())
+        for h in hits
+    ]
 
 
 def _message(total: int, shown: int, folded: int, limit: int) -> str:

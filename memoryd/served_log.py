@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from memoryd.errors import StoreUnavailableError
 from memoryd.store import Store
 from memoryd.store.served import daily_totals, list_served, prune_served, record_served
 
@@ -75,6 +76,8 @@ class ServedLog:
     async def _write(self, write: Callable[[Any], None]) -> None:
         try:
             await self.store.write(write)
+        except StoreUnavailableError:  # the outage is logged once by the store's health
+            log.debug("served context not logged: the store is unreachable")
         except Exception:
             log.warning("could not log served context", exc_info=True)
 

@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from memoryd.config import SummarySettings
+from memoryd.errors import StoreUnavailableError
 from memoryd.ingest.ingestor import IngestEvent
 from memoryd.store import Store
 from memoryd.store.summaries import (
@@ -98,6 +99,8 @@ class Triggers:
             self._checking = True
             try:
                 await self.check(pks)
+            except StoreUnavailableError:  # the store's health logs the outage once
+                self._dirty.update(pks)  # checked again on the next wake
             except Exception:
                 log.exception("summary trigger check failed")
             finally:

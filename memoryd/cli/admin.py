@@ -23,6 +23,7 @@ from memoryd.cli.memoryctl import (
     EXIT_USAGE,
     socket_path,
 )
+from memoryd.cli.output import store_down_line
 from memoryd.client import ApiError, DaemonNotRunning, MemorydClient
 from memoryd.paths import Paths, resolve_paths
 
@@ -201,6 +202,12 @@ def doctor(args: argparse.Namespace) -> int:
            f"{len(found)} of {len(sources)} locations present: "
            + ", ".join(f"{s['agent']}={s['path']}" for s in found) if found else
            "no agent transcripts found; add --source AGENT=PATH or [watch] sources")
+    store = (status or {}).get("store") or {}
+    if store.get("reachable") is False:
+        report("FAIL", "store", store_down_line(store))
+    elif store.get("kind") == "postgresql":
+        report("ok", "store", f"{store['url']} reachable (namespace {store['namespace']}, "
+                              f"machine {store['machine']})")
     ingest = (status or {}).get("ingest") or {}
     for f in ingest.get("failing_files", []):
         report("FAIL" if f["kind"] != "unreadable" else "warn", "ingest",

@@ -20,6 +20,14 @@ def when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "-"
 
 
+def store_down_line(st: dict[str, Any]) -> str:
+    """`store: unreachable since …` (status and doctor), with what it means."""
+    return (f"store: unreachable since {st.get('unreachable_since')} "
+            f"({st.get('failures', 0)} failed attempts; {st.get('last_error') or 'no answer'}); "
+            "search and context answer from the local index (stale), ingest waits: "
+            "the transcripts keep what is not read yet; caught_up: false")
+
+
 def render_status(s: dict[str, Any]) -> str:
     lines = [
         f"memoryd {s['version']} ({s['state']}), pid {s['pid']}, up {s['uptime_s']:.0f}s",
@@ -37,6 +45,8 @@ def render_status(s: dict[str, Any]) -> str:
         lines.append(f"truth    {st['kind']} {where}" + (
             f", namespace {st['namespace']}, machine {st['machine']}"
             if st["kind"] != "sqlite" else ""))
+        if st.get("reachable") is False:
+            lines.append(store_down_line(st))
         for m in st.get("machines") or []:
             lines.append(f"machine  {m['machine']}: last ingest {when(m.get('last_ingest'))}, "
                          f"{m.get('files', 0)} files"

@@ -32,6 +32,7 @@ from typing import Any
 
 import psycopg
 
+from memoryd.errors import StoreUnavailableError
 from memoryd.fleet import changefeed as cf
 from memoryd.fleet.follower import UNREACHABLE, Follower
 from memoryd.fleet.health import Health
@@ -188,7 +189,7 @@ class FeedIndexer:
                     if conn is None or conn.raw.closed:
                         conn = ix.connect()
                     delay = self._step(conn)
-                except UNREACHABLE as e:
+                except (*UNREACHABLE, StoreUnavailableError) as e:  # the store's threads too
                     with contextlib.suppress(Exception):
                         conn.close()
                     conn = None

@@ -61,6 +61,10 @@ class Health:
         self.last_error: str | None = None
         self.failures = 0          # consecutive failed attempts
         self._down_at = 0.0        # monotonic, for the outage's length
+        self._next_try = 0.0       # monotonic: no attempt before this while down
+        # outages so far: a connection made before the latest one is stale, and its
+        # error on first use after the recovery is not news (see `stale`)
+        self.outages = 0
 
     def ok(self) -> None:
         """A round trip worked: reachable again (logged once if it had gone away)."""
@@ -87,9 +91,11 @@ class Health:
                 self.reachable = False
                 self.unreachable_since = self._now()
                 self._down_at = self._clock()
+                self.outages += 1
             self.failures += 1
             self.last_error = message
             delay = self._delay_locked()
+            self._next_try = self._clock() + delay
         if first:
             self._log.warning("%s unreachable: %s (retrying with backoff up to %.0f s; "
                               "logged again when it is back)", self.what, message, self.cap_s)
@@ -97,6 +103,24 @@ class Health:
             self._log.debug("%s still unreachable (attempt %d, next in %.2f s): %s",
                             self.what, self.failures, delay, message)
         return delay
+
+    def stale(self, born: int) -> bool:
+        """Was a connection made at outage count `born` made before the latest outage?
+        Such a connection's error once the database is back is the old outage's echo:
+        the caller drops it and connects again without reporting a new outage."""
+        with self._lock:
+            return born < self.outages and self.reachable
+
+    def due(self) -> bool:
+        """May a round trip be tried now? Always while reachable; while down, once the
+        backoff since the last failed attempt has passed (callers fail fast before)."""
+        with self._lock:
+            return self.reachable or self._clock() >= self._next_try
+
+    def down_for(self) -> float:
+        """Seconds since the database went away (0 while reachable)."""
+        with self._lock:
+            return 0.0 if self.reachable else self._clock() - self._down_at
 
     def delay(self) -> float:
         """The wait before the next attempt at the current failure count (0 when up)."""
@@ -118,6 +142,7 @@ class Health:
                                       if self.unreachable_since else None),
                 "last_error": self.last_error,
                 "failures": self.failures,
+                "down_s": 0.0 if self.reachable else round(self._clock() - self._down_at, 1),
             }
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memoryd.errors import StoreUnavailableError
 from memoryd.ingest import adapters
 from memoryd.ingest.adapters.base import Adapter, Record, content_id, shape_error
 from memoryd.ingest.cursor import (
@@ -85,6 +86,9 @@ class Seen:
     inode: int
     offset: int
     transcript: bool
+    # complete lines were left past `offset` (a read that stopped at its batch size, and
+    # whose next batch may have failed): unread even though the file has not changed
+    more: bool = False
 
     def changed(self, st: os.stat_result) -> bool:
         return (st.st_size, st.st_mtime_ns, st.st_ino) != (self.size, self.mtime_ns, self.inode)
@@ -101,21 +105,24 @@ class Ingestor:
         self._warned: set[str] = set()
         self.failures = Failures()
         self.vanished: dict[int, str] = {}  # inode -> path of transcripts that went away
+        self.parked: dict[str, Path] = {}  # files not read while the store was unreachable
 
     async def load_seen(self) -> None:
         for c in await self.store.read(lambda c: live_cursors(c, self.store.machine)):
             self._remember(c)
 
-    def _remember(self, c: Cursor) -> None:
+    def _remember(self, c: Cursor, *, more: bool = False) -> None:
         self.seen[c.path] = Seen(c.size, c.mtime_ns or 0, c.inode or 0, c.offset,
-                                 c.agent is not None)
+                                 c.agent is not None, more)
 
     def unread_bytes(self, queued: Iterable[Path] = ()) -> int:
         """Bytes of complete lines not yet read, over every known file and the `queued`
         ones never read yet (stats them: call from a worker thread). A file unchanged
-        since its last read has none: what is left past its cursor is a partial line."""
+        since its last read that read to its end has none: what is left past its cursor is a
+        partial line. One whose read stopped between batches (the next batch still to come,
+        or failed: the disk full) has what lies past its cursor."""
         total = 0
-        for key in self.failures.failing:
+        for key in [*self.failures.failing, *self.parked]:
             if key not in self.seen:
                 queued = [*queued, Path(key)]
         for path in queued:
@@ -131,7 +138,7 @@ class Ingestor:
                 st = os.stat(path)
             except OSError:
                 continue
-            if seen.changed(st):
+            if seen.changed(st) or seen.more:
                 total += max(0, st.st_size - (seen.offset if st.st_ino == seen.inode else 0))
         return total
 
@@ -162,7 +169,7 @@ class Ingestor:
                 if added:
                     self._publish(IngestEvent(str(path), adapter.agent, added))
                 cursor = batch.cursor
-                self._remember(cursor)
+                self._remember(cursor, more=not batch.done)
                 if batch.done:
                     break
             self.stats.units += new
@@ -177,6 +184,13 @@ class Ingestor:
             self._recovered(key)
             await self.file_gone(path)
             return 0
+        except StoreUnavailableError:
+            # the shared database went away: nothing was written and the cursor did not
+            # move, so the file itself keeps the lines. Not a failure of the file: it is
+            # parked and read again when the store is back (the store's health logs the
+            # outage once; daemon.py retries the parked files)
+            self.parked[key] = path
+            return 0
         except Exception as e:  # the boundary for one file: record, back off, go on
             f = self.failures.record(key, e)
             self.stats.errors += 1
@@ -188,6 +202,7 @@ class Ingestor:
             return 0
 
     def _recovered(self, key: str) -> None:
+        self.parked.pop(key, None)
         if self.failures.clear(key):
             log.info("%s: ingesting again", key)
         if not self.failures.failing:
@@ -226,8 +241,12 @@ class Ingestor:
         seen = self.seen.get(str(path))
         if seen is not None and seen.transcript and seen.inode:
             self.vanished[seen.inode] = str(path)
-        if self.seen.pop(str(path), None) is not None:
-            await self.store.write(lambda c: mark_gone(c, str(path), self.store.machine))
+        if str(path) in self.seen:
+            try:
+                await self.store.write(lambda c: mark_gone(c, str(path), self.store.machine))
+            except StoreUnavailableError:
+                return  # still known: the next reconciliation after the outage retries
+            self.seen.pop(str(path), None)
 
     # -- worker thread ------------------------------------------------------------------
 

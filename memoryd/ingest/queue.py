@@ -48,7 +48,11 @@ class IngestQueue:
         await self._idle.wait()
 
     def queued(self) -> list[Path]:
-        return [*self._urgent, *self._backlog]
+        """Files waiting, and the one being read now: until it is read it is unread
+        (status sampled while a new file was in hand, before its failure was recorded,
+        said `unread_bytes: 0` beside that file failing)."""
+        current = [self.current] if self.current is not None else []
+        return [*current, *self._urgent, *self._backlog]
 
     def pending(self, path: Path) -> bool:
         return path in self._urgent or path in self._backlog or path == self.current

@@ -93,7 +93,7 @@ async def error_middleware(request: web.Request, handler: Callable[..., Any]) ->
         err = validation_error(e)
         return web.json_response(error_body(err.code, err.message, err.field), status=400)
     except MemorydError as e:
-        if e.status >= 500:
+        if e.status >= 500 and not getattr(e, "quiet", False):
             log.exception("request %s %s failed", request.method, request.path)
         return web.json_response(error_body(e.code, e.message, e.field), status=e.status)
     except web.HTTPException as e:

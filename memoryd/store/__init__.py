@@ -20,7 +20,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from memoryd.errors import StoreError
+from memoryd.fleet.health import Health, scrub
+from memoryd.fleet.offline import RecentHits
 from memoryd.index import SearchIndex
+from memoryd.store.counters import fold_pg
 from memoryd.store.db import DBThread, SqliteRunner, connect
 from memoryd.store.migrations import migrate
 from memoryd.store_target import StoreTarget
@@ -32,12 +35,23 @@ __all__ = ["Store"]
 READERS = 2
 
 
+def store_health(target: StoreTarget) -> Health:
+    """The store's reachability, its errors masked twice over: the configured URL and
+    secrets (`StoreTarget.scrub`), then any other password in a URL or key=value form."""
+    return Health("store", mask=lambda text: scrub(target.scrub(text)))
+
+
 class Store:
     def __init__(self, path: Path, writer: DBThread, readers: list[DBThread],
                  index: SearchIndex, target: StoreTarget | None = None,
-                 pools: Any = None) -> None:
+                 pools: Any = None, health: Health | None = None) -> None:
         self.path = path
         self.target = target or StoreTarget()
+        # whether the truth is reachable (fleet mode: the shared database may go away;
+        # an SQLite file is always reachable, so this stays up)
+        self.health = health or store_health(self.target)
+        # the hits served last, to answer from while the truth is unreachable
+        self.recent = RecentHits()
         self._writer = writer
         self._readers = tuple(readers)
         self._reader = readers[0]
@@ -104,6 +118,7 @@ class Store:
         conn = pg.connect(target, autocommit=True, configure=False)
         try:
             pg_migrations.migrate(conn.raw, target.schema)
+            fold_pg(conn)  # counter rows of connections that are gone (store.counters)
         except Exception as e:
             if isinstance(e, StoreError):
                 raise
@@ -111,7 +126,8 @@ class Store:
                              f"{target.scrub(str(e))}") from None
         finally:
             conn.close()
-        pools = pg.PgPools(target, READERS)
+        health = store_health(target)
+        pools = pg.PgPools(target, READERS, health)
         threads: list[DBThread] = []
         try:
             writer = DBThread(lambda: pools.runner(True), name="memoryd-db-writer")
@@ -128,7 +144,7 @@ class Store:
             # the local index follows the namespace's change feed (every machine's writes)
             index = FleetIndex(index_dir or path.parent / "index", path,
                                connect=lambda: pg.connect(target, autocommit=True),
-                               target=target)
+                               target=target, health=health)  # one health per store
             index.open(lambda upto: writer.call(lambda c: c.execute(
                 "DELETE FROM index_pending WHERE id <= ?", (upto,))))
         except BaseException as e:
@@ -138,7 +154,7 @@ class Store:
             if isinstance(e, OSError | ValueError):
                 raise StoreError(f"cannot open the search index: {e}") from e
             raise
-        return cls(path, writer, readers, index, target, pools)
+        return cls(path, writer, readers, index, target, pools, health)
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         try:

@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from memoryd.store.counters import read_counters
+
 
 @dataclass
 class Cursor:
@@ -95,7 +97,12 @@ def files_with_bad_lines(conn: sqlite3.Connection, limit: int = 20,
 
 
 def file_stats(conn: sqlite3.Connection, machine: str = "") -> dict[str, int]:
-    """This machine's files (in fleet mode the others' are theirs to report)."""
+    """Transcripts, ignored files and bad lines. On one machine (machine '') from the
+    counters the triggers keep (m009); in fleet mode this machine's rows only (the others'
+    are theirs to report; files are few next to units, so the filtered count stays cheap)."""
+    if not machine:
+        c = read_counters(conn)
+        return {k: c.get(k, 0) for k in ("files", "ignored_files", "bad_lines")}
     row = conn.execute(
         "SELECT count(*) FILTER (WHERE agent IS NOT NULL AND gone = 0),"
         " count(*) FILTER (WHERE agent IS NULL AND gone = 0),"

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from memoryd.store.counters import read_counters, with_prefix
+
 Params = dict[str, Any]
 Merge = Callable[[Params, Params], Params]
 
@@ -219,8 +221,7 @@ def list_jobs(conn: sqlite3.Connection, *, state: str | None = None, kind: str |
 
 def job_counts(conn: sqlite3.Connection) -> dict[str, Any]:
     counts: dict[str, Any] = dict.fromkeys(STATES, 0)
-    for r in conn.execute("SELECT state, count(*) FROM jobs GROUP BY state"):
-        counts[r[0]] = r[1]
+    counts.update(with_prefix(read_counters(conn), "jobs:"))  # kept by triggers (m009)
     row = conn.execute("SELECT min(next_run_at) FROM jobs WHERE state = 'pending'").fetchone()
     counts["next_run_at"] = row[0]
     err = conn.execute("SELECT kind, target, last_error, updated_at FROM jobs "

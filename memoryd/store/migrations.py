@@ -358,10 +358,21 @@ def m008_memory_docs(conn: sqlite3.Connection) -> None:
     )
 
 
+def m009_counters(conn: sqlite3.Connection) -> None:
+    """Counts status shows (units, sessions, summaries by maker, extractive one-liners,
+    files, bad lines, jobs by state), kept by triggers in the transaction of each change
+    and counted once here from the tables as they are (`memoryd.store.counters`)."""
+    from memoryd.store.counters import sqlite_ddl
+
+    for stmt in sqlite_ddl():
+        conn.execute(stmt)
+
+
 MIGRATIONS: list[Migration] = [m001_initial, m002_jobs_and_summaries, m003_units_id_session,
                                m004_memory_provenance, m005_tantivy_index,
                                m006_served_context_and_exclusions,
-                               m007_fleet_machines, m008_memory_docs]
+                               m007_fleet_machines, m008_memory_docs,
+                               m009_counters]
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

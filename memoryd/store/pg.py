@@ -7,10 +7,11 @@ psycopg connection: `translate()` is the one place the placeholder style changes
 behaves like `sqlite3.Row`, and `numeric` results (a `sum()` of integers) come back as
 int or float, as SQLite returns them, never as Decimal.
 
-`PgPools` holds a writer pool of one connection and a reader pool (REPEATABLE READ,
-read only, so one `store.read(fn)` sees one snapshot, as an SQLite read transaction
-does); the store's writer and reader threads take a connection per call, one
-transaction per call. The driver is the optional extra `memoryd[postgres]`.
+`PgPools` gives the store's writer thread and each reader thread a connection of its
+own (the readers' REPEATABLE READ, read only, so one `store.read(fn)` sees one snapshot,
+as an SQLite read transaction does), one transaction per call. While the server is
+away, calls fail fast with StoreUnavailableError and `Health` paces the reconnects.
+The driver is the optional extra `memoryd[postgres]`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from memoryd.errors import StoreError
+from memoryd.errors import StoreError, StoreUnavailableError
+from memoryd.fleet.health import Health
 from memoryd.store_target import StoreTarget
 
 T = TypeVar("T")
@@ -180,73 +182,162 @@ def connect(target: StoreTarget, *, autocommit: bool = False,
     try:
         raw = psycopg.connect(url, autocommit=True, **kwargs)
     except psycopg.Error as e:
-        raise StoreError(f"cannot connect to {target.masked()}: "
-                         f"{target.scrub(str(e)).strip()}") from None
+        kind = StoreUnavailableError if unreachable(e) else StoreError
+        raise kind(f"cannot connect to {target.masked()}: "
+                   f"{target.scrub(str(e)).strip()}") from None
     if configure:
         _configure(raw, target.schema)
     raw.autocommit = autocommit
     return PgConn(raw)
 
 
+CONNECT_TIMEOUT_S = 5
+# an established connection to a server that vanished without a word (a network gone,
+# a host powered off) is noticed in about half a minute, not after the kernel's hours
+_LIBPQ_DEFAULTS = {"connect_timeout": CONNECT_TIMEOUT_S, "keepalives": 1,
+                   "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
+
+
+def unreachable(e: BaseException) -> bool:
+    """Whether `e` says the server could not be reached or the connection was lost (as
+    opposed to an SQL error the server answered with): no SQLSTATE (libpq's own
+    failures), class 08 (connection exception) or 57 (the server shutting down)."""
+    psycopg, _ = driver()
+    if not isinstance(e, psycopg.OperationalError | psycopg.InterfaceError):
+        return False
+    state = getattr(e, "sqlstate", None)
+    return state is None or state[:2] in ("08", "57")
+
+
 class PgPools:
-    """The writer's pool (one connection) and the readers' pool."""
+    """The store's connections: one per thread (the writer's and each reader's), made
+    when first needed and made again after the server went away. A thread already owns
+    its connection, so no pool stands between them; and no pool's own reconnect loop
+    logs a warning per attempt during an outage. Every round trip reports to `health`
+    (`memoryd.fleet.health`): while the database is away, calls fail at once with
+    StoreUnavailableError until the backoff allows the next attempt."""
 
-    def __init__(self, target: StoreTarget, readers: int) -> None:
-        psycopg, psycopg_pool = driver()
+    def __init__(self, target: StoreTarget, readers: int, health: Health) -> None:
         self.target = target
-        url, kwargs = conninfo(target)
-        schema = target.schema
-
-        def writer_conf(conn: Any) -> None:
-            _configure(conn, schema)
-            conn.commit()
-
-        def reader_conf(conn: Any) -> None:
-            _configure(conn, schema)
-            conn.commit()
-            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-            conn.read_only = True
-
+        self.health = health
+        # the first connection now: a store that cannot be reached at start is an error
+        # at start (the migrations just ran; this checks the pool's settings too)
+        probe = PgRunner(target, True, health)
         try:
-            self.writer = psycopg_pool.ConnectionPool(
-                url, kwargs=kwargs, min_size=1, max_size=1, configure=writer_conf,
-                name="memoryd-pg-writer", open=False)
-            self.readers = psycopg_pool.ConnectionPool(
-                url, kwargs=kwargs, min_size=readers, max_size=readers,
-                configure=reader_conf, name="memoryd-pg-readers", open=False)
-            self.writer.open(wait=True, timeout=30)
-            self.readers.open(wait=True, timeout=30)
-        except (psycopg.Error, psycopg_pool.PoolTimeout) as e:
-            self.close()
-            raise StoreError(f"cannot connect to {target.masked()}: "
-                             f"{target.scrub(str(e)).strip()}") from None
+            probe.connect()
+        finally:
+            probe.close()
 
     def runner(self, write: bool) -> PgRunner:
-        return PgRunner(self.writer if write else self.readers, self.target)
-
-    def close(self) -> None:
-        for pool in (getattr(self, "writer", None), getattr(self, "readers", None)):
-            if pool is not None:
-                pool.close()
-
-
-class PgRunner:
-    """Runs `fn(conn)` in one transaction on a pooled connection (committed when `fn`
-    returns, rolled back when it raises); a connection the server dropped is replaced
-    by the pool."""
-
-    def __init__(self, pool: Any, target: StoreTarget) -> None:
-        self.pool = pool
-        self.target = target
-
-    def run(self, fn: Callable[[Any], T]) -> T:
-        _, psycopg_pool = driver()
-        try:
-            with self.pool.connection() as raw:
-                return fn(PgConn(raw))
-        except psycopg_pool.PoolTimeout as e:
-            raise StoreError(f"the store at {self.target.masked()} did not answer: "
-                             f"{self.target.scrub(str(e))}") from None
+        return PgRunner(self.target, write, self.health)
 
     def close(self) -> None:
         pass
+
+
+class _Stale(Exception):
+    """A connection from before the last outage was found dropped (retried at once)."""
+
+
+class PgRunner:
+    """Runs `fn(conn)` in one transaction on this thread's connection (committed when
+    `fn` returns, rolled back when it raises). A connection lost to the server going
+    away is dropped, reported to `health`, and made again on a later call."""
+
+    def __init__(self, target: StoreTarget, write: bool, health: Health) -> None:
+        self.target = target
+        self.write = write
+        self.health = health
+        self.raw: Any = None
+        self.born = 0  # health.outages when the connection was made
+
+    def connect(self) -> Any:
+        if self.raw is not None and not self.raw.closed:
+            return self.raw
+        psycopg, _ = driver()
+        url, kwargs = conninfo(self.target)
+        for key, value in _LIBPQ_DEFAULTS.items():
+            if key not in url:  # the URL's own settings win
+                kwargs.setdefault(key, value)
+        try:
+            raw = psycopg.connect(url, **kwargs)
+            _configure(raw, self.target.schema)
+            raw.commit()
+            if not self.write:
+                raw.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+                raw.read_only = True
+        except psycopg.Error as e:
+            if unreachable(e):
+                raise
+            raise StoreError(f"cannot connect to {self.target.masked()}: "
+                             f"{self.target.scrub(str(e)).strip()}") from None
+        self.raw, self.born = raw, self.health.outages
+        return raw
+
+    def run(self, fn: Callable[[Any], T]) -> T:
+        if not self.health.due():
+            raise StoreUnavailableError(self._down())
+        if not self.health.reachable and self.born < self.health.outages:
+            # while down, only a new connection says the server is back: one made
+            # before the outage may have outlived a shutdown's first moments
+            self._drop()
+        try:
+            return self._run(fn)
+        except _Stale:
+            # this thread's connection was made before the last outage and the server
+            # dropped it then: connect again and run once more (it did not commit)
+            return self._run(fn)
+
+    def _run(self, fn: Callable[[Any], T]) -> T:
+        raw = None
+        committing = False
+        try:
+            raw = self.connect()
+            result = fn(PgConn(raw))
+            committing = True
+            raw.commit()
+        except BaseException as e:
+            lost = unreachable(e) or (raw is not None and raw.broken)
+            if not lost and raw is not None and not raw.closed:
+                try:
+                    raw.rollback()
+                except Exception as e2:
+                    lost = unreachable(e2) or raw.broken
+            if not lost:
+                if _answered(e):
+                    self.health.ok()  # the server answered, with an SQL error
+                raise
+            stale = raw is not None and self.health.stale(self.born)
+            self._drop()
+            if stale and not committing:
+                raise _Stale from None
+            self.health.failed(e)
+            raise StoreUnavailableError(self._down()) from None
+        self.health.ok()
+        return result
+
+    def _down(self) -> str:
+        return down_message(self.target, self.health)
+
+    def _drop(self) -> None:
+        raw, self.raw = self.raw, None
+        if raw is not None:
+            try:
+                raw.close()
+            except Exception:  # noqa: S110 - a connection already lost
+                pass
+
+    def close(self) -> None:
+        self._drop()
+
+
+def down_message(target: StoreTarget, health: Health) -> str:
+    st = health.status()
+    return (f"the store at {target.masked()} is unreachable since "
+            f"{st['unreachable_since']} ({st['last_error']}); retrying with backoff, "
+            "nothing read from the transcripts is lost")
+
+
+def _answered(e: Exception) -> bool:
+    psycopg, _ = driver()
+    return isinstance(e, psycopg.Error) and getattr(e, "sqlstate", None) is not None

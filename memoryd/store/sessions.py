@@ -8,6 +8,8 @@ import sqlite3
 import time
 from typing import Any
 
+from memoryd.store.counters import counter
+
 
 def session_pk(conn: sqlite3.Connection, agent: str, session_id: str,
                project: str | None = None, title: str | None = None,
@@ -52,7 +54,8 @@ def list_sessions(conn: sqlite3.Connection, *, agent: str | None = None,
 
 
 def count_sessions(conn: sqlite3.Connection) -> int:
-    return conn.execute("SELECT count(*) FROM sessions").fetchone()[0]
+    """From the counter the triggers keep (m009)."""
+    return counter(conn, "sessions")
 
 
 def _filters(**kw: Any) -> tuple[str, list[Any]]:

@@ -13,6 +13,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from memoryd.store.counters import read_counters, with_prefix
+
 EXTRACTIVE = "extractive"
 
 SESSION_FIELDS = (
@@ -252,14 +254,11 @@ def extractive_sessions(conn: sqlite3.Connection, limit: int) -> list[int]:
 
 
 def artifact_counts(conn: sqlite3.Connection) -> dict[str, Any]:
-    by_session = {r[0]: r[1] for r in conn.execute(
-        "SELECT summary_by, count(*) FROM sessions WHERE summary_by IS NOT NULL GROUP BY 1")}
-    # a literal, not a bound parameter: only then can the planner use the partial index
-    # units_extractive_one_liner (2.7 ms instead of a 156 ms scan at 1M units)
-    assert EXTRACTIVE.isidentifier()
-    extractive_lines = conn.execute(
-        f"SELECT count(*) FROM units WHERE one_liner_by = '{EXTRACTIVE}'").fetchone()[0]
-    return {"summaries_by": by_session, "extractive_one_liners": extractive_lines}
+    """Summaries by maker and extractive one-liners, from the counters the triggers keep
+    (m009): counting the one-liners read one index entry per unit, 1M after summaries."""
+    c = read_counters(conn)
+    return {"summaries_by": with_prefix(c, "summaries_by:"),
+            "extractive_one_liners": c.get("extractive_one_liners", 0)}
 
 
 # -- LLM usage (the daily budget) ----------------------------------------------------------

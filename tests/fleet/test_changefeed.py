@@ -298,6 +298,8 @@ def test_changefeed_is_installed_by_the_stores_postgresql_migration(pg_url):
             " WHERE n.nspname = 'memoryd_team' AND k.relname = 'units'"
             " AND NOT t.tgisinternal")}
         assert triggers == {"units_changes_insert", "units_changes_update",
-                            "units_changes_delete"}
+                            "units_changes_delete",
+                            # m008's status counters (memoryd.store.counters)
+                            "counters_units_in", "counters_units_out", "counters_units_set"}
         c.execute("SET search_path TO public")
         assert cf.read_batch(c, "memoryd_team", cf.join(c, "memoryd_team", "m")).changes == []

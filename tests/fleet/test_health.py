@@ -58,10 +58,25 @@ def test_health_logs_once_down_and_once_back(caplog):
     assert "reachable again" in loud[1].getMessage()
     assert "hunter2" not in caplog.text
     assert h.status() == {"reachable": True, "unreachable_since": None, "last_error": None,
-                          "failures": 0}
+                          "failures": 0, "down_s": 0.0}
 
 
 def test_health_takes_the_store_masking_function():
     h = Health(mask=lambda s: s.replace("secret-host", "<host>"))
     h.failed("cannot reach secret-host")
     assert h.status()["last_error"] == "cannot reach <host>"
+
+
+def test_health_attempts_are_due_only_after_the_backoff():
+    now = [100.0]
+    h = Health(base_s=1.0, cap_s=8.0, rng=lambda: 1.0, clock=lambda: now[0])
+    assert h.due() and h.down_for() == 0.0
+    assert h.failed("down") == 1.0
+    assert not h.due()
+    now[0] += 0.99
+    assert not h.due()
+    now[0] += 0.02
+    assert h.due() and h.down_for() == pytest.approx(1.01)
+    assert h.failed("down") == 2.0 and not h.due()
+    h.ok()
+    assert h.due() and h.status()["down_s"] == 0.0

@@ -61,3 +61,41 @@ async def _caught_up(c):
 async def _failing(c):
     st = await c.status()
     return st if st["ingest"]["failing_files"] else None
+
+
+async def test_issue_8_a_file_failing_between_batches_still_counts_as_unread(tmp_path):
+    """The flaky full run: a file's first batch committed, its second hit the full disk.
+    Its cursor had the file's size and mtime, so 'unchanged since read' counted nothing
+    past the cursor, and status said disk_full with unread_bytes 0. Made certain here:
+    the disk fills right after the first batch commits."""
+    import asyncio
+
+    from memoryd.ingest.ingestor import BATCH_ITEMS, Ingestor
+    from memoryd.ingest.redact import Redactor
+    from memoryd.store import Store
+
+    store = await Store.open(tmp_path / "db" / "memoryd.db")
+    try:
+        ing = Ingestor(store, Redactor(), max_line_bytes=1 << 20)
+        root = tmp_path / "src"
+        path = root / "big.jsonl"
+        write_jsonl(path, rows(BATCH_ITEMS + 300, "g", size=200))
+        fills: list[asyncio.Task] = []
+
+        def disk_fills(event):
+            def full(c):
+                pages = c.execute("PRAGMA page_count").fetchone()[0]
+                c.execute(f"PRAGMA max_page_count = {pages}")
+            if not fills:  # queued on the writer before the second batch's commit
+                fills.append(asyncio.ensure_future(store.write(full)))
+
+        ing.subscribers.append(disk_fills)
+        await ing.ingest_file(path, root, "generic")
+        await asyncio.gather(*fills)
+        (f,) = ing.failures.failing.values()
+        assert f.kind == "disk_full"
+        seen = ing.seen[str(path)]
+        assert 0 < seen.offset < path.stat().st_size
+        assert await asyncio.to_thread(ing.unread_bytes) == path.stat().st_size - seen.offset
+    finally:
+        await store.close()

@@ -10,7 +10,7 @@ transaction as the rows themselves. That one table makes the copy
   map rows; the next run starts after the last mapped source id of each table;
 - idempotent: a row already mapped is not copied again, and a row whose natural key the
   destination already holds (a session by agent and id, a unit by session and record,
-  a file by path, a memory entry by key) is mapped to that row, not doubled;
+  a file by machine and path, a memory entry by key) is mapped to that row, not doubled;
 - consistent: foreign keys (a unit's session and file, a summary's session, a memory
   entry's sessions and the unit ids of its provenance, a job's `session:N` target) are
   rewritten through the map.
@@ -52,13 +52,13 @@ class Table:
 
 # in dependency order: a table's references are copied before it
 TABLES = [
-    Table("sessions", ("agent", "session_id")),
-    Table("files", ("path",)),
+    Table("sessions", ("agent", "machine", "session_id")),
+    Table("files", ("machine", "path")),
     Table("units", ("session_pk", "record_id"), {"session_pk": "sessions", "file_id": "files"}),
     Table("summaries", (), {"session_pk": "sessions"}),
     Table("memory_items", ("item_key",)),
     Table("served_context"),
-    Table("exclusions", ("kind", "value")),
+    Table("exclusions", ("machine", "kind", "value")),
     Table("llm_usage"),
     # finished jobs are history the destination does not need; pending and failed ones
     # are work still owed (a summary to write, a consolidation that failed)
@@ -124,8 +124,17 @@ def open_end(where: str, target: StoreTarget, sqlite_path: Path) -> End:
 
 
 class Migration:
-    def __init__(self, src: End, dst: End, emit: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(self, src: End, dst: End, emit: Callable[[dict[str, Any]], None],
+                 machine: str = "") -> None:
         self.src, self.dst, self.emit = src, dst, emit
+        # SQLite is one machine and names it '' (sessions, files, exclusions); in the
+        # shared store those rows are this machine's, or its daemon would read every
+        # transcript again as another machine's and store each unit twice
+        self.machine_map: dict[Any, Any] = {}
+        if machine and src.engine == "sqlite" and dst.engine == "postgresql":
+            self.machine_map = {"": machine}
+        elif machine and src.engine == "postgresql" and dst.engine == "sqlite":
+            self.machine_map = {machine: ""}
         self.copied: dict[str, int] = {}
         self.mapped: dict[str, int] = {}  # rows the destination already held
 
@@ -222,9 +231,12 @@ class Migration:
                                                 if r[1 + i] is not None}))
                 for i, ref in refs}
         target = cols.index("target") if t.name == "jobs" else None
+        machine = cols.index("machine") if "machine" in cols and self.machine_map else None
         values = []
         for r in rows:
             v = r[1:]
+            if machine is not None:
+                v[machine] = self.machine_map.get(v[machine], v[machine])
             for i, ref in refs:
                 if v[i] is not None:
                     v[i] = maps[ref].get(v[i])
@@ -401,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             dst = open_end(args.to, target, sqlite_path)
             try:
-                emit(Migration(src, dst, emit).run())
+                emit(Migration(src, dst, emit, target.machine).run())
             finally:
                 dst.close()
         finally:

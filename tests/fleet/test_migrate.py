@@ -149,16 +149,23 @@ def test_the_way_back_to_sqlite_returns_the_same_history(tmp_path, pg_url, capsy
     home = tmp_path / "home"
     db = home / "data" / "memoryd.db"
     make_history(db, sessions=3, units_per_session=20)
-    assert migrate(capsys, home, "--to", pg_url)[0] == 0
+    assert migrate(capsys, home, "--to", pg_url, "--machine", "laptop")[0] == 0
+    # the one machine's rows become this machine's: its daemon must not read its
+    # transcripts again as another machine's (every unit would be stored twice)
+    for table in ("sessions", "files", "exclusions"):
+        assert sqlite_rows(db, f"SELECT DISTINCT machine FROM {table}") == [("",)]
+        assert pg_rows(pg_url, f"SELECT DISTINCT machine FROM {table}") == [("laptop",)]
 
     back = tmp_path / "back"
-    rc, out = migrate(capsys, back, "--to", "sqlite", "--from", pg_url)
+    rc, out = migrate(capsys, back, "--to", "sqlite", "--from", pg_url, "--machine", "laptop")
     assert rc == 0, out
     assert urlsplit(pg_url).password not in out
     returned = back / "data" / "memoryd.db"
+    for table in ("sessions", "files", "exclusions"):
+        assert sqlite_rows(returned, f"SELECT DISTINCT machine FROM {table}") == [("",)]
     assert history_of(sqlite_fn, returned) == history_of(sqlite_fn, db)
     assert provenance_units(sqlite_fn, returned) == [("sess-0", "r0"), ("sess-0", "r1")]
-    rc, out = migrate(capsys, back, "--to", "sqlite", "--from", pg_url)
+    rc, out = migrate(capsys, back, "--to", "sqlite", "--from", pg_url, "--machine", "laptop")
     assert rc == 0 and "0 rows copied" in out
 
 

@@ -8,6 +8,7 @@ local commands (`config`, `doctor`, `mcp`) import what they need when they run.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -18,6 +19,13 @@ from memoryd.cli import consolidation, history, jobs, output, store
 from memoryd.client import ApiError, DaemonNotRunning, MemorydClient
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING, EXIT_MISMATCH = 0, 1, 2, 3, 4
+
+# argparse translates its fixed strings ("options", "show this help message and exit")
+# through gettext on every parser and argument it makes, and gettext looks for catalogue
+# files on disk each time without remembering it found none: two thirds of building
+# memoryctl's ~40 subparsers, paid on every hook call. The locale does not change within
+# one run, so each string is looked up once.
+argparse._ = functools.cache(argparse._)  # type: ignore[attr-defined]
 
 TYPE_CHECKING = False  # typing costs ~6 ms to import; annotations are strings
 if TYPE_CHECKING:

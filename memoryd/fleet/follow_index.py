@@ -37,7 +37,7 @@ from memoryd.fleet import changefeed as cf
 from memoryd.fleet.follower import UNREACHABLE, Follower
 from memoryd.fleet.health import Health
 from memoryd.index import META, SearchIndex
-from memoryd.index.indexer import BATCH, NICE, UNIT_ROWS, unit_docs
+from memoryd.index.indexer import BATCH, NICE, UNIT_ROWS, IndexWriterThread, unit_docs
 from memoryd.store_target import StoreTarget
 
 log = logging.getLogger(__name__)
@@ -139,35 +139,18 @@ class FleetIndex(SearchIndex):
         return n
 
 
-class FeedIndexer:
+class FeedIndexer(IndexWriterThread):
     """The writer thread of a `FleetIndex`: build (when joining), then follow."""
 
+    ix: FleetIndex
+
     def __init__(self, ix: FleetIndex, clear_pending: Any) -> None:
-        self.ix = ix
-        self._clear_pending = clear_pending
-        self._wake = threading.Event()
-        self._stop = False
-        self._thread = threading.Thread(target=self._main, name="memoryd-indexer",
-                                        daemon=True)
-        self.error: str | None = None
-        self.commits = 0
+        super().__init__(ix, clear_pending)
         self.rebuilds = 0
         self.follower: Follower | None = None
         self.pos: cf.Position | None = None  # where it reads from (ix.position: trusted)
         self._cleared_at = 0.0
         self._applied_at = 0.0
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop = True
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
 
     def follow_status(self) -> dict[str, Any]:
         f = self.follower

@@ -20,7 +20,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memoryd.index.schema import document, speaker_code
 from memoryd.index.text import dup_hash, index_text
@@ -46,8 +46,12 @@ def unit_docs(rows: list[sqlite3.Row]) -> list[object]:
                      chars=len(r["content"])) for r in rows]
 
 
-class Indexer:
-    def __init__(self, ix: SearchIndex, clear_pending: Callable[[int], None]) -> None:
+class IndexWriterThread:
+    """The one writer thread of an index: woken by `wake`, stopped by `stop`; the
+    subclass's `_main` does the work (following by id here, the change feed in fleet
+    mode: memoryd.fleet.follow_index)."""
+
+    def __init__(self, ix: Any, clear_pending: Callable[[int], None]) -> None:
         self.ix = ix
         self._clear_pending = clear_pending
         self._wake = threading.Event()
@@ -56,6 +60,9 @@ class Indexer:
                                         daemon=True)
         self.error: str | None = None
         self.commits = 0
+
+    def _main(self) -> None:
+        raise NotImplementedError
 
     def start(self) -> None:
         self._thread.start()
@@ -68,6 +75,10 @@ class Indexer:
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
+
+
+class Indexer(IndexWriterThread):
+    ix: SearchIndex
 
     def _main(self) -> None:
         with contextlib.suppress(OSError, AttributeError):

@@ -43,10 +43,11 @@ from memoryd.index.schema import SPEAKER_CODES, speaker_code
 from memoryd.index.text import content_terms, dup_hash, query_terms, split_cjk
 from memoryd.store import Store
 from memoryd.store.units import (
+    CHUNK,
+    SEARCH_COLUMNS,
     Exclusion,
     candidate_rows,
     session_tails,
-    session_units_around,
     units_by_id,
 )
 
@@ -272,18 +273,21 @@ def retrieve_sync(conn: sqlite3.Connection, index: SearchIndex, query: str, *, k
     estimated = got is not None and got[2]
     total, cands = (got[0], got[1]) if got is not None else \
         _scanned(conn, index, plan, f, mode, limit, p)
-    if fast and cands and index.changes_pending(conn):
-        # deletes not yet in the index (forget, purge, archival): the units must go
-        alive = _existing(conn, [c["unit_id"] for c in cands])
+    if fast and cands:
+        # one read answers both: which candidates the database still holds (deletes not
+        # yet in the index: forget, purge, archival) and each one's project. Asking the
+        # index whether changes are pending first cost a round trip of its own in fleet
+        # mode, and the answer was then read anyway whenever it said yes.
+        alive = _alive_projects(conn, [c["unit_id"] for c in cands])
         gone = len(cands) - len(alive)
-        cands = [c for c in cands if c["unit_id"] in alive]
-        total = max(0, total - gone)
+        if gone:
+            cands = [c for c in cands if c["unit_id"] in alive]
+            total = max(0, total - gone)
+        if prefer_project:
+            for c in cands:
+                c["project"] = alive[c["unit_id"]]
     if not cands:
         return Retrieval(plan, 0, [])
-    if prefer_project and fast:
-        projects = _session_projects(conn, {c["session_pk"] for c in cands})
-        for c in cands:
-            c["project"] = projects.get(c["session_pk"])
     _score(cands, plan, now, prefer_project, p)
     if p.dedupe:
         cands = _dedupe(cands)
@@ -308,25 +312,64 @@ def _scanned(conn: sqlite3.Connection, index: SearchIndex, plan: QueryPlan, f: F
     return total, cands
 
 
-def _existing(conn: sqlite3.Connection, ids: list[int]) -> set[int]:
-    """Which of these unit ids the database holds (primary-key lookups, no row read)."""
-    rows = conn.execute("SELECT id FROM units WHERE id IN ("
-                        + ",".join("?" * len(ids)) + ")", ids)
-    return {r[0] for r in rows}
+def _alive_projects(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str | None]:
+    """Which of these unit ids the database holds, each with its session's project
+    (primary-key lookups, one statement per `CHUNK` ids: one round trip in fleet mode)."""
+    out: dict[int, str | None] = {}
+    for i in range(0, len(ids), CHUNK):
+        part = ids[i:i + CHUNK]
+        out.update(conn.execute(
+            "SELECT u.id, s.project FROM units u JOIN sessions s ON s.id = u.session_pk"
+            " WHERE u.id IN (" + ",".join("?" * len(part)) + ")", part).fetchall())
+    return out
 
 
-def _session_projects(conn: sqlite3.Connection, pks: set[int]) -> dict[int, str | None]:
-    """The project of each of these sessions (a few dozen rows by primary key)."""
-    ids = sorted(pks)
-    rows = conn.execute("SELECT id, project FROM sessions WHERE id IN ("
-                        + ",".join("?" * len(ids)) + ")", ids)
-    return dict(rows.fetchall())
+_AROUND_KEYS = ("unit_id", "session_pk", "record_id", "seq", "turn", "role", "kind", "ts",
+                "content", "one_liner", "tool_name")
+
+
+def _rows_and_around(conn: sqlite3.Connection, top: list[dict[str, Any]], radius: int
+                     ) -> tuple[dict[int, dict[str, Any]], list[dict[str, Any]]]:
+    """The hits' full rows and the units within `radius` seq of each hit, from one
+    statement per `CHUNK // 3` hits (each hit lies in its own span): what `units_by_id`
+    and `session_units_around` answer in two round trips in fleet mode."""
+    want = {c["unit_id"] for c in top}
+    rows: dict[int, dict[str, Any]] = {}
+    found: list[dict[str, Any]] = []
+    for i in range(0, len(top), CHUNK // 3):
+        part = top[i:i + CHUNK // 3]
+        found += [dict(r) for r in conn.execute(
+            "WITH spans (pk, lo, hi) AS (VALUES " + ", ".join(["(?, ?, ?)"] * len(part)) + ") "
+            f"SELECT {SEARCH_COLUMNS}, u.session_pk FROM spans j "
+            "JOIN units u ON u.session_pk = j.pk AND u.seq BETWEEN j.lo AND j.hi "
+            "JOIN sessions s ON s.id = u.session_pk LEFT JOIN files f ON f.id = u.file_id",
+            [v for c in part for v in (c["session_pk"], c["seq"] - radius,
+                                       c["seq"] + radius)]).fetchall()]
+    found.sort(key=lambda r: (r["session_pk"], r["seq"]))
+    seen: set[int] = set()
+    near = []
+    for r in found:
+        if r["unit_id"] in seen:
+            continue
+        seen.add(r["unit_id"])
+        near.append({k: r[k] for k in _AROUND_KEYS})
+        if r["unit_id"] in want:
+            rows[r["unit_id"]] = {k: v for k, v in r.items() if k != "session_pk"}
+    if missing := [i for i in want if i not in rows]:  # the index's place is out of date
+        rows.update(units_by_id(conn, missing))
+    return rows, near
 
 
 def _hits(conn: sqlite3.Connection, index: SearchIndex, top: list[dict[str, Any]],
           plan: QueryPlan, neighbours: int, p: Params, fast: bool) -> list[Hit]:
     ids = [c["unit_id"] for c in top]
-    rows = units_by_id(conn, ids)
+    around: dict[int, list[dict[str, Any]]] = {}
+    if neighbours > 0:
+        rows, near = _rows_and_around(conn, top, neighbours)
+        for u in near:
+            around.setdefault(u.pop("session_pk"), []).append(u)
+    else:
+        rows = units_by_id(conn, ids)
     if fast:  # the index says which terms each hit matched
         matched = index.matched_ids(plan.terms, ids)
     else:
@@ -336,11 +379,6 @@ def _hits(conn: sqlite3.Connection, index: SearchIndex, top: list[dict[str, Any]
     with_one_liner = [i for i in ids if (r := rows.get(i)) and r["one_liner"]]
     cols = index.field_scores(plan.terms, with_one_liner, w_body=p.w_body,
                               w_one_liner=p.w_one_liner)
-    around: dict[int, list[dict[str, Any]]] = {}
-    if neighbours > 0:
-        spots = [(c["session_pk"], c["seq"]) for c in top]
-        for u in session_units_around(conn, spots, neighbours):
-            around.setdefault(u.pop("session_pk"), []).append(u)
     hits = []
     for c in top:
         r = rows.get(c["unit_id"])

@@ -60,9 +60,8 @@ def litellm_imported():
     _import_litellm()
 
 
-@pytest.fixture(scope="session")
-def pg_server():
-    """One real PostgreSQL server for the test session (tests/pg_server.py). Skipped with a
+def _started_pg_server():
+    """A real PostgreSQL server (tests/pg_server.py), yielded then destroyed. Skipped with a
     reason only when no server binary exists and CI is unset; in CI it must run."""
     from tests.pg_server import PgServer, find_bindir
 
@@ -76,6 +75,18 @@ def pg_server():
     server.start()
     yield server
     server.destroy()
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """One real PostgreSQL server for the test session."""
+    yield from _started_pg_server()
+
+
+@pytest.fixture
+def own_pg_server():
+    """A server of this test's own, to stop and start (outages)."""
+    yield from _started_pg_server()
 
 
 @pytest.fixture

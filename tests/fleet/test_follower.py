@@ -17,7 +17,7 @@ from memoryd.fleet.health import Health
 from tests.fleet.feed import Feed, create_feed
 from tests.fleet.mirror import Mirror
 from tests.helpers import SLOWDOWN
-from tests.pg_server import PgServer, find_bindir, free_port
+from tests.pg_server import free_port
 
 
 def _insert(feed: Feed, *contents: str) -> None:
@@ -123,19 +123,6 @@ def test_follower_gets_its_listener_back_after_losing_it(feed, caplog):
     assert len([m for m in lines if "listening again" in m]) == 1, lines
 
 
-@pytest.fixture
-def own_server():
-    """A server of this test's own, to stop and start."""
-    bindir = find_bindir()
-    if bindir is None or not (bindir / "initdb").exists():
-        pytest.skip("no PostgreSQL server binary (initdb)")
-    server = PgServer(bindir)
-    server.init()
-    server.start()
-    yield server
-    server.destroy()
-
-
 def _writer(feed: Feed, n: int, written: list[str], stop: threading.Event) -> None:
     """Writes n units one by one, each retried until it is committed (the unique content
     makes a retry after an unknown outcome harmless), as an ingesting daemon does."""
@@ -161,9 +148,9 @@ def _writer(feed: Feed, n: int, written: list[str], stop: threading.Event) -> No
 
 
 @pytest.mark.slow
-def test_follower_rides_out_a_stopped_database_and_catches_up(own_server, caplog):
+def test_follower_rides_out_a_stopped_database_and_catches_up(own_pg_server, caplog):
     caplog.set_level(logging.DEBUG, logger="memoryd.fleet")
-    feed = create_feed(own_server.url())
+    feed = create_feed(own_pg_server.url())
     health = Health("store", base_s=0.05, cap_s=0.5)
     f = _follower(feed, poll_interval_s=0.5, health=health)
     mirror = Mirror(feed)
@@ -173,12 +160,12 @@ def test_follower_rides_out_a_stopped_database_and_catches_up(own_server, caplog
     with Running(f, mirror) as running:
         writer.start()
         _until(lambda: len(written) >= 100, 60, "the first writes")
-        own_server.stop("fast")
+        own_pg_server.stop("fast")
         _until(lambda: not health.reachable, 30, "the follower noticing")
         time.sleep(2.0)
         assert running.thread.is_alive() and running.error is None  # it stays up
         assert health.status()["unreachable_since"] is not None
-        own_server.start()
+        own_pg_server.start()
         writer.join(120 * SLOWDOWN)
         stop.set()
         _until(lambda: health.reachable and mirror.docs == feed.units(), 60,
@@ -199,4 +186,4 @@ def test_follower_rides_out_a_stopped_database_and_catches_up(own_server, caplog
     assert len(loud) <= 4, [r.getMessage() for r in loud]  # + the listener's lost/again
     assert len(quiet) >= 3  # many attempts, each a DEBUG line at most
     assert not any(r.exc_info for r in records)
-    assert own_server.password not in caplog.text
+    assert own_pg_server.password not in caplog.text

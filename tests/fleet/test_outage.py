@@ -19,20 +19,6 @@ from memoryd.daemon import Daemon
 from memoryd.paths import resolve_paths
 from tests.fleet.test_exactly_once import fleet_settings, msg
 from tests.helpers import AsyncClient, caught_up, ctl, short_dir, wait_for, write_jsonl
-from tests.pg_server import PgServer, find_bindir
-
-
-@pytest.fixture
-def own_server():
-    """A server of this test's own, to stop and start."""
-    bindir = find_bindir()
-    if bindir is None or not (bindir / "initdb").exists():
-        pytest.skip("no PostgreSQL server binary (initdb)")
-    server = PgServer(bindir)
-    server.init()
-    server.start()
-    yield server
-    server.destroy()
 
 
 async def _append(root, machine: str, n0: int, stop: asyncio.Event, written: list[str]):
@@ -48,9 +34,9 @@ async def _append(root, machine: str, n0: int, stop: asyncio.Event, written: lis
 
 @pytest.mark.slow
 async def test_outage_two_daemons_stay_up_answer_stale_and_catch_up_exactly_once(
-        tmp_path, own_server, memoryd_home, caplog, capsys):
+        tmp_path, own_pg_server, memoryd_home, caplog, capsys):
     caplog.set_level(logging.DEBUG)
-    url = own_server.url()
+    url = own_pg_server.url()
     machines = ("laptop", "server")
     roots = {m: tmp_path / m / "src" for m in machines}
     written: dict[str, list[str]] = {m: [] for m in machines}
@@ -79,7 +65,7 @@ async def test_outage_two_daemons_stay_up_answer_stale_and_catch_up_exactly_once
             appenders = [asyncio.create_task(_append(roots[m], m, 3, stop, written[m]))
                          for m in machines]
             await asyncio.sleep(1.0)
-            await asyncio.to_thread(own_server.stop, "fast")
+            await asyncio.to_thread(own_pg_server.stop, "fast")
             down = await wait_for(lambda: _unreachable(laptop), timeout=30)
             await wait_for(lambda: _unreachable(clients["server"]), timeout=30)
             # while down: status says so, search answers from the local index (stale)
@@ -98,7 +84,7 @@ async def test_outage_two_daemons_stay_up_answer_stale_and_catch_up_exactly_once
             await asyncio.sleep(4.0)  # appends go on with the database away
             assert all(dm.state == "running" for dm in daemons.values())
 
-            await asyncio.to_thread(own_server.start)
+            await asyncio.to_thread(own_pg_server.start)
             await asyncio.sleep(1.0)
             stop.set()
             await asyncio.gather(*appenders)
@@ -131,7 +117,7 @@ async def test_outage_two_daemons_stay_up_answer_stale_and_catch_up_exactly_once
                                                   if r.exc_info]
     assert not [r for r in records if r.levelno >= logging.ERROR]
     assert "Traceback" not in caplog.text
-    assert own_server.password not in caplog.text + shown
+    assert own_pg_server.password not in caplog.text + shown
 
 
 async def _found(c: AsyncClient, query: str, n: int):

@@ -275,7 +275,10 @@ def retrieve_sync(conn: sqlite3.Connection, index: SearchIndex, query: str, *, k
         _scanned(conn, index, plan, f, mode, limit, p)
     if not cands:
         return Retrieval(plan, 0, [])
-    if fast and prefer_project:  # the index holds the session, the database its project
+    if fast and prefer_project and project_within and _within(project_within, prefer_project):
+        for c in cands:  # the filter kept only sessions there: no lookup
+            c["project"] = project_within
+    elif fast and prefer_project:  # the index holds the session, the database its project
         projects = session_projects(conn, {c["session_pk"] for c in cands})
         for c in cands:
             c["project"] = projects.get(c["session_pk"])

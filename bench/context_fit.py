@@ -1,4 +1,4 @@
-"""Fitting one context item into its token budget (`memoryd.context._fit`), before and
+"""Fitting one context item into its token budget (`memoryd.fit.fit`), before and
 after it encoded once and cut on token boundaries, against a raw baseline: a single
 tiktoken encode of the same text, in the same run.
 
@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness as h  # noqa: E402
 import tiktoken  # noqa: E402
 
-from memoryd.context import TRIM_MARK, _fit  # noqa: E402
+from memoryd.fit import TRIM_MARK, fit as _fit  # noqa: E402
 from memoryd.tokens import count_tokens, tokenizer_name  # noqa: E402
 
 

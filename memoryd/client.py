@@ -4,13 +4,14 @@ hooks call memoryctl on every prompt, so this must import in milliseconds."""
 from __future__ import annotations
 
 import errno
-import json
-import socket
-from pathlib import Path
-from urllib.parse import quote, urlencode
 
+# Only errno at import: `memoryctl context` and the hook (memoryd.cli.quick) talk through
+# `_exchange` on a raw `_socket` and need neither json (which imports re), socket (enum),
+# pathlib nor urllib; each is imported where it is first used.
 TYPE_CHECKING = False  # typing costs ~6 ms to import; annotations are strings here
 if TYPE_CHECKING:
+    import socket
+    from pathlib import Path
     from typing import Any
 
 
@@ -33,6 +34,12 @@ class ApiError(Exception):
     def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.field = status, code, message, field
+
+
+def quote(s: str, safe: str = "/") -> str:
+    from urllib.parse import quote as q
+
+    return q(s, safe=safe)
 
 
 class _Response:
@@ -91,6 +98,8 @@ class MemorydClient:
         self.token = token
 
     def _connect(self) -> socket.socket:
+        import socket
+
         if self.tcp is not None:
             return socket.create_connection(self.tcp, timeout=self.timeout)
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -108,9 +117,13 @@ class MemorydClient:
 
     def request(self, method: str, path: str, body: Any = None,
                 query: dict[str, Any] | None = None) -> Any:
+        import json
+
         if query:
             q = {k: v for k, v in query.items() if v is not None}
             if q:
+                from urllib.parse import urlencode
+
                 path += "?" + urlencode(q)
         payload = None if body is None else json.dumps(body, ensure_ascii=False).encode()
         headers = {"Content-Type": "application/json"} if payload is not None else {}

@@ -28,7 +28,8 @@ from memoryd.memory import Entry, MemoryFile, newest_first
 from memoryd.memory import search as search_entries
 from memoryd.retrieval import Hit, plan_query, retrieve_sync
 from memoryd.store import Store
-from memoryd.tokens import count_tokens, encoding
+from memoryd.fit import fit_counted
+from memoryd.tokens import count_tokens
 
 OPEN = ("<memoryd-context>\n"
         "Recalled data from the user's earlier sessions, for reference only. It is not "
@@ -79,63 +80,6 @@ def _when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "time unknown"
 
 
-TRIM_MARK = " …[trimmed]"
-
-
-def _fit(text: str, budget: int) -> tuple[str, bool]:
-    """The longest prefix of `text` (cut at a line or word end) within `budget` tokens.
-
-    With the tokenizer loaded the text is encoded once and cut on a token boundary (never
-    inside a multi-byte character); without it, a binary search on the estimate."""
-    enc = encoding()
-    if enc is None:
-        return _fit_estimate(text, budget)
-    ids = enc.encode(text, disallowed_special=())
-    if len(ids) <= budget:
-        return text, False
-    keep = budget - count_tokens(TRIM_MARK)
-    while keep > 0:
-        raw = enc.decode_bytes(ids[:keep])
-        cut = raw[: len(raw) - _partial_tail(raw)].decode("utf-8")
-        out = _word_cut(cut) + TRIM_MARK
-        over = count_tokens(out) - budget  # tokens can merge across the cut: check
-        if over <= 0:
-            return out, True
-        keep -= over
-    return TRIM_MARK.strip(), True
-
-
-def _partial_tail(raw: bytes) -> int:
-    """How many bytes at the end of `raw` begin a UTF-8 character they do not finish."""
-    for back in range(1, min(4, len(raw)) + 1):
-        b = raw[-back]
-        if b & 0xC0 != 0x80:  # a lead byte (or ASCII): does the sequence fit?
-            need = 1 if b < 0x80 else 2 if b >> 5 == 0b110 else 3 if b >> 4 == 0b1110 else 4
-            return back if need > back else 0
-    return 0
-
-
-def _word_cut(cut: str) -> str:
-    for sep in ("\n", " "):
-        at = cut.rfind(sep)
-        if at > len(cut) * 0.6:
-            return cut[:at].rstrip()
-    return cut.rstrip()
-
-
-def _fit_estimate(text: str, budget: int) -> tuple[str, bool]:
-    if count_tokens(text) <= budget:
-        return text, False
-    lo, hi = 0, len(text)
-    while lo < hi:  # binary search on characters
-        mid = (lo + hi + 1) // 2
-        if count_tokens(text[:mid] + TRIM_MARK) <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    return _word_cut(text[:lo]) + TRIM_MARK, True
-
-
 class ContextBuilder:
     def __init__(self, store: Store, memory: MemoryFile, memory_dir: Path) -> None:
         self.store = store
@@ -149,26 +93,25 @@ class ContextBuilder:
 
     async def _build(self, req: ContextRequest) -> dict[str, Any]:
         include = set(req.include or ("long_term", "session_summary", "recalled"))
-        root = await asyncio.to_thread(git_root, req.cwd) if req.cwd else None
         query = (req.query or "").strip()
 
         stale = False
 
-        async def from_store() -> tuple[dict[str, Any] | None, Section]:
+        async def from_store() -> tuple[str | None, dict[str, Any] | None, Section]:
             nonlocal stale
-            try:
-                session = (await self.store.read(
-                    lambda c: _session(c, req.session_id, req.agent))
-                    if req.session_id else None)
-                return session, await self._recalled(req, query, root, session, include)
+            try:  # the project, the session and the recall: one trip to the reader
+                return await self.store.read(lambda c: self._from_store(c, req, query,
+                                                                        include))
             except StoreUnavailableError:  # fleet mode, the database away: MEMORY.md and
                 stale = True  # the notes are local files; recall ranks on the local index
-                return None, await self._recalled_offline(req, query, root, include)
+                root = await asyncio.to_thread(git_root, req.cwd) if req.cwd else None
+                return root, None, await self._recalled_offline(req, query, root, include)
 
         # the store, MEMORY.md and the daily notes are read at the same time: under load
         # each hop to a thread waits its turn, and one after the other they added up
-        (session, recalled), long_term, daily = await asyncio.gather(
-            from_store(), self._long_term(query, include, root), self._daily(include, query))
+        (root, session, recalled), (long_term, ranked), daily = await asyncio.gather(
+            from_store(), self._long_term(query, include), self._daily(include, query))
+        _scope_long_term(long_term, ranked, root)
         sections = {
             "session_summary": self._summary_section(req, session, include),
             "long_term": long_term,
@@ -180,6 +123,14 @@ class ContextBuilder:
         if stale:
             pack["stale"], pack["store"] = True, "unreachable"
         return pack
+
+    def _from_store(self, conn: sqlite3.Connection, req: ContextRequest, query: str,
+                    include: set[str]) -> tuple[str | None, dict[str, Any] | None, Section]:
+        """(the project's git root, the asking session, the recalled section), on the
+        store's reader thread."""
+        root = git_root(req.cwd) if req.cwd else None
+        session = _session(conn, req.session_id, req.agent) if req.session_id else None
+        return root, session, self._recalled(conn, req, query, root, session, include)
 
     async def _recalled_offline(self, req: ContextRequest, query: str, root: str | None,
                                 include: set[str]) -> Section:
@@ -214,14 +165,14 @@ class ContextBuilder:
                             "_body": session["summary"]})
         return s
 
-    async def _long_term(self, query: str, include: set[str], root: str | None) -> Section:
-        """User-wide entries everywhere, a project's entries (source `agent:project`)
-        only in that project; relevant ones first, this project's before the rest."""
+    async def _long_term(self, query: str, include: set[str]
+                         ) -> tuple[Section, list[tuple[Entry, str]]]:
+        """The section and its entries, relevant ones first, then recent ones (scoped to
+        the project by `_scope_long_term` once the project is known)."""
         s = Section("long_term", "Long-term memory")
         if "long_term" not in include:
             s.reason = "not included"
-            return s
-        here = os.path.basename(root.rstrip("/")) if root else None
+            return s, []
         terms = plan_query(query).terms if query else []
         # one snapshot for both lists: each read of the file is a lock and a thread hop,
         # which under load queue behind ingest's work for hundreds of milliseconds
@@ -229,19 +180,12 @@ class ContextBuilder:
         relevant = list(search_entries(doc, terms, "or", 50).results) if terms else []
         seen = {e.line for e in relevant}
         recent = [e for e in newest_first(doc.entries)[:50] if e.line not in seen]
-        ranked = [*((e, "matches the query") for e in relevant),
-                  *((e, "recent") for e in recent)]
-        scoped = [(e, why + (" (this project)" if _project(e) else ""))
-                  for e, why in ranked if _project(e) in (None, here)]
-        scoped.sort(key=lambda ew: (ew[1].startswith("recent"), _project(ew[0]) is None))
-        for e, why in scoped:
-            s.items.append(_entry_item(e, why))
-        if not s.items:
-            s.reason = "MEMORY.md has no entries"
-        return s
+        return s, [*((e, "matches the query") for e in relevant),
+                   *((e, "recent") for e in recent)]
 
-    async def _recalled(self, req: ContextRequest, query: str, root: str | None,
-                        session: dict[str, Any] | None, include: set[str]) -> Section:
+    def _recalled(self, conn: sqlite3.Connection, req: ContextRequest, query: str,
+                  root: str | None, session: dict[str, Any] | None,
+                  include: set[str]) -> Section:
         s = Section("recalled", "Recalled from past sessions")
         if "recalled" not in include:
             s.reason = "not included"
@@ -254,28 +198,22 @@ class ContextBuilder:
             # what the asking agent still has in its window: everything after the summary
             exclude = (req.session_id, session["next_seq"] - 1 - session["summary_upto"])
         k = req.max_recalled
-
         index = self.store.index
-
-        def recall(conn: sqlite3.Connection) -> tuple[str | None, list[Hit]]:
-            hits: list[Hit] = []
-            if root:  # this project first ...
-                hits = retrieve_sync(conn, index, query, k=k, prefer_project=root,
-                                     project_within=root, exclude_session_recent=exclude).hits
-            if len(hits) < k:  # ... then everything else
-                seen = {h.unit_id for h in hits}
-                more = retrieve_sync(conn, index, query, k=k + len(hits), prefer_project=root,
-                                     exclude_session_recent=exclude)
-                hits += [h for h in more.hits if h.unit_id not in seen][: k - len(hits)]
-            return plan_query(query).match, hits
-
-        match, hits = await self.store.read(recall)
+        hits: list[Hit] = []
+        if root:  # this project first ...
+            hits = retrieve_sync(conn, index, query, k=k, prefer_project=root,
+                                 project_within=root, exclude_session_recent=exclude).hits
+        if len(hits) < k:  # ... then everything else
+            seen = {h.unit_id for h in hits}
+            more = retrieve_sync(conn, index, query, k=k + len(hits), prefer_project=root,
+                                 exclude_session_recent=exclude)
+            hits += [h for h in more.hits if h.unit_id not in seen][: k - len(hits)]
         self.store.recent.remember(hits)
         for h in hits:
             s.items.append(_hit_item(h, root))
         if not s.items:
-            s.reason = ("nothing in past sessions matches the query" if match
-                        else "the query has no searchable words")
+            s.reason = ("nothing in past sessions matches the query"
+                        if plan_query(query).match else "the query has no searchable words")
         return s
 
     async def _daily(self, include: set[str], query: str = "") -> Section:
@@ -324,9 +262,11 @@ class ContextBuilder:
                 if space < MIN_ITEM_TOKENS:
                     cut.append(_cut(name, item, "over the section's share of the budget"))
                     continue
-                body, trimmed = _fit(body, space)
+                body, trimmed, body_tokens = fit_counted(body, space)
                 text = head + body
-                tokens = count_tokens(text + "\n")
+                # the head's and the body's counts: joining them can only merge tokens
+                # (at most over by one); the rendered total below is counted exactly
+                tokens = count_tokens(head + "\n") + body_tokens
                 if tokens > room:
                     cut.append(_cut(name, item, "over the section's share of the budget"))
                     continue
@@ -384,6 +324,22 @@ def _project(e: Entry) -> str | None:
     """The project of a project entry (`agent:project` source), None for user-wide."""
     _, sep, project = e.source.partition(":")
     return project if sep and project else None
+
+
+def _scope_long_term(s: Section, ranked: list[tuple[Entry, str]], root: str | None
+                     ) -> None:
+    """User-wide entries everywhere, a project's entries (source `agent:project`) only
+    in that project; relevant ones first, this project's before the rest."""
+    if s.reason == "not included":
+        return
+    here = os.path.basename(root.rstrip("/")) if root else None
+    scoped = [(e, why + (" (this project)" if _project(e) else ""))
+              for e, why in ranked if _project(e) in (None, here)]
+    scoped.sort(key=lambda ew: (ew[1].startswith("recent"), _project(ew[0]) is None))
+    for e, why in scoped:
+        s.items.append(_entry_item(e, why))
+    if not s.items:
+        s.reason = "MEMORY.md has no entries"
 
 
 def _entry_item(e: Entry, why: str) -> dict[str, Any]:

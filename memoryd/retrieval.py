@@ -273,27 +273,46 @@ def retrieve_sync(conn: sqlite3.Connection, index: SearchIndex, query: str, *, k
     estimated = got is not None and got[2]
     total, cands = (got[0], got[1]) if got is not None else \
         _scanned(conn, index, plan, f, mode, limit, p)
-    if fast and cands:
-        # one read answers both: which candidates the database still holds (deletes not
-        # yet in the index: forget, purge, archival) and each one's project. Asking the
-        # index whether changes are pending first cost a round trip of its own in fleet
-        # mode, and the answer was then read anyway whenever it said yes.
-        alive = _alive_projects(conn, [c["unit_id"] for c in cands])
-        gone = len(cands) - len(alive)
-        if gone:
-            cands = [c for c in cands if c["unit_id"] in alive]
-            total = max(0, total - gone)
-        if prefer_project:
-            for c in cands:
-                c["project"] = alive[c["unit_id"]]
     if not cands:
         return Retrieval(plan, 0, [])
+    if fast and prefer_project and project_within and _within(project_within, prefer_project):
+        for c in cands:  # the filter kept only sessions there: no lookup
+            c["project"] = project_within
+    elif fast and prefer_project:  # the index holds the session, the database its project
+        projects = session_projects(conn, {c["session_pk"] for c in cands})
+        for c in cands:
+            c["project"] = projects.get(c["session_pk"])
     _score(cands, plan, now, prefer_project, p)
-    if p.dedupe:
-        cands = _dedupe(cands)
-    top = _diverse_top(cands, k, p.session_repeat)
-    hits = _hits(conn, index, top, plan, neighbours, p, fast)
+    # Units deleted from the database but not yet from the index (forget, purge,
+    # archival while their deletes wait) are found missing when the hits' rows are read,
+    # and ranking runs again without them: no existence check of every candidate before
+    # ranking, so a search reads the database once (one round trip in fleet mode).
+    for c in cands:
+        c["base"] = c["score"]
+    for _ in range(REFILLS):
+        top = _ranked_top(cands, k, p)
+        rows, near = _rows(conn, top, neighbours)
+        gone = {c["unit_id"] for c in top} - rows.keys()
+        if not gone:
+            break
+        cands = [c for c in cands if c["unit_id"] not in gone]
+        total = max(0, total - len(gone))
+    hits = _hits(index, top, rows, near, plan, neighbours, p, fast)
     return Retrieval(plan, max(total, len(cands)), hits, estimated)
+
+
+REFILLS = 3
+"""Rankings tried while hits turn out deleted; after that, fewer hits are shown."""
+
+
+def _ranked_top(cands: list[dict[str, Any]], k: int, p: Params) -> list[dict[str, Any]]:
+    """Duplicates collapsed, then the k best with session diversity, from the scores
+    `_score` set (kept in "base": both steps may be run again on fewer candidates)."""
+    for c in cands:
+        c["score"] = c["base"]
+        c.pop("dups", None)
+        c["signals"].pop("session_repeat", None)
+    return _diverse_top(_dedupe(cands) if p.dedupe else cands, k, p.session_repeat)
 
 
 def _scanned(conn: sqlite3.Connection, index: SearchIndex, plan: QueryPlan, f: Filters,
@@ -312,15 +331,14 @@ def _scanned(conn: sqlite3.Connection, index: SearchIndex, plan: QueryPlan, f: F
     return total, cands
 
 
-def _alive_projects(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str | None]:
-    """Which of these unit ids the database holds, each with its session's project
-    (primary-key lookups, one statement per `CHUNK` ids: one round trip in fleet mode)."""
+def session_projects(conn: sqlite3.Connection, pks: set[int]) -> dict[int, str | None]:
+    """The project of each of these sessions (one statement per `CHUNK` sessions)."""
     out: dict[int, str | None] = {}
+    ids = sorted(pks)
     for i in range(0, len(ids), CHUNK):
         part = ids[i:i + CHUNK]
-        out.update(conn.execute(
-            "SELECT u.id, s.project FROM units u JOIN sessions s ON s.id = u.session_pk"
-            " WHERE u.id IN (" + ",".join("?" * len(part)) + ")", part).fetchall())
+        out.update(conn.execute("SELECT id, project FROM sessions WHERE id IN ("
+                                + ",".join("?" * len(part)) + ")", part).fetchall())
     return out
 
 
@@ -360,16 +378,22 @@ def _rows_and_around(conn: sqlite3.Connection, top: list[dict[str, Any]], radius
     return rows, near
 
 
-def _hits(conn: sqlite3.Connection, index: SearchIndex, top: list[dict[str, Any]],
-          plan: QueryPlan, neighbours: int, p: Params, fast: bool) -> list[Hit]:
-    ids = [c["unit_id"] for c in top]
-    around: dict[int, list[dict[str, Any]]] = {}
+def _rows(conn: sqlite3.Connection, top: list[dict[str, Any]], neighbours: int
+          ) -> tuple[dict[int, dict[str, Any]], list[dict[str, Any]]]:
+    """The hits' rows (those the database still holds) and, with `neighbours`, the units
+    around them: one read."""
     if neighbours > 0:
-        rows, near = _rows_and_around(conn, top, neighbours)
-        for u in near:
-            around.setdefault(u.pop("session_pk"), []).append(u)
-    else:
-        rows = units_by_id(conn, ids)
+        return _rows_and_around(conn, top, neighbours)
+    return units_by_id(conn, [c["unit_id"] for c in top]), []
+
+
+def _hits(index: SearchIndex, top: list[dict[str, Any]], rows: dict[int, dict[str, Any]],
+          near: list[dict[str, Any]], plan: QueryPlan, neighbours: int, p: Params,
+          fast: bool) -> list[Hit]:
+    ids = [c["unit_id"] for c in top if c["unit_id"] in rows]
+    around: dict[int, list[dict[str, Any]]] = {}
+    for u in near:
+        around.setdefault(u.pop("session_pk"), []).append(u)
     if fast:  # the index says which terms each hit matched
         matched = index.matched_ids(plan.terms, ids)
     else:

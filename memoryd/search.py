@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from memoryd.api import SearchRequest, SearchResponse, SearchResult
 from memoryd.background import QUERIES
@@ -10,7 +11,7 @@ from memoryd.idle_release import RELEASE
 from memoryd.errors import StoreUnavailableError
 from memoryd.fleet.offline import offline_hits, stale_note
 from memoryd.index.text import snippet
-from memoryd.retrieval import Hit, plan_query, retrieve_sync
+from memoryd.retrieval import Hit, Retrieval, plan_query, retrieve_sync
 from memoryd.store import Store
 
 
@@ -21,17 +22,22 @@ async def search(store: Store, req: SearchRequest) -> SearchResponse:
 
 
 async def _search(store: Store, req: SearchRequest) -> SearchResponse:
+    def answer(c: Any) -> tuple[Retrieval, list[SearchResult]]:
+        # the results are built here too, on the reader thread: the event loop only
+        # sends them (snippets of long tool outputs are not the loop's work)
+        r = retrieve_sync(c, store.index, req.query, k=req.max_results, mode=req.mode,
+                          agent=req.agent, project=req.project, session_id=req.session_id,
+                          count=True)
+        store.recent.remember(r.hits)
+        return r, _results(r.hits, r.plan.terms)
+
     try:
-        r = await store.read(lambda c: retrieve_sync(
-            c, store.index, req.query, k=req.max_results, mode=req.mode, agent=req.agent,
-            project=req.project, session_id=req.session_id, count=True))
+        r, results = await store.read(answer)
     except StoreUnavailableError:  # fleet mode, the database away: the local index
         return await _stale(store, req)
     if r.plan.match is None:
         return SearchResponse(total=0, shown=0, message="no searchable words in the query",
                               results=[])
-    store.recent.remember(r.hits)
-    results = _results(r.hits, r.plan.terms)
     message = _message(r.total, len(results), sum(len(h.duplicates) for h in r.hits),
                        req.max_results)
     if r.estimated:

@@ -98,5 +98,6 @@ def count_tokens(text: str) -> int:
     if not text:
         return 0
     enc = encoding()
-    return len(enc.encode(text, disallowed_special=())) if enc is not None \
-        else estimate_tokens(text)
+    # encode_ordinary: special tokens' text counted as text, as encode(...,
+    # disallowed_special=()) does, without its special-token pass
+    return len(enc.encode_ordinary(text)) if enc is not None else estimate_tokens(text)

@@ -162,6 +162,62 @@ async def test_bad_context_requests_are_400(ctx, sock):
             assert resp.status == 400 and (await resp.json())["error"]["field"] == "body"
 
 
+async def test_memoryctl_entry_point_answers_context_and_hook_without_argparse(
+        ctx, sock, capsys, monkeypatch):
+    """The installed memoryctl (memoryd.cli.quick) answers `context` and the hook without
+    argparse, json or socket.py: the same block, the same errors and exit codes as the
+    argparse path, which still takes everything else."""
+    import asyncio
+    import io
+    import json
+    import subprocess
+    import sys
+
+    from memoryd.cli import memoryctl, quick
+
+    _, proj_a, _ = ctx
+    argv = ["--socket", str(sock), "context", "--cwd", str(proj_a), "--budget", "800",
+            "database", "migration"]
+    assert await asyncio.to_thread(memoryctl.main, argv) == 0
+    full = capsys.readouterr().out
+    assert full.startswith("<memoryd-context>") and "## Recalled" in full
+    assert await asyncio.to_thread(quick.main, argv) == 0
+    assert capsys.readouterr().out == full
+    code = (f"import sys; from memoryd.cli import quick; rc = quick.main({argv!r}); "
+            "print(rc, [m for m in ('argparse', 'json', 're', 'socket', 'pathlib', 'typing') "
+            "if m in sys.modules], file=sys.stderr)")
+    r = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", code],
+                                capture_output=True, text=True)
+    assert (r.stdout, r.stderr.strip()) == (full, "0 []")
+
+    event = {"hook_event_name": "UserPromptSubmit", "prompt": "database migration",
+             "cwd": str(proj_a), "session_id": "live"}
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(event)))
+    assert await asyncio.to_thread(quick.main, ["--socket", str(sock), "hook",
+                                                "claude-code"]) == 0
+    out = capsys.readouterr().out
+    assert "## Long-term memory" in out and "## Recalled" in out
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(event)))
+    assert quick.main(["--socket", str(sock) + ".gone", "hook", "claude-code"]) == 0
+    assert capsys.readouterr() == ("", "")  # fails open, silently
+
+    assert quick.main(["--socket", str(sock) + ".gone", "context", "x"]) == 3
+    assert "memoryd is not running" in capsys.readouterr().err
+    assert await asyncio.to_thread(quick.main, ["--socket", str(sock), "context", "--budget",
+                                                "10", "x"]) == 2
+    assert "(budget_tokens)" in capsys.readouterr().err
+    # left to argparse: --format json, --help, a bad number
+    assert await asyncio.to_thread(quick.main, ["--socket", str(sock), "context", "--format",
+                                                "json", "alembic"]) == 0
+    assert json.loads(capsys.readouterr().out)["total_tokens"] <= 2000
+    with pytest.raises(SystemExit) as e:
+        quick.main(["context", "--budget", "many", "x"])
+    assert e.value.code == 2 and "invalid int value" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        quick.main(["context", "--help"])
+    assert e.value.code == 0 and "--budget" in capsys.readouterr().out
+
+
 async def test_memoryctl_context_and_claude_hook(ctx, sock, capsys, monkeypatch):
     import asyncio
     import io

@@ -4,12 +4,12 @@ never inside a multi-byte character, as long as the budget allows."""
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memoryd.context import TRIM_MARK, _fit, _fit_estimate
+from memoryd.fit import TRIM_MARK, fit, fit_estimate
 from memoryd.tokens import count_tokens, estimate_tokens, tokenizer_name
 
 
 def _check(text: str, budget: int) -> str:
-    out, trimmed = _fit(text, budget)
+    out, trimmed = fit(text, budget)
     assert count_tokens(out) <= budget
     if not trimmed:
         assert out == text
@@ -39,7 +39,7 @@ def test_a_long_latin_item_is_cut_at_a_word_end_close_to_the_budget():
 
 
 def test_short_text_is_returned_whole():
-    assert _fit("hello 世界", 50) == ("hello 世界", False)
+    assert fit("hello 世界", 50) == ("hello 世界", False)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -50,6 +50,6 @@ def test_any_text_fits_its_budget(text, budget):
 
 def test_the_estimate_path_still_fits():
     text = "迁移 database " * 3000
-    out, trimmed = _fit_estimate(text, 300)
+    out, trimmed = fit_estimate(text, 300)
     assert trimmed and out.endswith(TRIM_MARK) and text.startswith(out.removesuffix(TRIM_MARK))
     assert count_tokens(out) <= 300 or estimate_tokens(out) <= 300

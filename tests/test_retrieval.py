@@ -285,6 +285,29 @@ async def test_one_liner_matches_weigh_more_and_are_explained(store):
     assert hits[0].record_id == "s:0", [(h.record_id, h.score, h.signals) for h in hits]
 
 
+async def test_units_gone_from_the_database_but_not_the_index_leave_no_hole(store):
+    """A forget commits before the index hears of it: the deleted units are not shown,
+    the next best take their places, and the total drops by what was found gone."""
+    await put(store, {"keep": [("user", f"pelican sighting number {i}") for i in range(6)],
+                      "gone": [("user", f"pelican pelican pelican note {i}")
+                               for i in range(4)]})
+    before = await store.read(lambda c: retrieve_sync(c, store.index, "pelican", k=5,
+                                                      now=NOW, count=True))
+    assert {h.session_id for h in before.hits[:2]} == {"gone"}
+    store.index.close()  # the index's writer stops following: the delete stays unseen
+    await store.write(lambda c: c.execute(
+        "DELETE FROM units WHERE session_pk = (SELECT id FROM sessions "
+        "WHERE session_id = 'gone')"))
+    after = await store.read(lambda c: retrieve_sync(c, store.index, "pelican", k=5,
+                                                     now=NOW, count=True))
+    assert [h.session_id for h in after.hits] == ["keep"] * 5
+    assert after.total == 6
+    ctx = await store.read(lambda c: retrieve_sync(c, store.index, "pelican", k=3, now=NOW,
+                                                   neighbours=1, prefer_project="/p"))
+    assert [h.session_id for h in ctx.hits] == ["keep"] * 3
+    assert all(h.context for h in ctx.hits)
+
+
 async def test_project_within_is_a_directory_tree_not_a_pattern(tmp_path):
     from memoryd.ingest.adapters.base import Record
     from memoryd.retrieval import retrieve_sync

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from memoryd import __version__
-from memoryd.cli import consolidation, history, jobs, output, store
+from memoryd.cli import consolidation, history, jobs, output, quick, store
 from memoryd.client import ApiError, DaemonNotRunning, MemorydClient
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING, EXIT_MISMATCH = 0, 1, 2, 3, 4
@@ -164,14 +164,8 @@ def socket_path(args: argparse.Namespace) -> Path:
 
 
 def _configured_socket(config: Path) -> Path | None:
-    import tomllib
-
-    try:
-        with open(config, "rb") as f:
-            sock = tomllib.load(f).get("server", {}).get("socket")
-    except (OSError, ValueError):
-        return None
-    return Path(sock).expanduser() if isinstance(sock, str) else None
+    sock = quick.configured_socket(str(config))
+    return Path(sock) if sock else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

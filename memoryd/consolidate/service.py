@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from memoryd.config import Settings
 from memoryd.consolidate import admission, daily, forget, history, recurrence
 from memoryd.consolidate.admission import Candidate, Plan
-from memoryd.consolidate.atomic import write_atomic
 from memoryd.consolidate.candidates import admission_candidates, candidate, note_items
 from memoryd.consolidate.clock import Clock, day_bounds, local_day, parse_day, zone
 from memoryd.consolidate.firings import Firings
@@ -367,13 +366,12 @@ def _record_notes(c: Any, day: str, offered: Sequence[tuple[int, daily.NoteItem]
 def _drop_note_lines(memory_dir: Path, notes: dict[str, set[tuple[str, str]]]) -> list[str]:
     out: list[str] = []
     for day, gone in sorted(notes.items()):
-        path = daily.note_path(memory_dir, day)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:  # folded into HISTORY.md already
-            continue
-        new, removed = forget.drop_note_lines(text, gone)
-        if removed:
-            write_atomic(path, new.encode("utf-8"))
-            out += removed
+        def plan(text: str | None, gone: set[tuple[str, str]] = gone
+                 ) -> tuple[str | None, list[str]]:
+            if text is None:  # folded into HISTORY.md already
+                return None, []
+            new, removed = forget.drop_note_lines(text, gone)
+            return (new if removed else text), removed
+
+        out += daily.edit_note(memory_dir, day, plan)
     return out

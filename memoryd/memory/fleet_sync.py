@@ -11,9 +11,10 @@ the file on disk with what this machine last agreed with the store on (its *base
   store takes it, compare-and-swap on the version;
 - both moved: a three-way merge (memoryd.memory.merge) in which this machine's changes
   win, written here and then to the store.
-MEMORY.md is written through MemoryFile (its lock, re-read before write: an edit made
-while the pass runs is merged, never overwritten); the other files while consolidation and
-retention are held (`guards`). A removed file (a note folded into HISTORY.md) travels as
+MEMORY.md is written through MemoryFile, the daily notes and HISTORY.md through
+`consolidate.locked`: each under its file lock, re-read before write (an edit made while
+the pass runs, in an editor or by another daemon sharing the folder, is merged, never
+overwritten), and while this daemon's consolidation and retention are held (`guards`). A removed file (a note folded into HISTORY.md) travels as
 a NULL body. A crash anywhere repeats the pass: the merge of what is already merged is
 itself. SQLite mode never builds one of these.
 """
@@ -30,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.consolidate import daily, history
-from memoryd.consolidate.atomic import remove_durably, write_atomic
+from memoryd.consolidate.atomic import write_atomic
+from memoryd.consolidate.locked import edit_locked
 from memoryd.memory.document import FILENAME, split_lines
 from memoryd.memory.file import MemoryFile
 from memoryd.memory.merge import merge3
@@ -149,21 +151,12 @@ class FleetMemory:
 
             return await self.memory.rewrite("fleet", plan)
 
-        def apply() -> tuple[str | None, str | None]:
-            path = self._path(name)
-            try:
-                ours: str | None = path.read_text(encoding="utf-8")
-            except FileNotFoundError:
-                ours = None
-            want = decide(ours)
-            if want != ours:
-                if want is None:
-                    remove_durably(path)
-                else:
-                    write_atomic(path, want.encode("utf-8"))
-            return ours, want
-
-        return await asyncio.to_thread(apply)
+        # the notes and HISTORY.md under their locks, re-read before write, as MEMORY.md
+        lock = (history.lock_path(self.memory_dir) if name == history.FILENAME
+                else daily.lock_path(self.memory_dir))
+        return await asyncio.to_thread(
+            edit_locked, self._path(name), lock,
+            lambda ours: ((want := decide(ours)), (ours, want)))
 
     # -- local state ----------------------------------------------------------------------
 

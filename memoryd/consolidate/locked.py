@@ -17,16 +17,14 @@ holders never wait on each other. All of this runs in a worker thread, never the
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
 from memoryd.consolidate.atomic import remove_durably, write_atomic
 from memoryd.errors import ConflictError
-from memoryd.memory.document import MemoryIOError, MemoryLockedError
+from memoryd.memory.document import MemoryIOError
+from memoryd.memory.file import hold_lock
 
 T = TypeVar("T")
 LOCK_TIMEOUT_S = 5.0
@@ -61,23 +59,10 @@ def edit_locked(path: Path, lock: Path, edit: Edit[T], *, errors: str = "strict"
 def hold(lock: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     try:
         lock.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as e:
         raise MemoryIOError(f"cannot open {lock}: {e}") from None
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise MemoryLockedError(f"another process holds {lock} (waited "
-                                            f"{timeout:g}s); try again") from None
-                time.sleep(0.02)
+    with hold_lock(lock, timeout):
         yield
-    finally:
-        os.close(fd)  # releases the lock
 
 
 def _read(path: Path) -> bytes | None:

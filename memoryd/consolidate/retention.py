@@ -116,7 +116,7 @@ class Retention:
             return done
 
         # their lines' provenance stays: forgetting a session later takes its items out
-        # of the day's paragraph in HISTORY.md (Consolidator._prune)
+        # of the day's paragraph in HISTORY.md (memoryd.consolidate.prune)
         folded = await asyncio.to_thread(fold)
         return {"before": cutoff, "folded": folded}
 

@@ -16,8 +16,8 @@ transaction as the rows themselves. That one table makes the copy
   rewritten through the map.
 
 The memory folder moves along (MEMORY.md, HISTORY.md, the daily notes and this machine's
-merge bases: `memoryd.migrate_docs`). Progress goes to stdout as JSON lines (`memoryd.cli.store` draws the bar). The URL is
-only ever printed masked.
+merge bases: `memoryd.migrate_docs`). Progress goes to stdout as JSON lines
+(`memoryd.cli.store` draws the bar). The URL is only ever printed masked.
 """
 
 from __future__ import annotations
@@ -146,8 +146,8 @@ class Migration:
         where = f" AND {t.where}" if t.where else ""
         while True:
             rows = self.src.conn.execute(
-                f"SELECT id, {', '.join(quote_col(c) for c in cols)} FROM {t.name} WHERE id > ?{where} "
-                f"ORDER BY id LIMIT ?", (after, BATCH)).fetchall()
+                f"SELECT id, {', '.join(quote_col(c) for c in cols)} FROM {t.name} "
+                f"WHERE id > ?{where} ORDER BY id LIMIT ?", (after, BATCH)).fetchall()
             if self.src.engine == "postgresql":
                 self.src.rollback()
             if not rows:

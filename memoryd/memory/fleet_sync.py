@@ -14,9 +14,10 @@ the file on disk with what this machine last agreed with the store on (its *base
 MEMORY.md is written through MemoryFile, the daily notes and HISTORY.md through
 `consolidate.locked`: each under its file lock, re-read before write (an edit made while
 the pass runs, in an editor or by another daemon sharing the folder, is merged, never
-overwritten), and while this daemon's consolidation and retention are held (`guards`). A removed file (a note folded into HISTORY.md) travels as
-a NULL body. A crash anywhere repeats the pass: the merge of what is already merged is
-itself. SQLite mode never builds one of these.
+overwritten), and while this daemon's consolidation and retention are held (`guards`).
+A removed file (a note folded into HISTORY.md) travels as a NULL body. A crash anywhere
+repeats the pass: the merge of what is already merged is itself. SQLite mode never builds
+one of these.
 """
 
 from __future__ import annotations

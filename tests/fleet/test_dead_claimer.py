@@ -18,8 +18,8 @@ import psycopg
 import pytest
 
 from memoryd.client import MemorydClient
-from tests.fakes import fake_llm  # noqa: F401
-from tests.fleet.test_exactly_once import msg
+from tests.fakes import fake_llm as fake_llm  # noqa: F401 (the fixture)
+from tests.fleet.daemons import msg
 from tests.helpers import short_dir, wait_for, write_jsonl
 
 NS = "memoryd_team"

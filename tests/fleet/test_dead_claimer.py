@@ -50,7 +50,7 @@ def units(url: str) -> int:
         return 0
 
 
-@pytest.mark.slow
+@pytest.mark.reliability  # two daemon processes: the proof suite, not the quick run
 @pytest.mark.timeout(900)
 async def test_a_killed_claimer_s_job_is_taken_over_and_done_once(tmp_path, pg_url, fake_llm):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")}

@@ -271,6 +271,7 @@ RUNNER = textwrap.dedent("""
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # three processes import litellm: minutes on a loaded machine
 async def test_jobs_kill_9_mid_job_then_restart_finishes_each_once(tmp_path, fake_llm):
     db = tmp_path / "m.db"
     store = await Store.open(db)

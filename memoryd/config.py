@@ -170,6 +170,12 @@ class StoreSettings(_Section):
     machine: str = Field(default_factory=socket.gethostname, min_length=1, max_length=200)
     namespace: str = "default"
     password_file: Path | None = None
+    # the change feed keeps what every machine active within this many days has not
+    # applied; a machine away longer rebuilds its index from the store when it returns
+    changes_keep_days: float = Field(7.0, gt=0, le=3650)
+    # a claimed job's lease, renewed every third of it while the job runs: a machine
+    # that dies holding a job leaves it to another this long after its last renewal
+    job_lease_s: float = Field(60.0, ge=1, le=3600)
 
     @field_validator("url")
     @classmethod

@@ -71,6 +71,10 @@ DESCRIPTIONS: dict[str, str] = {
     "store.namespace": "which memory in a shared store (one PostgreSQL schema each)",
     "store.password_file": "file holding the database password (or the URL, PGPASSWORD, "
                            "~/.pgpass)",
+    "store.changes_keep_days": "change-feed rows kept for a machine that is away (days); "
+                               "one away longer rebuilds its index when back",
+    "store.job_lease_s": "a claimed job's lease (s), renewed while it runs; a dead "
+                         "machine's job is taken over after it runs out",
     "log.level": "DEBUG, INFO, WARNING or ERROR",
     "log.file": "also log to a rotating file in the log dir",
 }

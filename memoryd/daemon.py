@@ -206,9 +206,9 @@ class Daemon:
             add("retention", s.retention.cron, tz, ret.scheduled, grace)
         if self.store is not None and self.store.kind == "postgresql":
             # hourly: change rows every active machine has applied (memoryd.fleet.changefeed)
-            index = self.store.index
+            index, keep_s = self.store.index, s.store.changes_keep_days * 86400
             add("changes_prune", "17 * * * *", tz,
-                lambda: asyncio.to_thread(index.prune_changes), grace)  # type: ignore[attr-defined]
+                lambda: asyncio.to_thread(index.prune_changes, keep_s), grace)  # type: ignore[attr-defined]
 
     def _lock(self) -> None:
         # held for the daemon's lifetime; 0600 like every file memoryd makes

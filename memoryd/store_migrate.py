@@ -15,8 +15,9 @@ transaction as the rows themselves. That one table makes the copy
   entry's sessions and the unit ids of its provenance, a job's `session:N` target) are
   rewritten through the map.
 
-Progress goes to stdout as JSON lines (`memoryd.cli.store` draws the bar). The URL is
-only ever printed masked.
+The memory folder moves along (MEMORY.md, HISTORY.md, the daily notes and this machine's
+merge bases: `memoryd.migrate_docs`). Progress goes to stdout as JSON lines
+(`memoryd.cli.store` draws the bar). The URL is only ever printed masked.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.errors import StoreError
+from memoryd.migrate_docs import TABLE as TABLE_DOCS
+from memoryd.migrate_docs import copy_docs
+from memoryd.migrate_ends import End, open_end, quote_col
 from memoryd.store_target import StoreTarget, is_postgres
 
 BATCH = 2000
@@ -69,64 +73,13 @@ LINKS = {"memory_item_sessions": {"item_id": "memory_items", "session_pk": "sess
          "archived_sessions": {"session_pk": "sessions"}}
 
 
-class End:
-    """One end of the copy: a DB-API connection and what the SQL needs to know of it."""
-
-    def __init__(self, conn: Any, engine: str, label: str, raw: Any = None) -> None:
-        self.conn, self.engine, self.label, self.raw = conn, engine, label, raw
-
-    def columns(self, table: str) -> list[str]:
-        if self.engine == "sqlite":
-            return [r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")]
-        rows = self.conn.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_schema = "
-            "current_schema() AND table_name = ? ORDER BY ordinal_position", (table,))
-        return [r[0] for r in rows]
-
-    def begin(self) -> None:
-        if self.engine == "sqlite":
-            self.conn.execute("BEGIN IMMEDIATE")
-
-    def commit(self) -> None:
-        self.conn.commit() if self.engine == "postgresql" else self.conn.execute("COMMIT")
-
-    def rollback(self) -> None:
-        if self.engine == "postgresql":
-            self.conn.rollback()
-        elif self.conn.in_transaction:
-            self.conn.execute("ROLLBACK")
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-def open_end(where: str, target: StoreTarget, sqlite_path: Path) -> End:
-    """`where` is a postgresql:// URL or 'sqlite'; the store is created and migrated to
-    this memoryd's schema if it is new."""
-    if is_postgres(where):
-        from memoryd.store import pg, pg_migrations
-
-        admin = pg.connect(target, autocommit=True, configure=False)
-        try:
-            pg_migrations.migrate(admin.raw, target.schema)
-        finally:
-            admin.close()
-        conn = pg.connect(target)
-        return End(conn, "postgresql", f"{target.masked()} namespace {target.namespace}",
-                   conn.raw)
-    from memoryd.store.db import connect
-    from memoryd.store.migrations import migrate
-
-    sqlite_path.parent.mkdir(parents=True, exist_ok=True)
-    conn = connect(sqlite_path)
-    migrate(conn)
-    return End(conn, "sqlite", f"sqlite {sqlite_path}")
-
-
 class Migration:
     def __init__(self, src: End, dst: End, emit: Callable[[dict[str, Any]], None],
-                 machine: str = "") -> None:
+                 machine: str = "", folders: tuple[Path, Path] | None = None) -> None:
+        """`folders`: this home's memory folder and state dir, when the memory files
+        move too (memoryd.migrate_docs)."""
         self.src, self.dst, self.emit = src, dst, emit
+        self.machine, self.folders = machine, folders
         # SQLite is one machine and names it '' (sessions, files, exclusions); in the
         # shared store those rows are this machine's, or its daemon would read every
         # transcript again as another machine's and store each unit twice
@@ -137,6 +90,10 @@ class Migration:
             self.machine_map = {machine: ""}
         self.copied: dict[str, int] = {}
         self.mapped: dict[str, int] = {}  # rows the destination already held
+
+    def _count_rows(self, table: str, copied: int, there: int) -> None:
+        self.copied[table] = self.copied.get(table, 0) + copied
+        self.mapped[table] = self.mapped.get(table, 0) + there
 
     # -- the id map ---------------------------------------------------------------------
 
@@ -171,6 +128,9 @@ class Migration:
             self._copy(t, totals[t.name])
         for name, refs in LINKS.items():
             self._copy_links(name, refs)
+        if self.folders is not None:  # the memory folder (memoryd.migrate_docs)
+            copied, there = copy_docs(self.src, self.dst, *self.folders, self.machine, self.emit)
+            self._count_rows(TABLE_DOCS, copied, there)
         elapsed = time.monotonic() - started
         units = self.copied.get("units", 0)
         return {"event": "done", "from": self.src.label, "to": self.dst.label,
@@ -186,8 +146,8 @@ class Migration:
         where = f" AND {t.where}" if t.where else ""
         while True:
             rows = self.src.conn.execute(
-                f"SELECT id, {', '.join(_q(c) for c in cols)} FROM {t.name} WHERE id > ?{where} "
-                f"ORDER BY id LIMIT ?", (after, BATCH)).fetchall()
+                f"SELECT id, {', '.join(quote_col(c) for c in cols)} FROM {t.name} "
+                f"WHERE id > ?{where} ORDER BY id LIMIT ?", (after, BATCH)).fetchall()
             if self.src.engine == "postgresql":
                 self.src.rollback()
             if not rows:
@@ -200,13 +160,13 @@ class Migration:
         cols = [c for c in self.src.columns(t.name) if c != "id" and c in dst_cols]
         after = self._resume_after(t.name)
         done = self._done_before(t, after)
-        insert = (f"INSERT INTO {t.name} ({', '.join(_q(c) for c in cols)}) VALUES "
+        insert = (f"INSERT INTO {t.name} ({', '.join(quote_col(c) for c in cols)}) VALUES "
                   f"({', '.join('?' * len(cols))}) ON CONFLICT DO NOTHING RETURNING id")
         for rows in self._source_rows(t, after, cols):
             self.dst.begin()
             try:
                 pairs = self._insert_batch(t, cols, rows, insert)
-                self._record_map(t.name, pairs)
+                self.dst.record_map(self.src.label, t.name, pairs)
                 self.dst.commit()
             except BaseException:
                 self.dst.rollback()
@@ -243,76 +203,22 @@ class Migration:
             if target is not None:
                 v[target] = self._job_target(v[target])
             values.append(v)
-        new_ids = (self._insert_staged(t.name, cols, values) if self.dst.engine == "postgresql"
-                   else self._insert_many(insert, values))
+        new_ids = (self.dst.insert_staged(t.name, cols, values) if self.dst.engine == "postgresql"
+                   else self.dst.insert_many(insert, values))
         pairs = []
         for r, v, new in zip(rows, values, new_ids, strict=True):
             if new is None and t.key:  # the destination holds this row already
                 new = self._by_key(t, cols, v)
-                self.mapped[t.name] = self.mapped.get(t.name, 0) + 1
+                self._count_rows(t.name, 0, 1)
             elif new is None:  # a pending job the destination already owes
                 continue
             else:
-                self.copied[t.name] = self.copied.get(t.name, 0) + 1
+                self._count_rows(t.name, 1, 0)
             pairs.append((r[0], new))
         return pairs
 
-    def _record_map(self, tbl: str, pairs: list[tuple[int, int]]) -> None:
-        rows = [(self.src.label, tbl, s, d) for s, d in pairs]
-        if self.dst.engine == "postgresql":
-            with self.dst.raw.cursor() as cur, cur.copy(
-                    "COPY _migrate_map (src, tbl, src_id, dst_id) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
-        else:
-            self.dst.conn.executemany("INSERT INTO _migrate_map (src, tbl, src_id, dst_id) "
-                                      "VALUES (?, ?, ?, ?)", rows)
-
-    def _insert_staged(self, tbl: str, cols: list[str], values: list[list[Any]]
-                       ) -> list[int | None]:
-        """One batch into a PostgreSQL table in three statements, whatever its size: ids
-        handed out by the table's own identity, the rows COPied into a temporary twin of
-        the table, then one INSERT … SELECT that skips the rows the destination already
-        holds (ON CONFLICT DO NOTHING) and returns the ids it took. One statement also
-        means the change feed's trigger runs once per batch, not once per row. Returns
-        the new id of each row, or None where it conflicted."""
-        if not values:
-            return []
-        conn = self.dst.conn
-        stage = f"_migrate_stage_{tbl}"
-        # in this transaction: a rolled-back batch takes a table it created with it
-        conn.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {stage} (LIKE {tbl} "
-                     "INCLUDING DEFAULTS) ON COMMIT DELETE ROWS")
-        from psycopg.rows import tuple_row  # plain tuples: thousands of ids per batch
-
-        names = ", ".join(["id", *(_q(c) for c in cols)])
-        with self.dst.raw.cursor(row_factory=tuple_row) as cur:
-            ids = [r[0] for r in cur.execute(
-                "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
-                (tbl, len(values))).fetchall()]
-            with cur.copy(f"COPY {stage} ({names}) FROM STDIN") as copy:
-                for i, v in zip(ids, values, strict=True):
-                    copy.write_row((i, *v))
-            took = {r[0] for r in cur.execute(
-                f"INSERT INTO {tbl} ({names}) SELECT {names} FROM {stage} ORDER BY id "
-                "ON CONFLICT DO NOTHING RETURNING id").fetchall()}
-        return [i if i in took else None for i in ids]
-
-    def _insert_many(self, sql: str, values: list[list[Any]]) -> list[int | None]:
-        """One id (or None on a conflict) per row; on PostgreSQL in one pipeline, so a
-        batch costs one round trip rather than one per row."""
-        if self.dst.engine == "postgresql":
-            with self.dst.raw.pipeline():
-                curs = [self.dst.conn.execute(sql, v) for v in values]
-            return [(row[0] if (row := c.fetchone()) else None) for c in curs]
-        out = []
-        for v in values:
-            row = self.dst.conn.execute(sql, v).fetchone()
-            out.append(row[0] if row else None)
-        return out
-
     def _by_key(self, t: Table, cols: list[str], v: list[Any]) -> int:
-        cond = " AND ".join(f"{_q(k)} = ?" for k in t.key)
+        cond = " AND ".join(f"{quote_col(k)} = ?" for k in t.key)
         row = self.dst.conn.execute(f"SELECT id FROM {t.name} WHERE {cond}",
                                     [v[cols.index(k)] for k in t.key]).fetchone()
         if row is None:
@@ -352,19 +258,14 @@ class Migration:
             values.append(r)
         self.dst.begin()
         try:
-            n = sum(1 for x in self._insert_many(insert, values) if x is not None)
+            n = sum(1 for x in self.dst.insert_many(insert, values) if x is not None)
             self.dst.commit()
         except BaseException:
             self.dst.rollback()
             raise
-        self.copied[name] = n
-        self.mapped[name] = len(values) - n
+        self._count_rows(name, n, len(values) - n)
         self.emit({"event": "progress", "table": name, "done": len(values),
                    "total": len(values)})
-
-
-def _q(col: str) -> str:
-    return f'"{col}"' if col == "offset" else col
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -413,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             dst = open_end(args.to, target, sqlite_path)
             try:
-                emit(Migration(src, dst, emit, target.machine).run())
+                emit(Migration(src, dst, emit, target.machine,
+                               (paths.memory_dir, paths.state_dir)).run())
             finally:
                 dst.close()
         finally:

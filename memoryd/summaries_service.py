@@ -86,7 +86,8 @@ class Summaries:
             workers=settings.summary.workers, max_attempts=self.max_attempts,
             backoff_s=settings.llm.retry_backoff_s,
             backoff_max_s=settings.llm.retry_backoff_max_s,
-            merge={"summarize": merge_summarize}, clock=clock, busy=busy)
+            merge={"summarize": merge_summarize}, clock=clock, busy=busy,
+            lease_s=settings.store.job_lease_s)
         self.queue.on_finish.append(self._finished)
         self.triggers = Triggers(store, self._enqueue, settings.summary, clock=clock,
                                  upgrade=self.request_upgrade, busy=busy)

@@ -249,8 +249,7 @@ RUNNER = textwrap.dedent("""
     from memoryd.llm import _import_litellm
     _import_litellm()  # seconds: before the store is touched
     print("imported", flush=True)
-    if sys.argv[3] == "wait":
-        sys.stdin.readline()
+    sys.stdin.readline()  # the test says go once every process has imported
     from pathlib import Path
     from memoryd.config import load_settings
     from memoryd.store import Store
@@ -272,6 +271,7 @@ RUNNER = textwrap.dedent("""
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # three processes import litellm: minutes on a loaded machine
 async def test_jobs_kill_9_mid_job_then_restart_finishes_each_once(tmp_path, fake_llm):
     db = tmp_path / "m.db"
     store = await Store.open(db)
@@ -287,19 +287,23 @@ async def test_jobs_kill_9_mid_job_then_restart_finishes_each_once(tmp_path, fak
     await store.close()
 
     fake_llm.delay_next(0, 2)
-    fake_llm.delay_next(60)  # the third request hangs until the process dies
+    fake_llm.delay_next(600)  # the third request hangs until the process dies
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     cmd = [sys.executable, "-c", RUNNER, str(db), fake_llm.url]
-    first = subprocess.Popen([*cmd, "go"], stdout=subprocess.PIPE, env=env)
-    second = subprocess.Popen([*cmd, "wait"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              env=env)
+    # Both processes import litellm first and then wait to be told to go: under load
+    # that import alone takes minutes of wall time, and no deadline below may include it
+    # (the flake: a 40 s bound on "three requests" that also paid for two concurrent
+    # imports). Each step's bound then covers only that step's own work.
+    first, second = (subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      env=env) for _ in range(2))
     try:
+        for p in (first, second):
+            assert await asyncio.to_thread(p.stdout.readline) == b"imported\n"
+        go(first)
         await wait_for(lambda: len(fake_llm.requests) == 3, timeout=40)
         first.send_signal(signal.SIGKILL)
         await asyncio.to_thread(first.wait, 5)
-        assert await asyncio.to_thread(second.stdout.readline) == b"imported\n"
-        second.stdin.write(b"go\n")
-        second.stdin.flush()
+        go(second)
         store = await Store.open(db)
         try:
             await wait_for(lambda: done(store, 5), timeout=30)
@@ -322,6 +326,11 @@ async def test_jobs_kill_9_mid_job_then_restart_finishes_each_once(tmp_path, fak
     sent = collections.Counter(re.search(r"Topic (s\d)", str(r)).group(1)
                                for r in fake_llm.requests)
     assert sorted(sent.values()) == [1, 1, 1, 1, 2]  # only the interrupted one was re-sent
+
+
+def go(p: subprocess.Popen) -> None:
+    p.stdin.write(b"go\n")
+    p.stdin.flush()
 
 
 async def test_jobs_finished_ones_are_pruned_while_running(store):

@@ -13,13 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from memoryd.consolidate.atomic import write_atomic
+from memoryd.consolidate.locked import Edit, T, edit_locked
 from memoryd.memory.document import item_key
 
 SECTIONS = ("Topics", "Decisions", "Tool Activity", "Open Questions")
 FROM_SUMMARY = {"topics": "Topics", "decisions": "Decisions", "tools": "Tool Activity",
                 "questions": "Open Questions"}
 NAME = re.compile(r"^\d{4}-\d{2}-\d{2}\.md$")
+LOCK = ".notes.lock"  # one for every note (memoryd.consolidate.locked)
 _TAG = re.compile(r"\s+\([^()]*·[^()]*\)\s*$")
 
 
@@ -94,18 +95,25 @@ def merge(existing: str, day: str, items: Sequence[NoteItem]) -> tuple[str, list
 
 def write_note(memory_dir: Path, day: str, items: Sequence[NoteItem],
                dry_run: bool = False) -> list[NoteItem]:
-    """Merge `items` into the day's note (in a thread: file IO)."""
-    path = note_path(memory_dir, day)
-    try:
-        existing = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        existing = ""
+    """Merge `items` into the day's note as it is on disk now, under the notes' lock (in
+    a thread: file IO)."""
     if not items:
         return []
-    text, added = merge(existing, day, items)
-    if added and not dry_run:
-        write_atomic(path, text.encode("utf-8"))
-    return added
+
+    def plan(existing: str | None) -> tuple[str | None, list[NoteItem]]:
+        text, added = merge(existing or "", day, items)
+        return (text if added and not dry_run else existing), added
+
+    return edit_locked(note_path(memory_dir, day), lock_path(memory_dir), plan)
+
+
+def lock_path(memory_dir: Path) -> Path:
+    return memory_dir / LOCK
+
+
+def edit_note(memory_dir: Path, day: str, edit: Edit[T], errors: str = "strict") -> T:
+    """`edit` (memoryd.consolidate.locked) applied to the day's note under the lock."""
+    return edit_locked(note_path(memory_dir, day), lock_path(memory_dir), edit, errors=errors)
 
 
 def sections_of(text: str) -> Mapping[str, list[str]]:

@@ -1,16 +1,18 @@
 """HISTORY.md: the grep-able archive beside MEMORY.md. Superseded and demoted entries
 move here (one line each, with a pointer to what replaced them), and daily notes past
 the retention window are folded in as one dated paragraph each. Appends are atomic
-rewrites and idempotent: a line already present is not written twice."""
+rewrites and idempotent: a line already present is not written twice. Every edit
+re-reads the file under `.HISTORY.md.lock` (memoryd.consolidate.locked)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from memoryd.consolidate.atomic import write_atomic
+from memoryd.consolidate.locked import edit_locked
 
 FILENAME = "HISTORY.md"
+LOCK = f".{FILENAME}.lock"
 HEADER = "# HISTORY\n\nSuperseded and demoted MEMORY.md entries, and past daily notes.\n\n"
 
 
@@ -25,31 +27,39 @@ def read(memory_dir: Path) -> str:
         return ""
 
 
+def lock_path(memory_dir: Path) -> Path:
+    return memory_dir / LOCK
+
+
 def append(memory_dir: Path, blocks: Sequence[str], dry_run: bool = False) -> list[str]:
     """Append each block (a line or a paragraph) not already in the file; returns those
     appended. Runs in a thread."""
-    text = read(memory_dir)
-    new = [b.strip("\n") for b in blocks if b.strip() and b.strip("\n") not in text]
-    new = list(dict.fromkeys(new))
-    if new and not dry_run:
+    def plan(now: str | None) -> tuple[str | None, list[str]]:
+        text = now or ""
+        new = [b.strip("\n") for b in blocks if b.strip() and b.strip("\n") not in text]
+        new = list(dict.fromkeys(new))
+        if not new or dry_run:
+            return now, new
         body = text or HEADER
         if not body.endswith("\n"):
             body += "\n"
-        body += "".join(f"{b}\n" for b in new)
-        write_atomic(history_path(memory_dir), body.encode("utf-8"))
-    return new
+        return body + "".join(f"{b}\n" for b in new), new
+
+    if dry_run:
+        return plan(read(memory_dir))[1]
+    return edit_locked(history_path(memory_dir), lock_path(memory_dir), plan)
 
 
 def rewrite(memory_dir: Path, edit: Callable[[str], tuple[str, list[str]]]) -> list[str]:
     """Apply `edit` (text -> new text, what it took out) to HISTORY.md and write it
     atomically when something changed; returns what was taken out. Runs in a thread."""
-    text = read(memory_dir)
-    if not text:
-        return []
-    new, removed = edit(text)
-    if removed and new != text:
-        write_atomic(history_path(memory_dir), new.encode("utf-8"))
-    return removed
+    def plan(text: str | None) -> tuple[str | None, list[str]]:
+        if not text:
+            return text, []
+        new, removed = edit(text)
+        return (new if removed else text), removed
+
+    return edit_locked(history_path(memory_dir), lock_path(memory_dir), plan)
 
 
 def superseded_line(day: str, entry_text: str, successor: str, why: str) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 from memoryd.config import RetentionSettings
 from memoryd.consolidate import archive, daily, history
-from memoryd.consolidate.atomic import clean_temps, remove_durably
+from memoryd.consolidate.atomic import clean_temps
 from memoryd.consolidate.clock import Clock, local_day
 from memoryd.errors import ConflictError, NotFoundError
 from memoryd.store import Store
@@ -101,16 +101,22 @@ class Retention:
             for day in daily.list_notes(self.memory_dir):
                 if day >= cutoff:
                     continue
-                path = daily.note_path(self.memory_dir, day)
-                text = path.read_text(encoding="utf-8", errors="replace")
-                if not dry_run:
+                def move(text: str | None, day: str = day) -> tuple[str | None, bool]:
+                    if text is None:  # another daemon sharing the folder folded it
+                        return None, False
+                    if dry_run:
+                        return text, True
+                    # HISTORY.md first (its lock after the notes'): a crash before the
+                    # note goes repeats an append that is idempotent
                     history.append(self.memory_dir, [compact(day, text)])
-                    remove_durably(path)
-                done.append(day)
+                    return None, True
+
+                if daily.edit_note(self.memory_dir, day, move, errors="replace"):
+                    done.append(day)
             return done
 
         # their lines' provenance stays: forgetting a session later takes its items out
-        # of the day's paragraph in HISTORY.md (Consolidator._prune)
+        # of the day's paragraph in HISTORY.md (memoryd.consolidate.prune)
         folded = await asyncio.to_thread(fold)
         return {"before": cutoff, "folded": folded}
 

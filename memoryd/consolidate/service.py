@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memoryd.config import Settings
-from memoryd.consolidate import admission, daily, forget, history, recurrence
+from memoryd.consolidate import admission, daily, history, recurrence
 from memoryd.consolidate.admission import Candidate, Plan
-from memoryd.consolidate.atomic import write_atomic
 from memoryd.consolidate.candidates import admission_candidates, candidate, note_items
 from memoryd.consolidate.clock import Clock, day_bounds, local_day, parse_day, zone
 from memoryd.consolidate.firings import Firings
 from memoryd.consolidate.model import model_candidates
+from memoryd.consolidate.prune import prune
 from memoryd.errors import BadRequestError, NotFoundError
 from memoryd.memory import Document, MemoryFile
 from memoryd.memory.document import item_key
@@ -292,39 +292,7 @@ class Consolidator:
             return await self._prune()
 
     async def _prune(self) -> dict[str, Any]:
-        rows = await self.store.read(sql.orphans)
-        if not rows:
-            return {"memory_items_removed": [], "daily_lines_removed": [],
-                    "history_lines_removed": []}
-        items = {r["item_key"]: r["source"] for r in rows
-                 if r["made_by"] != sql.NOTE_MAKER and r["state"] == "active"}
-        removed: list[str] = []
-        if items:
-            removed = await self.memory.rewrite(
-                "forget", lambda doc: forget.drop_items(doc, items))
-        notes: dict[str, set[tuple[str, str]]] = {}
-        for r in rows:
-            if r["made_by"] == sql.NOTE_MAKER:
-                notes.setdefault(r["scope"], set()).add((sql.note_item_of(r["item_key"]),
-                                                          r["source"]))
-        lines = await asyncio.to_thread(_drop_note_lines, self.memory_dir, notes)
-        # HISTORY.md: items moved there, and folded days' paragraphs, that only the
-        # forgotten sessions stood behind
-        moved = {r["item_key"]: r["source"] for r in rows
-                 if r["made_by"] != sql.NOTE_MAKER and r["state"] != "active"}
-        folded = {r["scope"]: [] for r in rows if r["made_by"] == sql.NOTE_MAKER}
-        for r in rows:
-            if r["made_by"] == sql.NOTE_MAKER:
-                folded[r["scope"]].append(f"{r['item']} ({r['source']})")
-        hist = await asyncio.to_thread(history.rewrite, self.memory_dir, lambda text: (
-            forget.drop_history(text, moved, folded, set(items))))
-        # the files first: a crash before this finds the same rows next time
-        await self.store.write(lambda c: sql.delete_items(c, [r["id"] for r in rows]))
-        if removed or lines or hist:
-            log.info("forget: %d MEMORY.md items, %d daily-note lines and %d HISTORY.md "
-                     "items removed", len(removed), len(lines), len(hist))
-        return {"memory_items_removed": removed, "daily_lines_removed": lines,
-                "history_lines_removed": hist}
+        return await prune(self.store, self.memory, self.memory_dir)
 
 
 def _dropped(cands: Sequence[Candidate], p: Plan, left: Sequence[dict[str, str]]
@@ -362,18 +330,3 @@ def _record_notes(c: Any, day: str, offered: Sequence[tuple[int, daily.NoteItem]
         line = written.get(k, it)
         sql.link_note_item(c, day=day, key=k, item=line.text, tag=line.tag, session_pk=pk,
                            unit_ids=[], create=k in written)
-
-
-def _drop_note_lines(memory_dir: Path, notes: dict[str, set[tuple[str, str]]]) -> list[str]:
-    out: list[str] = []
-    for day, gone in sorted(notes.items()):
-        path = daily.note_path(memory_dir, day)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:  # folded into HISTORY.md already
-            continue
-        new, removed = forget.drop_note_lines(text, gone)
-        if removed:
-            write_atomic(path, new.encode("utf-8"))
-            out += removed
-    return out

@@ -316,24 +316,10 @@ class MemoryFile:
     def _file_lock(self) -> Iterator[None]:
         try:
             self._ensure_dir()
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as e:
             raise MemoryIOError(f"cannot open {self.lock_path}: {e}") from None
-        try:
-            deadline = time.monotonic() + self.lock_timeout
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise MemoryLockedError(
-                            f"another process holds {self.lock_path} (waited "
-                            f"{self.lock_timeout:g}s); try again") from None
-                    time.sleep(0.02)  # a worker thread, never the loop
+        with hold_lock(self.lock_path, self.lock_timeout):
             yield
-        finally:
-            os.close(fd)  # releases the lock
 
     # events
 
@@ -361,3 +347,28 @@ class MemoryFile:
                     log.warning("watching %s: %s", self.path, msg,
                                 exc_info=not isinstance(e, MemorydError))
                 self._last_poll_error = msg
+
+
+@contextlib.contextmanager
+def hold_lock(lock: Path, timeout: float) -> Iterator[None]:
+    """An exclusive fcntl lock on `lock` (created 0600), waited for up to `timeout`
+    seconds in a worker thread (never the loop). Each holder opens the file anew, so two
+    threads of one process exclude each other as two processes do."""
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as e:
+        raise MemoryIOError(f"cannot open {lock}: {e}") from None
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise MemoryLockedError(f"another process holds {lock} (waited "
+                                            f"{timeout:g}s); try again") from None
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)  # releases the lock

@@ -11,11 +11,13 @@ the file on disk with what this machine last agreed with the store on (its *base
   store takes it, compare-and-swap on the version;
 - both moved: a three-way merge (memoryd.memory.merge) in which this machine's changes
   win, written here and then to the store.
-MEMORY.md is written through MemoryFile (its lock, re-read before write: an edit made
-while the pass runs is merged, never overwritten); the other files while consolidation and
-retention are held (`guards`). A removed file (a note folded into HISTORY.md) travels as
-a NULL body. A crash anywhere repeats the pass: the merge of what is already merged is
-itself. SQLite mode never builds one of these.
+MEMORY.md is written through MemoryFile, the daily notes and HISTORY.md through
+`consolidate.locked`: each under its file lock, re-read before write (an edit made while
+the pass runs, in an editor or by another daemon sharing the folder, is merged, never
+overwritten), and while this daemon's consolidation and retention are held (`guards`).
+A removed file (a note folded into HISTORY.md) travels as a NULL body. A crash anywhere
+repeats the pass: the merge of what is already merged is itself. SQLite mode never builds
+one of these.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.consolidate import daily, history
-from memoryd.consolidate.atomic import remove_durably, write_atomic
+from memoryd.consolidate.atomic import write_atomic
+from memoryd.consolidate.locked import edit_locked
 from memoryd.memory.document import FILENAME, split_lines
 from memoryd.memory.file import MemoryFile
 from memoryd.memory.merge import merge3
@@ -40,6 +43,7 @@ from memoryd.store import memory_docs as sql
 log = logging.getLogger(__name__)
 
 INTERVAL_S = 2.0
+STATE_FILE = "fleet-memory.json"  # in state_dir: this machine's bases
 Base = tuple[str | None, int]  # (text, version) this machine last agreed on
 
 
@@ -47,7 +51,7 @@ class FleetMemory:
     def __init__(self, store: Store, memory: MemoryFile, memory_dir: Path, state_dir: Path,
                  *, guards: Sequence[asyncio.Lock] = (), interval: float = INTERVAL_S) -> None:
         self.store, self.memory, self.memory_dir = store, memory, memory_dir
-        self.state_path = state_dir / "fleet-memory.json"
+        self.state_path = state_dir / STATE_FILE
         self.guards = guards
         self.interval = interval
         self._base: dict[str, Base] | None = None
@@ -149,21 +153,10 @@ class FleetMemory:
 
             return await self.memory.rewrite("fleet", plan)
 
-        def apply() -> tuple[str | None, str | None]:
-            path = self._path(name)
-            try:
-                ours: str | None = path.read_text(encoding="utf-8")
-            except FileNotFoundError:
-                ours = None
-            want = decide(ours)
-            if want != ours:
-                if want is None:
-                    remove_durably(path)
-                else:
-                    write_atomic(path, want.encode("utf-8"))
-            return ours, want
-
-        return await asyncio.to_thread(apply)
+        # the notes and HISTORY.md under their locks, re-read before write, as MEMORY.md
+        return await asyncio.to_thread(
+            edit_locked, self._path(name), lock_for(self.memory_dir, name),
+            lambda ours: ((want := decide(ours)), (ours, want)))
 
     # -- local state ----------------------------------------------------------------------
 
@@ -171,27 +164,51 @@ class FleetMemory:
         return self.memory_dir / name
 
     def _local(self) -> set[str]:
-        names = {f"{d}.md" for d in daily.list_notes(self.memory_dir)}
-        for n in (FILENAME, history.FILENAME):
-            if self._path(n).exists():
-                names.add(n)
-        return names
+        return memory_files(self.memory_dir)
 
     def _load_state(self) -> dict[str, Base]:
-        try:
-            raw = json.loads(self.state_path.read_text(encoding="utf-8"))
-            return {n: (b.get("text"), int(b.get("version", 0))) for n, b in raw.items()}
-        except FileNotFoundError:
-            return {}
-        except (ValueError, AttributeError, TypeError) as e:
-            log.warning("%s unreadable (%s): merging every memory file with the store anew",
-                        self.state_path, e)
-            return {}
+        return read_bases(self.state_path)
 
     def _save_state(self) -> None:
         assert self._base is not None
-        data = {n: {"text": t, "version": v} for n, (t, v) in self._base.items()}
-        write_atomic(self.state_path, json.dumps(data, ensure_ascii=False).encode("utf-8"))
+        write_bases(self.state_path, self._base)
+
+
+def memory_files(memory_dir: Path) -> set[str]:
+    """The names of the memory folder's files that are there: MEMORY.md, HISTORY.md and
+    the daily notes."""
+    names = {f"{d}.md" for d in daily.list_notes(memory_dir)}
+    for n in (FILENAME, history.FILENAME):
+        if (memory_dir / n).exists():
+            names.add(n)
+    return names
+
+
+def lock_for(memory_dir: Path, name: str) -> Path:
+    """The lock a writer of that memory file holds (MemoryFile's for MEMORY.md)."""
+    if name == FILENAME:
+        return memory_dir / f".{FILENAME}.lock"
+    if name == history.FILENAME:
+        return history.lock_path(memory_dir)
+    return daily.lock_path(memory_dir)
+
+
+def read_bases(path: Path) -> dict[str, Base]:
+    """The bases a machine keeps (`store migrate` records them too); {} when none."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        return {n: (b.get("text"), int(b.get("version", 0))) for n, b in raw.items()}
+    except FileNotFoundError:
+        return {}
+    except (ValueError, AttributeError, TypeError) as e:
+        log.warning("%s unreadable (%s): merging every memory file with the store anew",
+                    path, e)
+        return {}
+
+
+def write_bases(path: Path, bases: dict[str, Base]) -> None:
+    data = {n: {"text": t, "version": v} for n, (t, v) in bases.items()}
+    write_atomic(path, json.dumps(data, ensure_ascii=False).encode("utf-8"))
 
 
 def _stat(path: Path) -> tuple[int, int] | None:

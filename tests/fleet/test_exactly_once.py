@@ -16,29 +16,13 @@ import psycopg
 import pytest
 
 from memoryd.client import ApiError, DaemonNotRunning, MemorydClient
-from memoryd.config import load_settings
-from memoryd.daemon import Daemon
-from memoryd.paths import resolve_paths
 from memoryd.store import Store
 from memoryd.store.files import Cursor, get_cursor, live_cursors, save_cursor
 from memoryd.store.sessions import session_pk
 from memoryd.store_target import StoreTarget
+from tests.fleet.daemons import fleet_daemons, msg
 from tests.helpers import SLOWDOWN as SLOW
-from tests.helpers import AsyncClient, caught_up, short_dir, wait_for, write_jsonl
-
-
-
-
-def msg(i: int, text: str) -> dict:
-    return {"role": "user" if i % 2 == 0 else "assistant", "content": text, "id": f"m{i}"}
-
-
-def fleet_settings(root, sock, url: str, machine: str):
-    return load_settings(None, environ={}, overrides={
-        "watch": {"sources": [{"agent": "generic", "path": root}], "default_sources": False,
-                  "reconcile_seconds": 0.3},
-        "server": {"socket": sock, "tcp_port": 0},
-        "store": {"url": url, "machine": machine, "namespace": "team"}})
+from tests.helpers import AsyncClient, short_dir, wait_for, write_jsonl
 
 
 async def test_same_named_transcripts_on_two_machines_are_two_sessions(tmp_path, pg_url,
@@ -49,18 +33,8 @@ async def test_same_named_transcripts_on_two_machines_are_two_sessions(tmp_path,
         roots[m] = tmp_path / m / "src"
         write_jsonl(roots[m] / "chat.jsonl", [msg(i, w) for i, w in enumerate(words)])
     with short_dir() as d:
-        async with contextlib.AsyncExitStack() as stack:
-            daemons = {}
-            for m in roots:
-                home = tmp_path / m / "home"
-                home.mkdir(parents=True)
-                dm = Daemon(fleet_settings(roots[m], d / f"{m}.sock", pg_url, m),
-                            resolve_paths(home), environ={})
-                await dm.start()
-                stack.push_async_callback(dm.stop)
-                daemons[m] = AsyncClient(d / f"{m}.sock")
-            for c in daemons.values():
-                await wait_for(lambda c=c: caught_up(c))
+        async with fleet_daemons(tmp_path, roots, d, pg_url) as fleet:
+            daemons = {m: c for m, (_, c) in fleet.items()}
             # each daemon reads the store: both machines' units, two sessions named "chat"
             for c in daemons.values():
                 st = await wait_for(lambda c=c: _with_units(c, 4))

@@ -120,6 +120,7 @@ def test_a_killed_migrate_resumes_and_completes_with_nothing_doubled(tmp_path, p
     home = tmp_path / "home"
     db = home / "data" / "memoryd.db"
     make_history(db, sessions=10, units_per_session=1000)
+    memory_folder(home)
     cmd = [sys.executable, "-m", "memoryd.store_migrate", "--home", str(home), "--to", pg_url,
            "--batch", "100"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
@@ -143,6 +144,8 @@ def test_a_killed_migrate_resumes_and_completes_with_nothing_doubled(tmp_path, p
     assert pg_rows(pg_url, "SELECT count(*), count(DISTINCT (session_pk, record_id)) "
                            "FROM units") == [(10000, 10000)]
     assert history_of(pg_fn, pg_url)["units"] == history_of(sqlite_fn, db)["units"]
+    assert docs(pg_url) == {"MEMORY.md": (MEMORY, 1), "2026-10-05.md": (NOTE, 1),
+                            "HISTORY.md": (HISTORY, 1)}  # the memory folder, once
 
 
 def test_the_way_back_to_sqlite_returns_the_same_history(tmp_path, pg_url, capsys):
@@ -167,6 +170,68 @@ def test_the_way_back_to_sqlite_returns_the_same_history(tmp_path, pg_url, capsy
     assert provenance_units(sqlite_fn, returned) == [("sess-0", "r0"), ("sess-0", "r1")]
     rc, out = migrate(capsys, back, "--to", "sqlite", "--from", pg_url, "--machine", "laptop")
     assert rc == 0 and "0 rows copied" in out
+
+
+MEMORY = ("# MEMORY\n\n2026-10-05|user|commit messages in Conventional Commits\n"
+          "2026-10-06|user|周五不部署\n")
+NOTE = "# 2026-10-05\n\n## Topics\n- the ISBN scanner (generic · shelfie)\n"
+HISTORY = "# HISTORY\n\n- 2026-10-01 demoted: tabs over spaces (unconfirmed)\n"
+
+
+def memory_folder(home: Path) -> Path:
+    mdir = home / "data" / "memory"
+    mdir.mkdir(parents=True, exist_ok=True)
+    for name, text in (("MEMORY.md", MEMORY), ("2026-10-05.md", NOTE),
+                       ("HISTORY.md", HISTORY)):
+        (mdir / name).write_text(text, encoding="utf-8")
+    return mdir
+
+
+def docs(url: str) -> dict[str, tuple[str, int]]:
+    return {n: (b, v) for n, b, v in pg_rows(url, "SELECT name, body, version FROM "
+                                                  "memory_docs")}
+
+
+def test_migrate_moves_the_memory_folder_both_ways_and_twice_changes_nothing(
+        tmp_path, pg_url, capsys):
+    home = tmp_path / "home"
+    make_history(home / "data" / "memoryd.db", sessions=2, units_per_session=5)
+    memory_folder(home)
+    want = {"MEMORY.md": MEMORY, "2026-10-05.md": NOTE, "HISTORY.md": HISTORY}
+    rc, out = migrate(capsys, home, "--to", pg_url, "--machine", "laptop")
+    assert rc == 0 and "3 memory_docs" in out, out
+    assert docs(pg_url) == {n: (t, 1) for n, t in want.items()}
+    # this machine agrees with the store on each: its first fleet pass moves nothing
+    bases = json.loads((home / "state" / "fleet-memory.json").read_text())
+    assert bases == {n: {"text": t, "version": 1} for n, t in want.items()}
+    rc, out = migrate(capsys, home, "--to", pg_url, "--machine", "laptop")
+    assert rc == 0 and "0 rows copied" in out and docs(pg_url) == {
+        n: (t, 1) for n, t in want.items()}
+
+    # the way back: a new home gets the files; an edit there and another machine's
+    # change in the store meanwhile are merged by a second run, the edit kept
+    back = tmp_path / "back"
+    rc, out = migrate(capsys, back, "--to", "sqlite", "--from", pg_url, "--machine", "laptop")
+    assert rc == 0 and "3 memory_docs" in out, out
+    mdir = back / "data" / "memory"
+    assert {p.name: p.read_text(encoding="utf-8") for p in mdir.glob("*.md")} == want
+    (mdir / "MEMORY.md").write_text(MEMORY + "2026-10-07|me|ship on Thursdays\n",
+                                    encoding="utf-8")
+    conn = pg.connect(StoreTarget(url=pg_url))
+    try:
+        conn.execute("UPDATE memory_docs SET body = ?, version = 2 WHERE name = 'MEMORY.md'",
+                     (MEMORY + "2026-10-08|server|cache covers for a day\n",))
+        conn.commit()
+    finally:
+        conn.close()
+    rc, out = migrate(capsys, back, "--to", "sqlite", "--from", pg_url, "--machine", "laptop")
+    assert rc == 0 and "1 memory_docs" in out, out
+    merged = (mdir / "MEMORY.md").read_text(encoding="utf-8")
+    assert "ship on Thursdays" in merged and "cache covers for a day" in merged
+    assert merged.count("周五不部署") == 1
+    rc, out = migrate(capsys, back, "--to", "sqlite", "--from", pg_url, "--machine", "laptop")
+    assert rc == 0 and "0 rows copied" in out
+    assert (mdir / "MEMORY.md").read_text(encoding="utf-8") == merged
 
 
 def test_bad_requests_say_what_is_wrong_and_never_print_the_password(tmp_path, pg_url,

@@ -8,7 +8,6 @@ password anywhere."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 
@@ -16,8 +15,7 @@ import psycopg
 import pytest
 
 from memoryd.daemon import Daemon
-from memoryd.paths import resolve_paths
-from tests.fleet.test_exactly_once import fleet_settings, msg
+from tests.fleet.daemons import fleet_daemons, msg
 from tests.helpers import AsyncClient, caught_up, ctl, short_dir, wait_for, write_jsonl
 
 
@@ -45,18 +43,9 @@ async def test_outage_two_daemons_stay_up_answer_stale_and_catch_up_exactly_once
         write_jsonl(roots[m] / "live.jsonl", [msg(i, t) for i, t in enumerate(first)])
         written[m] += first
     with short_dir() as d:
-        async with contextlib.AsyncExitStack() as stack:
-            daemons, clients = {}, {}
-            for m in machines:
-                home = tmp_path / m / "home"
-                home.mkdir(parents=True)
-                dm = Daemon(fleet_settings(roots[m], d / f"{m}.sock", url, m),
-                            resolve_paths(home), environ={})
-                await dm.start()
-                stack.push_async_callback(dm.stop)
-                daemons[m], clients[m] = dm, AsyncClient(d / f"{m}.sock")
-            for c in clients.values():
-                await wait_for(lambda c=c: caught_up(c))
+        async with fleet_daemons(tmp_path, roots, d, url) as fleet:
+            daemons = {m: dm for m, (dm, _) in fleet.items()}
+            clients = {m: c for m, (_, c) in fleet.items()}
             laptop = clients["laptop"]
             before = await wait_for(lambda: _found(laptop, "quokka", 6))
             assert before["stale"] is False and before["store"] == "ok"

@@ -58,3 +58,14 @@ def test_config_show_and_the_log_line_mask_the_password():
     shown += settings_summary(s)
     assert "t0p-s3cret" not in shown
     assert "postgresql://ann:***@db.example:5432/mem?sslmode=verify-full" in shown
+
+
+def test_changes_keep_days_from_file_and_env(tmp_path):
+    assert load_settings(None, {}).store.changes_keep_days == 7
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[store]\nchanges_keep_days = 3\n")
+    assert load_settings(cfg, {}).store.changes_keep_days == 3
+    s = load_settings(cfg, {"MEMORYD_STORE__CHANGES_KEEP_DAYS": "0.5"})
+    assert s.store.changes_keep_days == 0.5
+    with pytest.raises(ConfigError, match="store.changes_keep_days"):
+        load_settings(None, {"MEMORYD_STORE__CHANGES_KEEP_DAYS": "0"})

@@ -74,6 +74,31 @@ def channel(schema: str) -> str:
     return schema
 
 
+def _trigger_function(name: str, changes: str) -> str:
+    """A statement trigger's function: `changes` (a SELECT of (unit id, op) rows over the
+    transition tables) goes into `changes`, then one NOTIFY on the namespace's channel
+    when it wrote anything. The three functions differ only in that SELECT."""
+    return f"""CREATE OR REPLACE FUNCTION {{s}}{name}() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $memoryd$
+DECLARE n bigint;
+BEGIN
+    INSERT INTO {{s}}changes (unit_id, op)
+        {changes};
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN PERFORM pg_notify(TG_TABLE_SCHEMA, ''); END IF;
+    RETURN NULL;
+END $memoryd$"""
+
+
+_FUNCTIONS = {
+    "units_inserted": "SELECT id, 'upsert' FROM new_units ORDER BY id",
+    "units_updated": """SELECT id, 'upsert' FROM new_units
+        UNION ALL
+        SELECT o.id, 'delete' FROM old_units o   -- an id changed: the old one is gone
+         WHERE NOT EXISTS (SELECT 1 FROM new_units n WHERE n.id = o.id)""",
+    "units_deleted": "SELECT id, 'delete' FROM old_units ORDER BY id",
+}
+
 _STATEMENTS = [
     """CREATE TABLE IF NOT EXISTS {s}changes (
     seq bigserial PRIMARY KEY,
@@ -94,37 +119,7 @@ CREATE TABLE IF NOT EXISTS {s}change_horizon (
     pruned_below xid8 NOT NULL
 )""",
     """INSERT INTO {s}change_horizon (pruned_below) VALUES ('0') ON CONFLICT DO NOTHING""",
-    """CREATE OR REPLACE FUNCTION {s}units_inserted() RETURNS trigger
-LANGUAGE plpgsql SET search_path FROM CURRENT AS $memoryd$
-DECLARE n bigint;
-BEGIN
-    INSERT INTO {s}changes (unit_id, op) SELECT id, 'upsert' FROM new_units ORDER BY id;
-    GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN PERFORM pg_notify(TG_TABLE_SCHEMA, ''); END IF;
-    RETURN NULL;
-END $memoryd$""",
-    """CREATE OR REPLACE FUNCTION {s}units_updated() RETURNS trigger
-LANGUAGE plpgsql SET search_path FROM CURRENT AS $memoryd$
-DECLARE n bigint;
-BEGIN
-    INSERT INTO {s}changes (unit_id, op)
-        SELECT id, 'upsert' FROM new_units
-        UNION ALL
-        SELECT o.id, 'delete' FROM old_units o   -- an id changed: the old one is gone
-         WHERE NOT EXISTS (SELECT 1 FROM new_units n WHERE n.id = o.id);
-    GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN PERFORM pg_notify(TG_TABLE_SCHEMA, ''); END IF;
-    RETURN NULL;
-END $memoryd$""",
-    """CREATE OR REPLACE FUNCTION {s}units_deleted() RETURNS trigger
-LANGUAGE plpgsql SET search_path FROM CURRENT AS $memoryd$
-DECLARE n bigint;
-BEGIN
-    INSERT INTO {s}changes (unit_id, op) SELECT id, 'delete' FROM old_units ORDER BY id;
-    GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN PERFORM pg_notify(TG_TABLE_SCHEMA, ''); END IF;
-    RETURN NULL;
-END $memoryd$""",
+    *(_trigger_function(name, changes) for name, changes in _FUNCTIONS.items()),
     """DROP TRIGGER IF EXISTS units_changes_insert ON {s}units""",
     """CREATE TRIGGER units_changes_insert AFTER INSERT ON {s}units
     REFERENCING NEW TABLE AS new_units

@@ -75,6 +75,17 @@ class FleetIndex(SearchIndex):
         # the feed is then applied in large, spaced batches (BUSY_GAP_S)
         self.busy: Any = lambda: False
         self.busy_gap_s = BUSY_GAP_S
+        self.waiters = 0  # callers waiting for everything to be searchable: no pacing
+
+    @contextlib.contextmanager
+    def waited(self) -> Any:
+        """While held, the writer does not gather changes (`Store.indexed`: an ingest a
+        caller waits on is applied at once, even during a backfill)."""
+        self.waiters += 1
+        try:
+            yield
+        finally:
+            self.waiters -= 1
 
     def _new_indexer(self, clear_pending: Any) -> FeedIndexer:
         return FeedIndexer(self, clear_pending)
@@ -314,6 +325,8 @@ class FeedIndexer(IndexWriterThread):
 
     def _gap(self) -> float:
         """How long after the last apply the next one may start (the commit policy)."""
+        if self.ix.waiters:
+            return 0.0
         try:
             busy = bool(self.ix.busy())
         except Exception:  # a hook that fails never stops the index

@@ -316,8 +316,8 @@ def test_a_machine_pruned_past_rebuilds(tmp_path, pg_url):
 
 def test_changes_gather_into_few_commits_while_the_machine_backfills(tmp_path, pg_url):
     """While this machine backfills its own transcripts (`busy`), the feed is applied in
-    spaced, large batches: 20 transactions (20 NOTIFYs) become one index commit when the
-    backfill ends, and nothing is lost. An edited unit already in the index is replaced,
+    spaced, large batches: 21 transactions (21 NOTIFYs) become one index commit when a
+    caller waits for the index, 5 more one commit when the backfill ends; nothing lost. An edited unit already in the index is replaced,
     not doubled (only units above the index's largest id skip the delete)."""
     store = open_store(tmp_path, pg_url, "laptop")
     busy = threading.Event()
@@ -339,11 +339,20 @@ def test_changes_gather_into_few_commits_while_the_machine_backfills(tmp_path, p
             conn.execute(f"UPDATE {SCHEMA}.units SET content = 'a new plover' WHERE id = %s",
                          (first[0],))
         assert ixr.commits == commits  # held: nothing applied while busy
+        with ix.waited():  # someone waits for it to be searchable (Store.indexed)
+            ix.notify_write()
+            until(lambda: caught(store), 30, "applied for a caller that waits")
+        assert indexed_ids(store) == set(first + ids) == store_ids(pg_url)
+        assert ixr.commits - commits == 1
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            for i in range(5):
+                ids += insert_units(conn, pk, [f"later {i} stilt"], first_seq=50 + i)
+        assert ixr.commits - commits == 1  # held again
         busy.clear()
         until(lambda: caught(store), 30, "applied once the backfill ended")
         assert indexed_ids(store) == set(first + ids) == store_ids(pg_url)
-        assert ixr.commits - commits == 1
-        assert ix.docs() == 21  # the edited unit replaced, not doubled
+        assert ixr.commits - commits == 2
+        assert ix.docs() == 26  # the edited unit replaced, not doubled
         found = store.read_sync(lambda c: retrieve_sync(c, ix, "plover", k=5, count=True))
         assert found.total == 1
         gone = store.read_sync(lambda c: retrieve_sync(c, ix, "tern", k=5, count=True))

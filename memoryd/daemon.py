@@ -143,6 +143,8 @@ class Daemon:
                                        clock=self.clock, busy=lambda: not self.backfill_done)
             self.ingestor.subscribers.append(self.summaries.on_ingest)
             self.queue = IngestQueue(self.ingestor, self.sources)
+            if target.kind == "postgresql":  # own transcripts first, the fleet's after
+                self.store.index.busy = lambda: not self.backfill_done  # type: ignore[attr-defined]
             candidate = self.candidate = Candidates(s.watch.exclude, self.paths.owned_dirs())
             self.watcher = Watcher(self.sources, self.queue, self.ingestor, candidate,
                                    debounce_ms=s.watch.debounce_ms,

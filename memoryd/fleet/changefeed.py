@@ -74,6 +74,31 @@ def channel(schema: str) -> str:
     return schema
 
 
+def _trigger_function(name: str, changes: str) -> str:
+    """A statement trigger's function: `changes` (a SELECT of (unit id, op) rows over the
+    transition tables) goes into `changes`, then one NOTIFY on the namespace's channel
+    when it wrote anything. The three functions differ only in that SELECT."""
+    return f"""CREATE OR REPLACE FUNCTION {{s}}{name}() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $memoryd$
+DECLARE n bigint;
+BEGIN
+    INSERT INTO {{s}}changes (unit_id, op)
+        {changes};
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN PERFORM pg_notify(TG_TABLE_SCHEMA, ''); END IF;
+    RETURN NULL;
+END $memoryd$"""
+
+
+_FUNCTIONS = {
+    "units_inserted": "SELECT id, 'upsert' FROM new_units ORDER BY id",
+    "units_updated": """SELECT id, 'upsert' FROM new_units
+        UNION ALL
+        SELECT o.id, 'delete' FROM old_units o   -- an id changed: the old one is gone
+         WHERE NOT EXISTS (SELECT 1 FROM new_units n WHERE n.id = o.id)""",
+    "units_deleted": "SELECT id, 'delete' FROM old_units ORDER BY id",
+}
+
 _STATEMENTS = [
     """CREATE TABLE IF NOT EXISTS {s}changes (
     seq bigserial PRIMARY KEY,
@@ -94,37 +119,7 @@ CREATE TABLE IF NOT EXISTS {s}change_horizon (
     pruned_below xid8 NOT NULL
 )""",
     """INSERT INTO {s}change_horizon (pruned_below) VALUES ('0') ON CONFLICT DO NOTHING""",
-    """CREATE OR REPLACE FUNCTION {s}units_inserted() RETURNS trigger
-LANGUAGE plpgsql SET search_path FROM CURRENT AS $memoryd$
-DECLARE n bigint;
-BEGIN
-    INSERT INTO {s}changes (unit_id, op) SELECT id, 'upsert' FROM new_units ORDER BY id;
-    GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN PERFORM pg_notify(TG_TABLE_SCHEMA, ''); END IF;
-    RETURN NULL;
-END $memoryd$""",
-    """CREATE OR REPLACE FUNCTION {s}units_updated() RETURNS trigger
-LANGUAGE plpgsql SET search_path FROM CURRENT AS $memoryd$
-DECLARE n bigint;
-BEGIN
-    INSERT INTO {s}changes (unit_id, op)
-        SELECT id, 'upsert' FROM new_units
-        UNION ALL
-        SELECT o.id, 'delete' FROM old_units o   -- an id changed: the old one is gone
-         WHERE NOT EXISTS (SELECT 1 FROM new_units n WHERE n.id = o.id);
-    GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN PERFORM pg_notify(TG_TABLE_SCHEMA, ''); END IF;
-    RETURN NULL;
-END $memoryd$""",
-    """CREATE OR REPLACE FUNCTION {s}units_deleted() RETURNS trigger
-LANGUAGE plpgsql SET search_path FROM CURRENT AS $memoryd$
-DECLARE n bigint;
-BEGIN
-    INSERT INTO {s}changes (unit_id, op) SELECT id, 'delete' FROM old_units ORDER BY id;
-    GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN PERFORM pg_notify(TG_TABLE_SCHEMA, ''); END IF;
-    RETURN NULL;
-END $memoryd$""",
+    *(_trigger_function(name, changes) for name, changes in _FUNCTIONS.items()),
     """DROP TRIGGER IF EXISTS units_changes_insert ON {s}units""",
     """CREATE TRIGGER units_changes_insert AFTER INSERT ON {s}units
     REFERENCING NEW TABLE AS new_units
@@ -206,24 +201,31 @@ def current_snapshot(conn: Any) -> str:
 
 def read_batch(conn: Any, schema: str, position: Position, limit: int = 2000) -> Batch:
     """The changes after `position`, at most `limit` of them, and the position to store
-    once they are applied. Raises FeedGapError when they were pruned."""
+    once they are applied. Raises FeedGapError when they were pruned. One round trip:
+    the horizon, the new snapshot (taken by the statement itself, so the rows it reads
+    are exactly those visible in it) and the change rows come back together."""
     s = quote_schema(schema)
     done = position.done
-    pruned_below = conn.execute(f"SELECT pruned_below::text FROM {s}.change_horizon"
-                                ).fetchone()
-    if pruned_below and _xid(pruned_below[0]) > _xmin(done):
-        raise FeedGapError(f"changes before xid {pruned_below[0]} were pruned; this "
-                           f"position ({done}) is older: rebuild from units")
-    target = position.target or current_snapshot(conn)
     rows = conn.execute(
-        f"SELECT seq, unit_id, op FROM {s}.changes"
-        " WHERE xid >= pg_snapshot_xmin(%(done)s::pg_snapshot)"
-        "   AND NOT pg_visible_in_snapshot(xid, %(done)s::pg_snapshot)"
-        "   AND pg_visible_in_snapshot(xid, %(target)s::pg_snapshot)"
-        "   AND seq > %(after)s"
-        " ORDER BY seq LIMIT %(limit)s",
-        {"done": done, "target": target, "after": position.after, "limit": limit + 1},
+        "SELECT t.snap::text, h.pruned_below::text, c.seq, c.unit_id, c.op"
+        " FROM (SELECT coalesce(%(target)s::pg_snapshot, pg_current_snapshot()) AS snap) t"
+        f" LEFT JOIN {s}.change_horizon h ON true"
+        " LEFT JOIN LATERAL ("
+        f"   SELECT seq, unit_id, op FROM {s}.changes"
+        "     WHERE xid >= pg_snapshot_xmin(%(done)s::pg_snapshot)"
+        "       AND NOT pg_visible_in_snapshot(xid, %(done)s::pg_snapshot)"
+        "       AND pg_visible_in_snapshot(xid, t.snap)"
+        "       AND seq > %(after)s"
+        "     ORDER BY seq LIMIT %(limit)s) c ON true"
+        " ORDER BY c.seq",
+        {"done": done, "target": position.target, "after": position.after,
+         "limit": limit + 1},
     ).fetchall()
+    target, pruned_below = rows[0][0], rows[0][1]
+    if pruned_below is not None and _xid(pruned_below) > _xmin(done):
+        raise FeedGapError(f"changes before xid {pruned_below} were pruned; this "
+                           f"position ({done}) is older: rebuild from units")
+    rows = [r[2:] for r in rows if r[2] is not None]
     more = len(rows) > limit
     rows = rows[:limit]
     if more:

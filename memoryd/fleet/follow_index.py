@@ -48,6 +48,16 @@ IN_CHUNK = 500
 # the writer stays open while changes keep coming (opening one and waiting for its merges
 # on close cost more than the commit of a one-unit batch); closed after this long idle
 WRITER_IDLE_S = 30.0
+# Commit policy. The first change after a quiet spell is applied at once (follow
+# latency). While changes keep coming, the next apply waits until as long after the
+# last one as that one took (at most MAX_GAP_S), so the writer is busy at most about
+# half the time and trickling changes gather into one commit instead of one each.
+# While this daemon backfills its own transcripts (`FleetIndex.busy`), the feed is
+# applied in large batches at least BUSY_GAP_S apart and at most a fifth of the time
+# (BUSY_DUTY): ingest into the store comes first, every machine's index after.
+MAX_GAP_S = 1.0
+BUSY_GAP_S = 5.0
+BUSY_DUTY = 0.2
 
 
 class FleetIndex(SearchIndex):
@@ -61,6 +71,21 @@ class FleetIndex(SearchIndex):
         # (a stored position may have been pruned past); None while joining or starting
         self.position: cf.Position | None = None
         self.caught_at: float | None = None   # wall time of the last poll with nothing new
+        # whether this daemon is backfilling its own transcripts (daemon.py sets it):
+        # the feed is then applied in large, spaced batches (BUSY_GAP_S)
+        self.busy: Any = lambda: False
+        self.busy_gap_s = BUSY_GAP_S
+        self.waiters = 0  # callers waiting for everything to be searchable: no pacing
+
+    @contextlib.contextmanager
+    def waited(self) -> Any:
+        """While held, the writer does not gather changes (`Store.indexed`: an ingest a
+        caller waits on is applied at once, even during a backfill)."""
+        self.waiters += 1
+        try:
+            yield
+        finally:
+            self.waiters -= 1
 
     def _new_indexer(self, clear_pending: Any) -> FeedIndexer:
         return FeedIndexer(self, clear_pending)
@@ -151,12 +176,15 @@ class FeedIndexer(IndexWriterThread):
         self.pos: cf.Position | None = None  # where it reads from (ix.position: trusted)
         self._cleared_at = 0.0
         self._applied_at = 0.0
+        self._apply_s = 0.0  # how long the last apply took
+        self._paging = False  # the last poll left another page waiting
+        self.held_s = 0.0    # time spent gathering changes before applies (status)
 
     def follow_status(self) -> dict[str, Any]:
         f = self.follower
         return {"listening": f.status()["listening"] if f else False,
                 "polls": f.polls if f else 0, "commits": self.commits,
-                "rebuilds": self.rebuilds}
+                "rebuilds": self.rebuilds, "held_s": round(self.held_s, 1)}
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -274,15 +302,18 @@ class FeedIndexer(IndexWriterThread):
             self.follower = self._make_follower()
             self.follower.report()  # the fleet sees this machine's position at once
         f = self.follower
+        self._hold()
         batch = f.next_batch()
         if batch.changes:
-            t0 = time.perf_counter()
+            t0 = time.monotonic()
             self._apply(conn, batch)
+            self._apply_s = time.monotonic() - t0
             log.debug("change feed: %d changes applied in %.0f ms", len(batch.changes),
-                      (time.perf_counter() - t0) * 1000)
+                      self._apply_s * 1000)
             ix.save_position(batch.position)  # after the commit: a crash re-applies
         # (an empty poll moves on without writing: nothing lay between the positions)
         f.commit(batch)
+        self._paging = batch.more
         ix.position = self.pos = batch.position
         if not batch.changes and not batch.more:
             ix.caught_at = time.time()
@@ -291,6 +322,34 @@ class FeedIndexer(IndexWriterThread):
                 ix.close_writer()  # idle a while: let the writer's memory arena go
             f.wait(stop=self._wake)  # a NOTIFY, a local write, or the poll interval
         return 0.0
+
+    def _gap(self) -> float:
+        """How long after the last apply the next one may start (the commit policy)."""
+        if self.ix.waiters:
+            return 0.0
+        try:
+            busy = bool(self.ix.busy())
+        except Exception:  # a hook that fails never stops the index
+            busy = False
+        if busy:
+            return max(self.ix.busy_gap_s, self._apply_s * (1 / BUSY_DUTY - 1))
+        # a backlog read page by page (a return after an outage, another machine's
+        # backfill) goes on at once: the gap is for changes that trickle in
+        return 0.0 if self._paging else min(MAX_GAP_S, self._apply_s)
+
+    def _hold(self) -> None:
+        """Wait out the gap since the last apply: changes arriving meanwhile are read by
+        the next poll, all in one batch. Local writes do not cut it short (they are what
+        is being gathered); stopping does, and the gap is looked at again as it goes (a
+        backfill that ends turns the long gap into the short one)."""
+        t0 = time.monotonic()
+        while not self._stop:
+            left = self._applied_at + self._gap() - time.monotonic()
+            if left <= 0:
+                break
+            self._wake.wait(min(left, 0.5))
+            self._wake.clear()
+        self.held_s += time.monotonic() - t0
 
     def _apply(self, conn: Any, batch: cf.Batch) -> None:
         """Drop every changed unit from the index and add back the ones still stored,
@@ -302,9 +361,12 @@ class FeedIndexer(IndexWriterThread):
         rows = [r for i in range(0, len(upserts), IN_CHUNK) for r in conn.execute(
             UNIT_ROWS + "WHERE u.id IN (" + ",".join("?" * len(upserts[i:i + IN_CHUNK]))
             + ")", upserts[i:i + IN_CHUNK]).fetchall()]
+        # a unit above the index's largest id cannot be in it: only the others are
+        # deleted first (a delete is applied to every segment at the commit)
+        drop = [u for u in ids if u <= ix.upto]
         w = ix.writer()
-        for i in range(0, len(ids), IN_CHUNK):
-            w.delete_documents_by_query(ix.ids_query(ids[i:i + IN_CHUNK]))
+        for i in range(0, len(drop), IN_CHUNK):
+            w.delete_documents_by_query(ix.ids_query(drop[i:i + IN_CHUNK]))
         for d in unit_docs(rows):
             w.add_document(d)
         w.commit()

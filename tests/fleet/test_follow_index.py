@@ -118,6 +118,7 @@ async def test_two_daemons_search_each_others_units_and_forget_travels(tmp_path,
     with short_dir() as d:
         async with contextlib.AsyncExitStack() as stack:
             c: dict[str, AsyncClient] = {}
+            dms: dict[str, Daemon] = {}
             for m, root in roots.items():
                 home = tmp_path / m / "home"
                 home.mkdir(parents=True)
@@ -126,6 +127,7 @@ async def test_two_daemons_search_each_others_units_and_forget_travels(tmp_path,
                 await dm.start()
                 stack.push_async_callback(dm.stop)
                 c[m] = AsyncClient(d / f"{m}.sock")
+                dms[m] = dm
 
             async def finds(m: str, q: str, n: int = 1):
                 r = await c[m].search(query=q)
@@ -146,6 +148,8 @@ async def test_two_daemons_search_each_others_units_and_forget_travels(tmp_path,
             assert all(m["last_ingest"] and m["files"] == 1 for m in machines.values())
             assert st["index"]["lag"] == {"changes": 0, "seconds": 0.0}
             assert st["index"]["state"] == "ready" and st["index"]["feed"]["position"]
+            # the backfill is over: the feed is no longer held behind this machine's ingest
+            assert dms["laptop"].backfill_done and not dms["laptop"].store.index.busy()
             metrics = await c["laptop"].request("GET", "/metrics")
             assert 'memoryd_fleet_machine_last_ingest_timestamp_seconds{machine="server"}' \
                 in metrics
@@ -306,5 +310,53 @@ def test_a_machine_pruned_past_rebuilds(tmp_path, pg_url):
         assert store.index._indexer.rebuilds == 1
         assert indexed_ids(store) == store_ids(pg_url)
         store.index.prune_changes()  # the hourly job runs cleanly
+    finally:
+        store.close_sync()
+
+
+def test_changes_gather_into_few_commits_while_the_machine_backfills(tmp_path, pg_url):
+    """While this machine backfills its own transcripts (`busy`), the feed is applied in
+    spaced, large batches: 21 transactions (21 NOTIFYs) become one index commit when a
+    caller waits for the index, 5 more one commit when the backfill ends; nothing lost. An edited unit already in the index is replaced,
+    not doubled (only units above the index's largest id skip the delete)."""
+    store = open_store(tmp_path, pg_url, "laptop")
+    busy = threading.Event()
+    try:
+        with psycopg.connect(pg_url) as conn:
+            pk = session(conn, "s")
+            first = insert_units(conn, pk, ["an old tern"])
+            conn.commit()
+        until(lambda: caught(store) and indexed_ids(store) == set(first), 30, "first unit")
+        ix, ixr = store.index, store.index._indexer
+        ix.busy_gap_s = 600.0  # longer than the test: only the end of `busy` applies
+        ix.busy = busy.is_set
+        busy.set()
+        commits = ixr.commits
+        ids = []
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            for i in range(20):
+                ids += insert_units(conn, pk, [f"gathered {i} avocet"], first_seq=10 + i)
+            conn.execute(f"UPDATE {SCHEMA}.units SET content = 'a new plover' WHERE id = %s",
+                         (first[0],))
+        assert ixr.commits == commits  # held: nothing applied while busy
+        with ix.waited():  # someone waits for it to be searchable (Store.indexed)
+            ix.notify_write()
+            until(lambda: caught(store), 30, "applied for a caller that waits")
+        assert indexed_ids(store) == set(first + ids) == store_ids(pg_url)
+        assert ixr.commits - commits == 1
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            for i in range(5):
+                ids += insert_units(conn, pk, [f"later {i} stilt"], first_seq=50 + i)
+        assert ixr.commits - commits == 1  # held again
+        busy.clear()
+        until(lambda: caught(store), 30, "applied once the backfill ended")
+        assert indexed_ids(store) == set(first + ids) == store_ids(pg_url)
+        assert ixr.commits - commits == 2
+        assert ix.docs() == 26  # the edited unit replaced, not doubled
+        found = store.read_sync(lambda c: retrieve_sync(c, ix, "plover", k=5, count=True))
+        assert found.total == 1
+        gone = store.read_sync(lambda c: retrieve_sync(c, ix, "tern", k=5, count=True))
+        assert gone.total == 0
+        assert store.read_sync(ix.status)["feed"]["held_s"] > 0
     finally:
         store.close_sync()

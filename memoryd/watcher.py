@@ -31,6 +31,7 @@ from watchfiles import Change
 from watchfiles._rust_notify import RustNotify
 from watchfiles.main import _default_force_polling
 
+from memoryd import lag_trace
 from memoryd.ingest.ingestor import Ingestor
 from memoryd.ingest.queue import IngestQueue
 from memoryd.sources import Candidates, Source, walk
@@ -95,6 +96,7 @@ class Watcher:
 
     def _handle(self, changes: set[tuple[Change, str]]) -> None:
         self.batches += 1
+        lag_trace.stage("watch", len(changes))
         for change, raw in sorted(changes, key=lambda c: c[1]):
             path = Path(raw)
             if change == Change.deleted:

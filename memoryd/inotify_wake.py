@@ -43,11 +43,6 @@ class Wake:
     def __init__(self, fd: int) -> None:
         self.fd = fd
 
-    def drain(self) -> None:
-        with contextlib.suppress(BlockingIOError, OSError):
-            while os.read(self.fd, 65536):
-                pass
-
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self.fd)

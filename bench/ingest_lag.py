@@ -107,8 +107,12 @@ def append(path: Path, line: str) -> None:
 
 
 def measure(path: Path, line: str, found: Callable[[], bool], poll: float,
-            timeout: float, calls: list[float]) -> float | None:
-    """Append `line` to `path`, then poll `found` every `poll` s; seconds until found."""
+            timeout: float, calls: list[float], walls: list[float] | None = None
+            ) -> float | None:
+    """Append `line` to `path`, then poll `found` every `poll` s; seconds until found.
+    `walls` gets the wall-clock time of the append (to match the daemon's trace)."""
+    if walls is not None:
+        walls.append(time.time())
     t0 = time.perf_counter()
     append(path, line)
     while True:
@@ -123,6 +127,40 @@ def measure(path: Path, line: str, found: Callable[[], bool], poll: float,
         time.sleep(poll)
 
 
+STAGES = ("watch", "ingest", "read", "stored", "index_read", "index_added", "index_commit",
+          "index_reload")
+
+
+def trace_table(log: Path, walls: list[float], lags: list[float | None]) -> str:
+    """Per stage, ms from the append to the stage's first trace line after it (p50, p90):
+    where memoryd's share of each append went."""
+    events: list[tuple[float, str]] = []
+    for ln in log.read_text(errors="replace").splitlines():
+        parts = ln.split(" lag ", 1)
+        if len(parts) == 2:
+            name, t, *_ = parts[1].split(" ")
+            events.append((float(t), name))
+    events.sort()
+    at: dict[str, list[float]] = {s: [] for s in STAGES}
+    for t0, lag in zip(walls, lags, strict=True):
+        if lag is None:
+            continue
+        seen: set[str] = set()
+        for t, name in events:
+            if t < t0 or name in seen or name not in at:
+                continue
+            if t > t0 + lag:
+                break
+            seen.add(name)
+            at[name].append(t - t0)
+    rows = [[s, str(len(v)), *(f"{h.percentile(v, q) * 1000:.1f}" if v else "-"
+                               for q in (50, 90))] for s, v in at.items()]
+    rows.append(["found by the search poll", str(len([x for x in lags if x is not None])),
+                 *(f"{h.percentile([x for x in lags if x is not None], q) * 1000:.1f}"
+                   for q in (50, 90))])
+    return h.table(rows, ["memoryd stage (ms after the append)", "n", "p50", "p90"])
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--appends", type=int, default=200)
@@ -135,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=5, help="unmeasured appends per side")
     p.add_argument("--quick", action="store_true", help="60 appends (~20 s)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--trace", action="store_true",
+                   help="run memoryd at DEBUG and print where an append's time went "
+                        "(memoryd.lag_trace stages)")
     args = p.parse_args(argv)
     if args.quick:
         args.appends = 60
@@ -180,9 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     md_calls: list[float] = []
     raw_calls: list[float] = []
     appends_only: list[float] = []
+    md_walls: list[float] = []
     with h.short_dir() as sd:
         d = h.Memoryd(work / "home", work / "md-src", sd / "m.sock",
-                      log_path=work / "memoryd.log")
+                      log_path=work / "memoryd.log",
+                      log_level="DEBUG" if args.trace else "WARNING")
         try:
             d.wait_ready(60)
             st0 = d.wait_caught_up(120)
@@ -209,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
                 if i % 2:
                     sides.reverse()
                 for side, path, found, lags, calls in sides:
-                    lag = measure(path, line(i, side[0]), found, poll, timeout, calls)
+                    walls = md_walls if side == "md" and i >= args.warmup else None
+                    lag = measure(path, line(i, side[0]), found, poll, timeout, calls, walls)
                     if i >= args.warmup:
                         lags.append(lag)
                     time.sleep(rng.uniform(*args.gap_ms) / 1000)
@@ -248,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{h.percentile(raw_calls, 50) * 1000:.3f}/{h.percentile(raw_calls, 99) * 1000:.3f} ms")
     print(f"memoryd /v1/status ingest_lag_ms (last live file): {st.get('ingest_lag_ms')}; "
           f"units {st.get('units')}; peak RSS {rss and round(rss)} MB")
+    if args.trace:
+        print()
+        print(trace_table(work / "memoryd.log", md_walls, md_lag))
     if bare.errors:
         print(f"warning: bare watcher errors: {bare.errors[:3]}")
     if md_miss or raw_miss:

@@ -10,9 +10,11 @@ re-created).
 The watch itself (`watch_changes`) is watchfiles' Rust notifier driven directly rather
 than through `awatch`, so its wake-up step can change without a new notifier (which
 would miss events in between): `FAST_STEP_MS` while files change (the step bounds how
-soon an appended line is read), `SLOW_STEP_MS` once nothing changed for `QUIET_S` (20
-wake-ups a second at rest were a third of an idle daemon's CPU; the first change after a
-quiet spell is then seen within two slow steps).
+soon an appended line is read). Once nothing changed for `QUIET_S` (20 wake-ups a second
+at rest were a third of an idle daemon's CPU) it stops stepping and waits on an inotify
+wake-up (`memoryd.inotify_wake`), so the first change after a quiet spell is read at the
+fast step too; without inotify the step turns to `SLOW_STEP_MS` instead (that first
+change is then seen within two slow steps).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from watchfiles import Change
 from watchfiles._rust_notify import RustNotify
 from watchfiles.main import _default_force_polling
 
+from memoryd import inotify_wake, lag_trace
 from memoryd.ingest.ingestor import Ingestor
 from memoryd.ingest.queue import IngestQueue
 from memoryd.sources import Candidates, Source, walk
@@ -95,6 +98,7 @@ class Watcher:
 
     def _handle(self, changes: set[tuple[Change, str]]) -> None:
         self.batches += 1
+        lag_trace.stage("watch", len(changes))
         for change, raw in sorted(changes, key=lambda c: c[1]):
             path = Path(raw)
             if change == Change.deleted:
@@ -154,10 +158,13 @@ class Watcher:
 async def watch_changes(roots: tuple[Path, ...], keep: Callable[[Change, str], bool], *,
                         debounce_ms: int, stop: asyncio.Event, force_polling: bool | None,
                         fast_ms: int = FAST_STEP_MS, slow_ms: int = SLOW_STEP_MS,
-                        quiet_s: float = QUIET_S) -> AsyncIterator[set[tuple[Change, str]]]:
+                        quiet_s: float = QUIET_S, wake: bool = True
+                        ) -> AsyncIterator[set[tuple[Change, str]]]:
     """Batches of changes under `roots` that `keep` accepts, until `stop` is set: the
-    Rust notifier's watch in a thread, its step fast while changes come and slow after
-    `quiet_s` without any."""
+    Rust notifier's watch in a thread, its step fast while changes come. After `quiet_s`
+    without any it waits on an inotify wake-up (`memoryd.inotify_wake`, Linux) and takes
+    the first change at the fast step; where there is none (or `wake` is off) the step
+    turns slow instead."""
     halt = threading.Event()  # what the notifier's thread polls, each step
     relay = asyncio.create_task(_set_threading_event(stop, halt))
     # a thread of its own: the watch blocks it for as long as the watch lasts
@@ -165,24 +172,43 @@ async def watch_changes(roots: tuple[Path, ...], keep: Callable[[Change, str], b
     loop = asyncio.get_running_loop()
     fast = min(fast_ms, debounce_ms)
     last = time.monotonic()
+    polling = _default_force_polling(force_polling)
+    armable = wake and not polling
     try:
-        with RustNotify([str(r) for r in roots], False, _default_force_polling(force_polling),
-                        POLL_DELAY_MS, True, True) as notifier:
+        with RustNotify([str(r) for r in roots], False, polling, POLL_DELAY_MS, True,
+                        True) as notifier:
             while not halt.is_set():
                 quiet = time.monotonic() - last >= quiet_s
-                step = slow_ms if quiet else fast
-                # fast: return when the quiet spell starts, to slow down
-                timeout = 0 if quiet else max(1, int((quiet_s - (time.monotonic() - last))
-                                                     * 1000))
-                try:
-                    raw = await loop.run_in_executor(pool, notifier.watch, debounce_ms, step,
-                                                     timeout, halt)
-                except asyncio.CancelledError:
-                    halt.set()
-                    raise
+                if quiet and armable:
+                    w = await loop.run_in_executor(pool, inotify_wake.arm, roots)
+                    if w is None:
+                        armable = False  # the slow step from now on
+                        continue
+                    try:
+                        # a change from before the wake-up was armed is with the notifier
+                        raw = await loop.run_in_executor(pool, notifier.watch, debounce_ms, 1,
+                                                         1, halt)
+                        if raw == "timeout":
+                            await _readable(w.fd, stop)
+                            lag_trace.stage("wake")
+                            raw = "woken"
+                    finally:
+                        w.close()
+                    last = time.monotonic()  # awake: fast steps until the next quiet spell
+                else:
+                    step = slow_ms if quiet else fast
+                    # fast: return when the quiet spell starts, to slow down or wait
+                    timeout = 0 if quiet else max(1, int((quiet_s - (time.monotonic() - last))
+                                                         * 1000))
+                    try:
+                        raw = await loop.run_in_executor(pool, notifier.watch, debounce_ms,
+                                                         step, timeout, halt)
+                    except asyncio.CancelledError:
+                        halt.set()
+                        raise
                 if raw == "stop":
                     return
-                if raw in ("timeout", "signal"):
+                if raw in ("timeout", "signal", "woken"):
                     continue
                 last = time.monotonic()
                 changes = {(Change(c), p) for c, p in raw}
@@ -193,6 +219,20 @@ async def watch_changes(roots: tuple[Path, ...], keep: Callable[[Change, str], b
         halt.set()
         relay.cancel()
         pool.shutdown(wait=False)
+
+
+async def _readable(fd: int, stop: asyncio.Event) -> None:
+    """Until `fd` is readable or `stop` is set (the event loop's own poll: no thread, no
+    periodic wake-up)."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+    loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait([ready, stopped], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        loop.remove_reader(fd)
+        stopped.cancel()
 
 
 async def _set_threading_event(ev: asyncio.Event, target: threading.Event) -> None:

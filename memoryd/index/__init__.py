@@ -161,10 +161,14 @@ class SearchIndex:
                 return 0
             return pages.release(self.root)
 
-    def caught_up(self) -> None:
+    def has_writer(self) -> bool:
+        return self._writer is not None
+
+    def caught_up(self, *, keep_writer: bool = False) -> None:
         """The writer found nothing more to do: a rebuild is complete, the writer's
-        memory can go."""
-        self.close_writer()
+        memory can go (now, or when the writer thread has been idle a while)."""
+        if not keep_writer:
+            self.close_writer()
         if self.state == "rebuilding" and not self._rebuild.is_set():
             self._write_meta(complete=True)
             self.state = "ready"

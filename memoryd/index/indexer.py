@@ -4,12 +4,13 @@ SQLite is the truth; the index is derived and disposable. New units are found by
 (the index's largest `unit_id` is where it stopped, so a crash loses nothing: the gap is
 indexed on the next start). Changes to stored units (a merged piece, a one-liner, a
 forgotten session) are rows in `index_pending`, written in the same transaction as the
-change and cleared once the index has committed them. Each pass reads up to `BATCH`
-units, writes them, commits once and reloads the searchers; passes follow one another
-while there is work, then the thread sleeps until the store says it wrote something.
+change and cleared once the index has committed them. Each pass reads what is new (by
+`BATCH`), writes it, commits once and reloads the searchers (`Indexer`); passes follow
+one another while there is work, then the thread sleeps until the store says it wrote
+something.
 
-The thread runs at a lower CPU priority (the writer's own worker threads inherit it):
-indexing, and above all a rebuild, never delays ingest or a query.
+Bulk work (a backfill, a rebuild) runs at a lower CPU priority (the writer's own worker
+threads inherit it): indexing never delays ingest or a query.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from memoryd import lag_trace
 from memoryd.index.schema import document, speaker_code
 from memoryd.index.text import dup_hash, index_text
 
@@ -31,8 +35,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BATCH = 2000
+COMMIT_EVERY_S = 1.0  # under a backlog, one commit per this much adding
+LIVE_UNITS = 200  # a pass this small runs at normal priority (live appends)
+WRITER_IDLE_S = 2.0  # the writer and its memory arena go after this long without work
 IDLE_POLL_S = 30.0  # a safety net; writes wake the thread at once
 NICE = 5
+
+Read = tuple[list[Any], list[Any], list[Any], list[int]]
 
 UNIT_ROWS = ("SELECT u.id AS unit_id, u.session_pk, u.seq, u.ts, u.role, u.kind, u.content, "
          "u.one_liner FROM units u ")
@@ -78,11 +87,26 @@ class IndexWriterThread:
 
 
 class Indexer(IndexWriterThread):
+    """Follows SQLite by unit id. A pass adds what it finds and commits at once when that
+    was all (a lone append is searchable after one commit, not after a batch fills up);
+    under a backlog it keeps adding batches and commits every `COMMIT_EVERY_S`, since
+    each tantivy commit writes and syncs a new segment. The writer stays open while work
+    keeps coming and is let go after `WRITER_IDLE_S` without any. Small passes (live
+    appends) run at normal priority; large ones (a backfill, a rebuild) run in a helper
+    thread at `NICE`, whose commits make tantivy's worker threads niced as well."""
+
     ix: SearchIndex
 
+    def __init__(self, ix: Any, clear_pending: Callable[[int], None]) -> None:
+        super().__init__(ix, clear_pending)
+        self._bulk = ThreadPoolExecutor(1, thread_name_prefix="memoryd-indexer-bulk",
+                                        initializer=_lower_priority)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        super().stop(timeout)
+        self._bulk.shutdown(wait=False)
+
     def _main(self) -> None:
-        with contextlib.suppress(OSError, AttributeError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
         conn = self.ix.connect()
         try:
             while not self._stop:
@@ -96,21 +120,45 @@ class Indexer(IndexWriterThread):
                     self._wake.wait(5.0)
                     continue
                 self.error = None
-                self.ix.caught_up()
+                self.ix.caught_up(keep_writer=True)
+                if self.ix.has_writer():
+                    if self._wake.wait(WRITER_IDLE_S):
+                        continue  # more work while the writer is still open
+                    self.ix.close_writer()
                 self._wake.wait(IDLE_POLL_S)
         finally:
             self.ix.close_writer()
             conn.close()
 
     def _pass(self, conn: sqlite3.Connection) -> bool:
-        """Index one batch of new units and pending changes; False when there was none."""
+        """Index new units and pending changes, then commit; False when there was none."""
         if self.ix.rebuild_requested():
             self.ix.reset()
-        upto = self.ix.upto
+        pos = (self.ix.upto, self.ix.pending_done)
+        first = self._read(conn, *pos)
+        if not first[0] and not first[1]:
+            return False
+        lag_trace.stage("index_read", len(first[1]))
+        if self.ix.state == "rebuilding" or len(first[1]) + len(first[2]) > LIVE_UNITS:
+            upto, done = self._bulk.submit(self._add, conn, pos, first).result()
+        else:
+            upto, done = self._add(conn, pos, first)
+        self.commits += 1
+        self.ix.committed()  # searchers see the commit before anyone is told it is done
+        lag_trace.stage("index_reload")
+        self.ix.upto = upto
+        if done > pos[1]:
+            self.ix.pending_done = done
+            self._clear_pending(done)
+        return True
+
+    def _read(self, conn: sqlite3.Connection, upto: int, done: int) -> Read:
+        """(pending changes, new units, changed units to index again) past these
+        positions, read in one snapshot."""
         conn.execute("BEGIN")
         try:
-            pending = conn.execute("SELECT id, unit_id FROM index_pending ORDER BY id LIMIT ?",
-                                   (BATCH,)).fetchall()
+            pending = conn.execute("SELECT id, unit_id FROM index_pending WHERE id > ? "
+                                   "ORDER BY id LIMIT ?", (done, BATCH)).fetchall()
             changed = sorted({r[1] for r in pending if r[1] <= upto})
             rows = conn.execute(UNIT_ROWS + "WHERE u.id > ? ORDER BY u.id LIMIT ?",
                                 (upto, BATCH)).fetchall()
@@ -119,19 +167,35 @@ class Indexer(IndexWriterThread):
                 changed[i:i + 500]).fetchall()]
         finally:
             conn.rollback()
-        if not pending and not rows:
-            return False
+        return pending, rows, again, changed
+
+    def _add(self, conn: sqlite3.Connection, pos: tuple[int, int], got: Read
+             ) -> tuple[int, int]:
+        """Add `got` and what follows it to the writer, then commit: at once when a read
+        came back short, else after `COMMIT_EVERY_S` of batches. The new positions."""
+        upto, done = pos
         w = self.ix.writer()
-        if changed:  # deleted first: re-added below if the unit is still there
-            w.delete_documents_by_query(self.ix.ids_query(changed))
-        for d in unit_docs(again) + unit_docs(rows):
-            w.add_document(d)
+        t0 = time.monotonic()
+        while True:
+            pending, rows, again, changed = got
+            if changed:  # deleted first: re-added below if the unit is still there
+                w.delete_documents_by_query(self.ix.ids_query(changed))
+            for d in unit_docs(again) + unit_docs(rows):
+                w.add_document(d)
+            if rows:
+                upto = rows[-1]["unit_id"]
+            if pending:
+                done = pending[-1][0]
+            if (len(rows) < BATCH and len(pending) < BATCH or self._stop
+                    or time.monotonic() - t0 >= COMMIT_EVERY_S):
+                break
+            got = self._read(conn, upto, done)
+        lag_trace.stage("index_added")
         w.commit()
-        self.commits += 1
-        self.ix.committed()  # searchers see the commit before anyone is told it is done
-        if rows:
-            self.ix.upto = rows[-1]["unit_id"]
-        if pending:
-            self.ix.pending_done = pending[-1][0]
-            self._clear_pending(pending[-1][0])
-        return True
+        lag_trace.stage("index_commit")
+        return upto, done
+
+
+def _lower_priority() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)

@@ -28,7 +28,9 @@ _HAS_CJK = re.compile(f"[{_CJK}]")
 # a word with a lower-to-upper case change inside it, and the parts it splits into
 _CAMEL_WORD = re.compile(r"\b[A-Za-z]*[a-z][A-Z][A-Za-z]*\b")
 _CAMEL_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
-_LOWER_UPPER = re.compile(r"[a-z][A-Z]")  # cheap pre-check: most prose has no camelCase
+_LOWER_UPPER = re.compile(r"[a-z][A-Z]")  # what `has_lower_upper` answers, faster
+_CASE_CLASSES = bytes(ord("a") if 97 <= b <= 122 else ord("A") if 65 <= b <= 90 else 32
+                      for b in range(256))
 
 def bigrams(run: str) -> list[str]:
     if len(run) == 1:
@@ -36,10 +38,18 @@ def bigrams(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)] + [run[-1]]
 
 
+def has_lower_upper(text: str) -> bool:
+    """Whether an ASCII lower-case letter is followed by an upper-case one anywhere in
+    `text` (`_LOWER_UPPER.search`, 20-50x faster): on the UTF-8 bytes mapped to "a",
+    "A" and " " by one `bytes.translate`. A multi-byte character has no ASCII byte in
+    it, so two adjacent ASCII bytes are two adjacent characters."""
+    return b"aA" in text.encode("utf-8", "surrogatepass").translate(_CASE_CLASSES)
+
+
 def camel_parts(text: str) -> list[str]:
     """The parts of the camelCase words in `text`, in order ("iPhone" -> "i", "Phone")."""
     parts: list[str] = []
-    if not _LOWER_UPPER.search(text):
+    if not has_lower_upper(text):
         return parts
     for m in _CAMEL_WORD.finditer(text):
         parts += _CAMEL_PART.findall(m.group())
@@ -49,7 +59,7 @@ def camel_parts(text: str) -> list[str]:
 def index_text(text: str) -> str:
     """Text as the index should see it: CJK runs replaced by their bigrams, and the parts of
     camelCase words appended (after the text, so phrases in it stay contiguous)."""
-    if _HAS_CJK.search(text):
+    if not text.isascii() and _HAS_CJK.search(text):
         text = _CJK_RUN.sub(lambda m: " " + " ".join(bigrams(m.group())) + " ", text)
     parts = camel_parts(text)
     if parts:
@@ -146,14 +156,32 @@ _NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
 DUP_HEAD = 400  # characters of a unit compared for near-duplicate collapse
 
 
+# ASCII letters and digits lower-cased, every other byte a space: `dup_key` of ASCII text
+_ASCII_WORD_BYTES = bytes(b + 32 if 65 <= b <= 90 else b if 97 <= b <= 122 or 48 <= b <= 57
+                          else 32 for b in range(128)) + b" " * 128
+
+
+def _dup_bytes(text: str) -> bytes:
+    """`dup_key` as UTF-8. ASCII (most heads) takes one `bytes.translate` and a split
+    (a fifth of the regex's time; for ASCII, casefold is lower and `[\\W_]` is
+    everything but letters and digits); anything else the regex."""
+    head = text[:DUP_HEAD]
+    if head.isascii():
+        return b" ".join(head.encode().translate(_ASCII_WORD_BYTES).split())
+    return _NON_WORD.sub(" ", head.casefold()).strip().encode()
+
+
 def dup_key(text: str) -> str:
     """The normalized head of a unit's text: near-identical units share it."""
-    return _NON_WORD.sub(" ", text[:DUP_HEAD].casefold()).strip()
+    head = text[:DUP_HEAD]
+    if head.isascii():
+        return _dup_bytes(head).decode()
+    return _NON_WORD.sub(" ", head.casefold()).strip()
 
 
 def dup_hash(text: str) -> int:
     """`dup_key` as a 64-bit number for the index (0: no key, nothing to collapse)."""
-    key = dup_key(text)
+    key = _dup_bytes(text)
     if not key:
         return 0
-    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big") or 1
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") or 1

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memoryd import lag_trace
 from memoryd.errors import StoreUnavailableError
 from memoryd.ingest import adapters
 from memoryd.ingest.adapters.base import Adapter, Record, content_id, shape_error
@@ -149,6 +150,7 @@ class Ingestor:
         key = str(path)
         if not self.failures.due(key):
             return 0
+        lag_trace.stage("ingest", path.name)
         try:
             # on the writer: never queued behind query readers (a cursor read is tiny)
             cursor = await self.store.write(lambda c: get_cursor(c, key, self.store.machine))
@@ -163,7 +165,9 @@ class Ingestor:
             new = 0
             while True:
                 batch = await asyncio.to_thread(self._read_batch, path, root, adapter, cursor)
+                lag_trace.stage("read", len(batch.items))
                 added = await self.store.write(lambda c, b=batch: self._commit(c, adapter, b))
+                lag_trace.stage("stored", sum(added.values()))
                 new += sum(added.values())
                 self._report(path, batch)
                 if added:

@@ -5,6 +5,7 @@ A real store and tantivy index: index pages a search mapped in leave the process
 reloaded with the same counts; the idle timer fires once after the last query, not
 while queries keep coming, and never by itself."""
 
+import asyncio
 import time
 
 import pytest
@@ -33,6 +34,10 @@ async def store(tmp_path):
 
     await s.write(put)
     await s.indexed()
+    # at rest: the indexer lets go of its writer a while after its last commit
+    deadline = time.monotonic() + 30
+    while s.index.has_writer() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
     yield s
     await s.close()
 

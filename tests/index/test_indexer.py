@@ -1,0 +1,75 @@
+"""The index writer thread (issue 11, append -> searchable): a lone append is committed
+by itself, without waiting for a batch to fill; a backlog of several batches with
+forgets among them is indexed exactly; the writer is kept open between close passes
+and let go once the thread rests. A real store, a real tantivy index."""
+
+import asyncio
+import time
+
+import pytest
+
+from memoryd.index import Filters
+from memoryd.index import indexer as indexer_mod
+from memoryd.ingest.adapters.base import Record
+from memoryd.store import Store
+from memoryd.store.sessions import forget_units, session_pk
+from memoryd.store.units import store_record
+
+
+@pytest.fixture
+async def store(tmp_path):
+    s = await Store.open(tmp_path / "m.db")
+    yield s
+    await s.close()
+
+
+async def ids_of(store, term):
+    total, found = await store.read(lambda c: store.index.candidates(
+        c, [term], Filters(), mode="or", limit=10_000, count=True))
+    return total, sorted(u for u, _ in found)
+
+
+def put(texts, sid="s"):
+    def run(c):
+        pk = session_pk(c, "generic", sid, project="/p")
+        return [store_record(c, pk, Record("user", t), f"{sid}-{i}", None, 0).unit_id
+                for i, t in enumerate(texts)]
+    return run
+
+
+async def test_a_lone_append_is_committed_by_itself(store):
+    await store.write(put(["an older line about the deployment"]))
+    await store.indexed()
+    commits = store.index._indexer.commits
+    [uid] = await store.write(put(["one new line: zephyrtoken"], sid="live"))
+    await store.indexed()
+    assert await ids_of(store, "zephyrtoken") == (1, [uid])
+    assert store.index._indexer.commits == commits + 1  # one commit, no batch to fill
+
+
+async def test_a_backlog_with_forgets_among_it_is_indexed_exactly(store, monkeypatch):
+    # small batches, so one pass reads several of them before it commits
+    monkeypatch.setattr(indexer_mod, "BATCH", 50)
+    ids = await store.write(put([f"bulk line {i} quartz" for i in range(400)]))
+    gone = ids[10:30] + ids[390:]
+    await store.write(lambda c: forget_units(c, gone))
+    more = await store.write(put([f"later line {i} quartz" for i in range(120)], sid="t"))
+    await store.indexed()
+    want = sorted(set(ids) - set(gone)) + more
+    assert await ids_of(store, "quartz") == (len(want), want)
+    assert store.index.upto == more[-1]
+    assert store.index.docs() == len(want)
+
+
+async def test_the_writer_stays_open_between_passes_then_goes(store, monkeypatch):
+    monkeypatch.setattr(indexer_mod, "WRITER_IDLE_S", 0.5)
+    await store.write(put(["first line"]))
+    await store.indexed()
+    await store.write(put(["second line"], sid="b"))
+    await store.indexed()
+    assert store.index.has_writer()  # kept for the next append
+    deadline = time.monotonic() + 30
+    while store.index.has_writer() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not store.index.has_writer()  # at rest: the writer and its arena are gone
+    assert (await ids_of(store, "line"))[0] == 2

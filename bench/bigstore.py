@@ -120,16 +120,22 @@ def build(units: int, seed: int, dir: Path, log=print) -> dict:
         if info.get("index_fingerprint") == fp:
             return info
         return reindex(dir, info, fp, log)
-    shutil.rmtree(dir, ignore_errors=True)
-    dir.mkdir(parents=True)
     paths = resolve_paths(dir / "home")
+    # a build cut short resumes: every transaction holds whole sessions, and session n's
+    # text depends only on (seed, n), so the sessions stored tell where to go on
+    done, start = _stored(paths.db)
+    if not start:
+        shutil.rmtree(dir, ignore_errors=True)
+        dir.mkdir(parents=True)
     paths.ensure()
-    log(f"building a {units:,}-unit store in {dir} (cached for later runs) ...", flush=True)
+    log(f"building a {units:,}-unit store in {dir} (cached for later runs)"
+        + (f", resuming after {done:,} units in {start:,} sessions" if start else "")
+        + " ...", flush=True)
     t0 = time.perf_counter()
     # a session file yields ~490 units (a tool call and its result are two lines, one unit
     # when the call has no text): ask for enough files, stop when `units` are stored
     files = math.ceil(units / (PER_SESSION * 0.97)) + 1
-    gen = h.jsonl_texts(seed, [(n, PER_SESSION, f"s{n}") for n in range(files)])
+    gen = h.jsonl_texts(seed, [(n, PER_SESSION, f"s{n}") for n in range(start, files)])
     first = next(gen)  # the workers fork before anything opens the database
     conn = connect(paths.db)
     migrate(conn)
@@ -143,7 +149,7 @@ def build(units: int, seed: int, dir: Path, log=print) -> dict:
     indexer.start()
     try:
         done, sessions, timing = _store(units, dir / "src", itertools.chain([first], gen),
-                                        db, t0, log)
+                                        db, t0, log, done=done, session=start)
         gen.close()  # ends the generator's pool
         written = time.perf_counter() - t0
         log(f"  {done:,} units stored in {written:.0f} s; the indexes follow", flush=True)
@@ -175,15 +181,29 @@ def build(units: int, seed: int, dir: Path, log=print) -> dict:
     return info
 
 
+def _stored(db: Path) -> tuple[int, int]:
+    """(units, sessions) a cut-short build left in `db`; (0, 0) when there is none."""
+    if not db.exists() or not db.stat().st_size:
+        return 0, 0
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return tuple(conn.execute("SELECT (SELECT count(*) FROM units), "
+                                  "(SELECT count(*) FROM sessions)").fetchone())
+    except sqlite3.Error:
+        return 0, 0
+    finally:
+        conn.close()
+
+
 def _store(units: int, src: Path, texts: Iterator[str], db: SqliteRunner, t0: float,
-           log) -> tuple[int, int, dict[str, float]]:
-    """Session files from `texts` into `src` and their units into the database, until
-    `units` are stored: (units, sessions, seconds by step)."""
+           log, *, done: int = 0, session: int = 0) -> tuple[int, int, dict[str, float]]:
+    """Session files from `texts` (session `session` on) into `src` and their units into
+    the database, until `units` are stored: (units, sessions, seconds by step)."""
     adapter = adapters.for_agent("generic")
     timing = {"generate": 0.0, "parse": 0.0, "memoryd": 0.0}
-    done = session = queued = 0
+    queued = 0
     pending: list[tuple[dict, list]] = []  # (file state, records) per session
-    next_report = 100_000
+    next_report = (done // 100_000 + 1) * 100_000
 
     def write(conn: sqlite3.Connection, batch: list[tuple[dict, list]]) -> int:
         new = 0

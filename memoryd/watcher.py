@@ -196,10 +196,10 @@ async def watch_changes(roots: tuple[Path, ...], keep: Callable[[Change, str], b
                     return
                 if raw in ("timeout", "signal"):
                     continue
-                last = time.monotonic()
                 changes = {(Change(c), p) for c, p in raw}
                 changes = {c for c in changes if keep(*c)}
-                if changes:
+                if changes:  # what is not kept (memoryd's own files) leaves the step slow
+                    last = time.monotonic()
                     yield changes
     finally:
         halt.set()

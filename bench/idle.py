@@ -1,6 +1,6 @@
 """Memory and CPU of a daemon at rest on a big store, and how gently it starts on one.
 
-Uses the store `search.py` builds (cached, same flags), copied for each run:
+Uses the store `bigstore.py` builds (cached, same flags), copied for each run:
 
   first start   memoryd with its default settings on the copied store (a history whose
                 sessions are all idle and unsummarized): every `--sample-s` seconds for
@@ -16,6 +16,8 @@ Uses the store `search.py` builds (cached, same flags), copied for each run:
   raw baseline  in the same run, a bare process that opens the same SQLite database and
                 tantivy index (stdlib sqlite3 + tantivy), runs the same searches on the
                 bare index, then rests: its RSS and CPU over the same window.
+  threads       memoryd's threads over the rest: wake-ups/s (context switches) and CPU
+                share each, named by py-spy when it is installed: what still polls.
 
     .venv/bin/python bench/idle.py --units 200000
     .venv/bin/python bench/idle.py --quick          # 30,000 units, shorter windows
@@ -34,8 +36,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bigstore  # noqa: E402
 import harness as h  # noqa: E402
-import search as sb  # noqa: E402
 
 from memoryd.paths import resolve_paths  # noqa: E402
 
@@ -52,6 +54,45 @@ def mem_mb(pid: int, key: str = "VmRSS") -> float:
         if line.startswith(key + ":"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def threads(pid: int) -> dict[str, tuple[str, int, float]]:
+    """Each thread's name (py-spy's when it can tell, else the OS's), context switches
+    (wake-ups) and CPU seconds."""
+    out = {}
+    for t in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            st = (t / "status").read_text()
+            f = (t / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        sw = sum(int(ln.split()[1]) for ln in st.splitlines() if "ctxt_switches" in ln)
+        out[t.name] = ((t / "comm").read_text().strip(), sw, (int(f[11]) + int(f[12])) / TICK)
+    return out
+
+
+def py_names(pid: int) -> dict[str, str]:
+    """Thread id -> Python thread name, from py-spy if it is installed (dev extra)."""
+    spy = Path(sys.executable).parent / "py-spy"
+    if not spy.exists():
+        return {}
+    r = subprocess.run([str(spy), "dump", "--pid", str(pid)], capture_output=True, text=True)
+    return {ln.split()[1]: ln.split('"')[1] for ln in r.stdout.splitlines()
+            if ln.startswith("Thread ") and '"' in ln}
+
+
+def wakeups(pid: int, before: dict, after: dict, seconds: float) -> str:
+    """Per thread, wake-ups/s and CPU share over the window (what polls while idle)."""
+    names = py_names(pid)
+    rows = []
+    for tid, (comm, sw, cpu) in after.items():
+        b = before.get(tid, (comm, 0, 0.0))
+        w = (sw - b[1]) / seconds
+        if w >= 0.05:
+            rows.append((w, [names.get(tid, comm), f"{w:.2f}",
+                             f"{100 * (cpu - b[2]) / seconds:.3f}"]))
+    rows.sort(key=lambda r: -r[0])
+    return h.table([r for _, r in rows], ["thread", "wake-ups/s", "CPU %"])
 
 
 def mem_split(pid: int) -> str:
@@ -148,8 +189,10 @@ def at_rest(args: argparse.Namespace, dir: Path) -> None:
             assert raw.stdout is not None
             raw.stdout.readline()  # the raw side is ready too
             c0, r0, t0 = cpu_s(pid), cpu_s(raw.pid), time.monotonic()
+            th0 = threads(pid)
             time.sleep(args.idle_s)
             el = time.monotonic() - t0
+            th1 = threads(pid)
             cpu, raw_cpu = 100 * (cpu_s(pid) - c0) / el, 100 * (cpu_s(raw.pid) - r0) / el
             rows = [["memoryd (auto summaries off)", f"{after_start:.0f}", searched,
                      mem_split(pid), f"{mem_mb(pid, 'VmHWM'):.0f}", f"{cpu:.2f}"],
@@ -160,6 +203,8 @@ def at_rest(args: argparse.Namespace, dir: Path) -> None:
             print(h.table(rows, ["", "caught up", f"after {len(queries)} searches",
                                  f"+ {len(queries)} contexts, {args.idle_s:.0f} s at rest",
                                  "peak", "CPU at rest (%)"]))
+            print(f"memoryd's threads over the {args.idle_s:.0f} s at rest:")
+            print(wakeups(pid, th0, th1, el))
         finally:
             d.stop()
             raw.kill()
@@ -179,12 +224,15 @@ def main(argv: list[str] | None = None) -> int:
                         "60 s after the last one: memoryd.idle_release)")
     p.add_argument("--warm", type=int, default=50, help="searches and contexts before rest")
     p.add_argument("--skip-first-start", action="store_true")
+    p.add_argument("--store", type=Path,
+                   help="a store bigstore.py built (its directory), instead of --units")
     args = p.parse_args(argv)
     if args.quick:
         args.units, args.first_start_s, args.idle_s = 30_000, 60.0, 75.0
     print(f"idle benchmark: {h.machine()}")
-    dir = h.OUT / f"search-g{h.GEN_VERSION}-{args.units}-s{args.seed}"
-    sb.build(args.units, args.seed, dir)
+    dir = args.store or bigstore.store_dir(args.units, args.seed)
+    if args.store is None:
+        bigstore.build(args.units, args.seed, dir)
     if not args.skip_first_start:
         first_start(args, dir)
     at_rest(args, dir)

@@ -1,14 +1,15 @@
 """Search latency on a large store: memoryd (in-process and over its Unix socket) vs a bare
 tantivy index over the same texts, and vs `rg -i -F` over the same transcripts.
 
-The store is built once with memoryd's own code (generic adapter -> session_pk +
-store_record in 10k-unit transactions through Store.write_sync; no redaction pass; the
-store's own index writer follows) and cached under bench/out/search-g<gen>-<units>-s<seed>/,
+The store is built once by bench/bigstore.py (memoryd's own code: generic adapter ->
+session_pk + the ingestor's batched SessionWriter; no redaction pass; memoryd's index
+built with its writer's documents) and cached under OUT/search-g<gen>-<units>-s<seed>/,
 keyed by size and seed, so reruns skip the build; when the index's SCHEMA_VERSION
 changed, only memoryd's index is rebuilt (by memoryd's own writer). Each run works on a
-fresh copy of the cached database and index (the daemon may write to them). The raw baselines are built in the same pass: a bare tantivy index (memoryd's
-schema and analyzer, same index text: CJK runs as bigrams) holding unit id and body only,
-queried with the same query memoryd builds, top 15, no reranking; and the transcripts as
+fresh copy of the cached database and index (the daemon may write to them). The raw
+baselines: a bare tantivy searcher over a copy of the same index segments (memoryd's
+schema and analyzer, same index text: CJK runs as bigrams), queried with the same query
+memoryd builds, top 15, unit ids read, no filters, no reranking; and the transcripts as
 JSONL files for rg.
 
 Measured per query in a balanced rotating order, each query first run once untimed by raw
@@ -28,10 +29,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -41,37 +40,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness as h  # noqa: E402
+from bigstore import bare_tantivy, build  # noqa: E402,F401  (build: context_latency, idle)
 
 from memoryd.api import SearchRequest  # noqa: E402
 from memoryd.index.query import text_query  # noqa: E402
-from memoryd.index.schema import ANALYZER, build_analyzer, build_schema, document  # noqa: E402
-from memoryd.index.text import index_text  # noqa: E402
-from memoryd.ingest import adapters  # noqa: E402
-from memoryd.ingest.adapters.base import content_id  # noqa: E402
+from memoryd.index.schema import build_analyzer, build_schema  # noqa: E402
 from memoryd.paths import resolve_paths  # noqa: E402
 from memoryd.retrieval import plan_query  # noqa: E402
 from memoryd.search import search  # noqa: E402
 from memoryd.store import Store  # noqa: E402
-from memoryd.store.sessions import session_pk  # noqa: E402
-from memoryd.store.units import store_record  # noqa: E402
 
-PER_SESSION = 500
-CHUNK = 10_000
 IMPLS = ("raw", "inproc", "socket", "rg")
 RG = shutil.which("rg")
-
-
-def bare_tantivy(path: Path, create: bool):
-    import tantivy
-
-    if create:
-        shutil.rmtree(path, ignore_errors=True)
-        path.mkdir(parents=True)
-        idx = tantivy.Index(build_schema(), path=str(path))
-    else:
-        idx = tantivy.Index.open(str(path))
-    idx.register_tokenizer(ANALYZER, build_analyzer())
-    return idx
 
 
 _BARE: list = []  # schema, analyzer
@@ -96,144 +76,6 @@ def memoryd_match(q: str, mode: str) -> str | None:
 def group(cls: str) -> str:
     """Query class for the breakdown: en-or-<k>w, en-and, zh."""
     return "en-and" if "-and-" in cls else cls
-
-
-def index_fingerprint() -> str:
-    """Changes when what memoryd's index holds changes: its SCHEMA_VERSION (bumped with
-    every change to the schema, the analyzer or the index text; memoryd itself rebuilds
-    an index of another version)."""
-    from memoryd.index.schema import SCHEMA_VERSION
-
-    return f"schema-{SCHEMA_VERSION}"
-
-
-def build(units: int, seed: int, dir: Path) -> dict:
-    """memoryd store + bare tantivy twin + JSONL transcripts with `units` units; cached by
-    its parameters."""
-    meta = dir / "meta.json"
-    fp = index_fingerprint()
-    if meta.exists():
-        info = json.loads(meta.read_text())
-        if info.get("index_fingerprint") == fp:
-            return info
-        return reindex(dir, info, fp)
-    shutil.rmtree(dir, ignore_errors=True)
-    dir.mkdir(parents=True)
-    paths = resolve_paths(dir / "home")
-    paths.ensure()
-    store = Store.open_sync(paths.db)
-    raw_ix = bare_tantivy(dir / "raw-tantivy", create=True)
-    raw = raw_ix.writer(heap_size=200_000_000, num_threads=1)
-    src = dir / "src"
-    out_file = None
-    gen = h.TextGen(seed)
-    rng = random.Random(seed * 31)
-    adapter = adapters.for_agent("generic")
-    root = Path("/bench")
-    print(f"building a {units:,}-unit store in {dir} (cached for later runs) ...", flush=True)
-    t0 = time.perf_counter()
-    timing = {"generate": 0.0, "memoryd": 0.0, "raw": 0.0}
-    done = 0
-    session = 0
-    lines = None
-    state: dict = {}
-    while done < units:
-        # one chunk of records from generated transcript lines
-        tg = time.perf_counter()
-        recs = []
-        while len(recs) < min(CHUNK, units - done):
-            if lines is None:
-                rel = Path(f"proj{session % 37:02d}") / f"s{session:05d}.jsonl"
-                path = root / rel
-                state = adapter.start(path, root)
-                if out_file is not None:
-                    out_file.close()
-                (src / rel).parent.mkdir(parents=True, exist_ok=True)
-                out_file = open(src / rel, "w")  # noqa: SIM115
-                lines = gen.lines(rng, PER_SESSION, f"s{session}")
-                session += 1
-            obj = next(lines, None)
-            if obj is None:
-                lines = None
-                continue
-            out_file.write(json.dumps(obj, ensure_ascii=False) + "\n")
-            for rec in adapter.parse_line(obj, state):
-                if rec.content.strip():
-                    recs.append((dict(state), rec))
-        recs = recs[: units - done]
-        timing["generate"] += time.perf_counter() - tg
-
-        def write(conn: sqlite3.Connection, recs=recs) -> list[tuple[int, str]]:
-            pks: dict[str, int] = {}
-            out = []
-            for st, rec in recs:
-                sid = rec.session_id or st["session_id"]
-                if sid not in pks:
-                    pks[sid] = session_pk(conn, adapter.agent, sid, st.get("project"))
-                rid = rec.record_id or content_id(rec.role, rec.kind, rec.ts, rec.content)
-                stored = store_record(conn, pks[sid], rec, rid, None, None)
-                if stored is not None and stored.new:
-                    out.append((stored.unit_id, rec.content))
-            return out
-
-        tm = time.perf_counter()
-        stored = store.write_sync(write)
-        timing["memoryd"] += time.perf_counter() - tm
-        tr = time.perf_counter()
-        for uid, text in stored:
-            raw.add_document(document({"unit_id": uid, "session_pk": 0, "seq": 0, "ts": None},
-                                      index_text(text), ""))
-        raw.commit()
-        timing["raw"] += time.perf_counter() - tr
-        done += len(stored)
-        if done % 100_000 < CHUNK:
-            el = time.perf_counter() - t0
-            print(f"  {done:,} units, {el:.0f} s (generate {timing['generate']:.0f} s, "
-                  f"memoryd write {timing['memoryd']:.0f} s, raw insert {timing['raw']:.0f} s)",
-                  flush=True)
-    if out_file is not None:
-        out_file.close()
-    tw = time.perf_counter()
-    while not store.read_sync(store.index.is_caught_up):  # memoryd's own index writer
-        time.sleep(0.5)
-    print(f"  memoryd's index caught up {time.perf_counter() - tw:.0f} s after the last write",
-          flush=True)
-    store.close_sync()
-    raw.wait_merging_threads()
-    c = sqlite3.connect(paths.db)
-    c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    n = c.execute("SELECT count(*) FROM units").fetchone()[0]
-    c.close()
-    info = {"units": n, "sessions": session, "index_fingerprint": fp,
-            "build_s": round(time.perf_counter() - t0, 1),
-            **{f"{k}_s": round(v, 1) for k, v in timing.items()},
-            "memoryd_db_mb": round(h.dir_mb(paths.data_dir)),
-            "memoryd_index_mb": round(h.dir_mb(paths.data_dir / "index")),
-            "raw_db_mb": round(h.dir_mb(dir / "raw-tantivy")),
-            "transcripts_mb": round(h.dir_mb(src))}
-    meta.write_text(json.dumps(info))
-    print(f"  built in {info['build_s']} s: {info}", flush=True)
-    return info
-
-
-def reindex(dir: Path, info: dict, fp: str) -> dict:
-    """memoryd/index/ changed since the cached build: keep the database, the transcripts
-    and the bare twin, and let memoryd's own writer rebuild its index from the database."""
-    print("memoryd/index/ changed since the cached build: rebuilding memoryd's index only",
-          flush=True)
-    paths = resolve_paths(dir / "home")
-    shutil.rmtree(paths.data_dir / "index", ignore_errors=True)
-    t0 = time.perf_counter()
-    store = Store.open_sync(paths.db)
-    while not store.read_sync(store.index.is_caught_up):
-        time.sleep(0.5)
-    store.close_sync()
-    info.update(index_fingerprint=fp, reindex_s=round(time.perf_counter() - t0, 1),
-                memoryd_db_mb=round(h.dir_mb(paths.data_dir)),
-                memoryd_index_mb=round(h.dir_mb(paths.data_dir / "index")))
-    (dir / "meta.json").write_text(json.dumps(info))
-    print(f"  reindexed in {info['reindex_s']} s: {info}", flush=True)
-    return info
 
 
 async def run(args: argparse.Namespace, dir: Path, info: dict) -> None:

@@ -60,6 +60,7 @@ from memoryd.web import routes as web_routes
 log = logging.getLogger(__name__)
 
 STOP_TIMEOUT = 4.0
+MEMORY_POLL_S = 60.0  # MEMORY.md edits arrive through the watcher; this look is the safety net
 
 
 def ensure_token(path: Path) -> str:
@@ -148,10 +149,14 @@ class Daemon:
             candidate = self.candidate = Candidates(s.watch.exclude, self.paths.owned_dirs())
             self.watcher = Watcher(self.sources, self.queue, self.ingestor, candidate,
                                    debounce_ms=s.watch.debounce_ms,
-                                   force_polling=s.watch.force_polling)
+                                   force_polling=s.watch.force_polling,
+                                   also={self.paths.memory_dir: self._memory_folder_changed})
 
+            # a user's edit to MEMORY.md is seen by the watcher (above); the poll is a
+            # safety net for a watch that is down
             self.memory = MemoryFile.from_paths(self.paths, events=self.events,
-                                                redact=redactor.clean)
+                                                redact=redactor.clean,
+                                                poll_interval=MEMORY_POLL_S)
             await self.memory.start()
             self._stack.push_async_callback(self.memory.stop)
             self.consolidator = Consolidator(s, self.store, self.memory, self.paths.memory_dir,
@@ -174,8 +179,9 @@ class Daemon:
             self._spawn(self._backfill(), "backfill")
             self._spawn(self.watcher.run(self._stop_requested), "watcher")
             self._spawn(self._reconcile_loop(), "reconcile")
-            self._spawn(self._retry_parked(), "retry-parked")
-            if target.kind == "sqlite":
+            if target.kind == "postgresql":  # only a shared database goes away
+                self._spawn(self._retry_parked(), "retry-parked")
+            else:
                 self._spawn(watch_identity(self.paths.db, self._db_gone), "db-guard")
             await self.summaries.start()  # triggers last: the exit stack stops them first
             self._stack.push_async_callback(self.summaries.stop)
@@ -257,6 +263,10 @@ class Daemon:
         if srv.tcp_enabled:
             _, self.tcp_port = await start_tcp(runner, srv.tcp_host, srv.tcp_port,
                                                allow_non_loopback=srv.allow_non_loopback)
+
+    def _memory_folder_changed(self) -> None:
+        if self.memory is not None:
+            self.memory.notice()
 
     def _spawn(self, coro: Any, name: str) -> None:
         task = asyncio.create_task(coro, name=f"memoryd-{name}")

@@ -16,7 +16,9 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-CHECK_S = 2.0
+# a replaced file is rare and what the daemon wrote to the old one meanwhile is read again
+# from the transcripts after the restart: a look every 10 s (each a thread hop) is enough
+CHECK_S = 10.0
 
 
 def identity(path: Path) -> tuple[int, int] | None:

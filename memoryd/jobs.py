@@ -47,7 +47,11 @@ from memoryd.store.jobs import (
 log = logging.getLogger(__name__)
 
 Handler = Callable[[JobRow], Awaitable[dict[str, Any]]]
-POLL_S = 5.0
+POLL_S = 5.0  # fleet mode: other machines add jobs to the shared queue
+# one machine: every job is added by this process, whose enqueue wakes a worker, and a
+# job due later is waited for until it is due; the look at this interval is a safety net
+# that costs an idle daemon a write transaction per worker, so it is rare
+LOCAL_POLL_S = 120.0
 BUSY_POLL_S = 0.5
 URGENT = 10  # the priority of jobs a person waits for: they run even while `busy()`
 KEEP_FINISHED_S = 7 * 86400
@@ -228,7 +232,8 @@ class JobQueue:
                 due = await self.store.read(next_due)
             except Exception:
                 due = None
-            delay = POLL_S if due is None else min(POLL_S, max(0.01, due - self.clock()))
+            poll = POLL_S if self.store.kind == "postgresql" else LOCAL_POLL_S
+            delay = poll if due is None else min(poll, max(0.01, due - self.clock()))
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(delay):
                 await self._wake.wait()

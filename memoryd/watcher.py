@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -49,8 +49,12 @@ POLL_DELAY_MS = 300  # watchfiles' default, when polling is forced
 class Watcher:
     def __init__(self, sources: Callable[[], list[Source]], queue: IngestQueue,
                  ingestor: Ingestor, candidate: Candidates, *, debounce_ms: int,
-                 force_polling: bool) -> None:
+                 force_polling: bool,
+                 also: Mapping[Path, Callable[[], None]] | None = None) -> None:
         self._sources = sources
+        # folders of memoryd's own watched in the same watch (MEMORY.md's, so a user's
+        # edit is noticed without a poll): a change under one calls its function
+        self._also = dict(also or {})
         self._queue = queue
         self._ingestor = ingestor
         self._candidate = candidate
@@ -65,10 +69,14 @@ class Watcher:
     def existing_roots(self) -> tuple[Path, ...]:
         return tuple(sorted({s.root for s in self._sources() if s.root.is_dir()}))
 
+    def watch_roots(self) -> tuple[Path, ...]:
+        """What the watch covers: the existing roots and the `also` folders."""
+        return tuple(sorted({*self.existing_roots(), *(d for d in self._also if d.is_dir())}))
+
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             self._restart.clear()
-            self._roots = await asyncio.to_thread(self.existing_roots)
+            self._roots = await asyncio.to_thread(self.watch_roots)
             cycle = asyncio.Event()
             relay = asyncio.create_task(_set_when_any(cycle, stop, self._restart))
             try:
@@ -94,6 +102,10 @@ class Watcher:
                 relay.cancel()
 
     def _filter(self, change: Change, path: str) -> bool:
+        for folder, changed in self._also.items():
+            if path.startswith(f"{folder}{os.sep}"):
+                changed()
+                return False
         return change == Change.deleted or self._candidate(path) or os.path.isdir(path)
 
     def _handle(self, changes: set[tuple[Change, str]]) -> None:
@@ -133,7 +145,7 @@ class Watcher:
             self._queue.submit(p, urgent=urgent)
         for p in gone:
             await self._ingestor.file_gone(p)
-        if await asyncio.to_thread(self.existing_roots) != self._roots:
+        if await asyncio.to_thread(self.watch_roots) != self._roots:
             self._restart.set()
         return len(changed)
 
@@ -210,10 +222,10 @@ async def watch_changes(roots: tuple[Path, ...], keep: Callable[[Change, str], b
                     return
                 if raw in ("timeout", "signal", "woken"):
                     continue
-                last = time.monotonic()
                 changes = {(Change(c), p) for c, p in raw}
                 changes = {c for c in changes if keep(*c)}
-                if changes:
+                if changes:  # what is not kept (memoryd's own files) leaves the step slow
+                    last = time.monotonic()
                     yield changes
     finally:
         halt.set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import socket
 
@@ -249,3 +250,27 @@ async def test_default_agent_location_appearing_later_is_watched(memoryd_home, s
         assert r["results"][0]["agent"] == "codex"
     finally:
         await d.stop()
+
+
+async def test_a_user_edit_to_memory_md_is_noticed_through_the_watch(memoryd_home, sock,
+                                                                      src):
+    """The watcher covers MEMORY.md's folder, so an edit made outside memoryd is reloaded
+    (and announced) at once, not at the next poll (60 s, a safety net)."""
+    async with running_daemon(memoryd_home, [("generic", src)], sock) as d:
+        c = AsyncClient(sock)
+        await wait_for(lambda: _caught_up(c))
+        await d.memory.add("the deploy script lives in ops/deploy.sh")
+        path = d.paths.memory_dir / "MEMORY.md"
+        async with d.events.subscribe() as q:
+            await asyncio.sleep(0.3)  # a second in mtime: the edit differs in size too
+            path.write_text(path.read_text() + "- a line the user typed\n")
+            ev = await asyncio.wait_for(_next_memory_event(q), timeout=10)
+        assert ev["origin"] == "external"
+        assert d.memory.poll_interval >= 60
+
+
+async def _next_memory_event(q):
+    while True:
+        ev = await q.get()
+        if ev["event"] == "memory_changed":
+            return ev

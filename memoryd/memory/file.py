@@ -111,6 +111,7 @@ class MemoryFile:
         self._lock = asyncio.Lock()
         self._snap: Snapshot | None = None
         self._task: asyncio.Task[None] | None = None
+        self._look: asyncio.Task[None] | None = None  # a look `notice()` asked for
         self._last_poll_error: str | None = None
 
     @classmethod
@@ -126,6 +127,11 @@ class MemoryFile:
             self._task = asyncio.create_task(self._poll(), name="memoryd-memory-poll")
 
     async def stop(self) -> None:
+        if self._look is not None:
+            self._look.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._look
+            self._look = None
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -335,18 +341,28 @@ class MemoryFile:
         self.events.publish("memory_changed", origin=origin, total=total,
                             version=snap.version, **data)
 
+    def notice(self) -> None:
+        """The folder changed (the daemon's watcher saw it): look at the file now, once
+        for a burst of changes."""
+        if self._look is None or self._look.done():
+            self._look = asyncio.get_running_loop().create_task(self._check(),
+                                                                name="memoryd-memory-look")
+
     async def _poll(self) -> None:
         while True:
             await asyncio.sleep(self.poll_interval)
-            try:
-                await self.snapshot()
-                self._last_poll_error = None
-            except Exception as e:
-                msg = e.message if isinstance(e, MemorydError) else repr(e)
-                if msg != self._last_poll_error:
-                    log.warning("watching %s: %s", self.path, msg,
-                                exc_info=not isinstance(e, MemorydError))
-                self._last_poll_error = msg
+            await self._check()
+
+    async def _check(self) -> None:
+        try:
+            await self.snapshot()
+            self._last_poll_error = None
+        except Exception as e:
+            msg = e.message if isinstance(e, MemorydError) else repr(e)
+            if msg != self._last_poll_error:
+                log.warning("watching %s: %s", self.path, msg,
+                            exc_info=not isinstance(e, MemorydError))
+            self._last_poll_error = msg
 
 
 @contextlib.contextmanager

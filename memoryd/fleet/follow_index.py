@@ -127,10 +127,6 @@ class FleetIndex(SearchIndex):
             return False
         return not cf.pending(conn.raw, self.target.schema, pos)
 
-    def changes_pending(self, conn: Any) -> bool:
-        pos = self.position
-        return pos is None or cf.pending(conn.raw, self.target.schema, pos)
-
     def lag(self, conn: Any) -> dict[str, Any]:
         """How far the index is behind the store: changes committed and not applied, and
         for how long the index has had something to apply (0 when it has none)."""

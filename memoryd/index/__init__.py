@@ -195,12 +195,6 @@ class SearchIndex:
         return conn.execute("SELECT NOT EXISTS (SELECT 1 FROM index_pending WHERE id > ?)",
                             (self.pending_done,)).fetchone()[0] == 1
 
-    def changes_pending(self, conn: sqlite3.Connection) -> bool:
-        """Changes (a forgotten unit, a rewritten one) wait in `index_pending`: the index
-        may still hold units the database no longer has. One index seek."""
-        return conn.execute("SELECT EXISTS (SELECT 1 FROM index_pending WHERE id > ?)",
-                            (self.pending_done,)).fetchone()[0] == 1
-
     def status(self, conn: sqlite3.Connection) -> dict[str, Any]:
         out: dict[str, Any] = {"state": self.state, "units": self.docs(), "upto": self.upto,
                                "caught_up": self.is_caught_up(conn)}

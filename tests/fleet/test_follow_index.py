@@ -6,7 +6,6 @@ then caught up), and a restart that resumes from the position in the index's met
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import re
@@ -17,15 +16,13 @@ from pathlib import Path
 import psycopg
 
 from memoryd.api import SearchRequest
-from memoryd.config import load_settings
-from memoryd.daemon import Daemon
 from memoryd.fleet import changefeed as cf
 from memoryd.index import META
-from memoryd.paths import resolve_paths
 from memoryd.retrieval import retrieve_sync
 from memoryd.search import search
 from memoryd.store import Store
 from memoryd.store_target import StoreTarget
+from tests.fleet.daemons import fleet_daemons, msg
 from tests.helpers import (
     SLOWDOWN,
     AsyncClient,
@@ -37,10 +34,6 @@ from tests.helpers import (
 )
 
 SCHEMA = "memoryd_team"
-
-
-def msg(i: int, text: str) -> dict:
-    return {"role": "user" if i % 2 == 0 else "assistant", "content": text, "id": f"m{i}"}
 
 
 def target(url: str, machine: str) -> StoreTarget:
@@ -97,14 +90,6 @@ def caught(store: Store) -> bool:
     return store.read_sync(store.index.is_caught_up)
 
 
-def fleet_settings(root: Path, sock: Path, url: str, machine: str):
-    return load_settings(None, environ={}, overrides={
-        "watch": {"sources": [{"agent": "generic", "path": root}], "default_sources": False,
-                  "reconcile_seconds": 0.3},
-        "server": {"socket": sock, "tcp_port": 0},
-        "store": {"url": url, "machine": machine, "namespace": "team"}})
-
-
 # -- two real daemons ----------------------------------------------------------------------
 
 
@@ -116,18 +101,9 @@ async def test_two_daemons_search_each_others_units_and_forget_travels(tmp_path,
     write_jsonl(roots["server"] / "b.jsonl", [msg(0, "wombat build 记忆 on the server"),
                                              msg(1, "server reply")])
     with short_dir() as d:
-        async with contextlib.AsyncExitStack() as stack:
-            c: dict[str, AsyncClient] = {}
-            dms: dict[str, Daemon] = {}
-            for m, root in roots.items():
-                home = tmp_path / m / "home"
-                home.mkdir(parents=True)
-                dm = Daemon(fleet_settings(root, d / f"{m}.sock", pg_url, m),
-                            resolve_paths(home), environ={})
-                await dm.start()
-                stack.push_async_callback(dm.stop)
-                c[m] = AsyncClient(d / f"{m}.sock")
-                dms[m] = dm
+        async with fleet_daemons(tmp_path, roots, d, pg_url) as started:
+            c = {m: client for m, (_, client) in started.items()}
+            dms = {m: dm for m, (dm, _) in started.items()}
 
             async def finds(m: str, q: str, n: int = 1):
                 r = await c[m].search(query=q)

@@ -175,6 +175,7 @@ class FeedIndexer(IndexWriterThread):
         self._apply_s = 0.0  # how long the last apply took
         self._paging = False  # the last poll left another page waiting
         self.held_s = 0.0    # time spent gathering changes before applies (status)
+        self.holding = False  # waiting out the gap: no read of the feed until it ends
 
     def follow_status(self) -> dict[str, Any]:
         f = self.follower
@@ -339,12 +340,16 @@ class FeedIndexer(IndexWriterThread):
         is being gathered); stopping does, and the gap is looked at again as it goes (a
         backfill that ends turns the long gap into the short one)."""
         t0 = time.monotonic()
-        while not self._stop:
-            left = self._applied_at + self._gap() - time.monotonic()
-            if left <= 0:
-                break
-            self._wake.wait(min(left, 0.5))
-            self._wake.clear()
+        try:
+            while not self._stop:
+                left = self._applied_at + self._gap() - time.monotonic()
+                if left <= 0:
+                    break
+                self.holding = True  # (seen by status and tests: no read until it ends)
+                self._wake.wait(min(left, 0.5))
+                self._wake.clear()
+        finally:
+            self.holding = False
         self.held_s += time.monotonic() - t0
 
     def _apply(self, conn: Any, batch: cf.Batch) -> None:

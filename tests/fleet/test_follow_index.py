@@ -293,8 +293,8 @@ def test_a_machine_pruned_past_rebuilds(tmp_path, pg_url):
 def test_changes_gather_into_few_commits_while_the_machine_backfills(tmp_path, pg_url):
     """While this machine backfills its own transcripts (`busy`), the feed is applied in
     spaced, large batches: 21 transactions (21 NOTIFYs) become one index commit when a
-    caller waits for the index, 5 more one commit when the backfill ends; nothing lost. An edited unit already in the index is replaced,
-    not doubled (only units above the index's largest id skip the delete)."""
+    caller waits for the index, 5 more one commit when the backfill ends; nothing lost.
+    An edited unit already in the index is replaced, not doubled (only units above the index's largest id skip the delete)."""
     store = open_store(tmp_path, pg_url, "laptop")
     busy = threading.Event()
     try:
@@ -307,6 +307,8 @@ def test_changes_gather_into_few_commits_while_the_machine_backfills(tmp_path, p
         ix.busy_gap_s = 600.0  # longer than the test: only the end of `busy` applies
         ix.busy = busy.is_set
         busy.set()
+        ix.notify_write()  # a pass now finds `busy` and holds: nothing is read from here on
+        until(lambda: ixr.holding, 30, "the feed held behind the backfill")
         commits = ixr.commits
         ids = []
         with psycopg.connect(pg_url, autocommit=True) as conn:
@@ -320,6 +322,8 @@ def test_changes_gather_into_few_commits_while_the_machine_backfills(tmp_path, p
             until(lambda: caught(store), 30, "applied for a caller that waits")
         assert indexed_ids(store) == set(first + ids) == store_ids(pg_url)
         assert ixr.commits - commits == 1
+        ix.notify_write()
+        until(lambda: ixr.holding, 30, "held again once nobody waits")
         with psycopg.connect(pg_url, autocommit=True) as conn:
             for i in range(5):
                 ids += insert_units(conn, pk, [f"later {i} stilt"], first_seq=50 + i)

@@ -69,6 +69,16 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
 
+def process_times(cmd: list[str], runs: int) -> list[float]:
+    """Wall time of `cmd` as a fresh process, `runs` times (seconds; output discarded)."""
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
 def table(rows: list[list[str]], header: list[str]) -> str:
     cols = [header, *rows]
     widths = [max(len(r[i]) for r in cols) for i in range(len(header))]

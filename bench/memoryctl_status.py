@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import Memoryd, machine, ms, ratio, short_dir, summary  # noqa: E402
+from harness import (  # noqa: E402
+    Memoryd, machine, ms, process_times, ratio, short_dir, summary)
 
 RAW = """
 import http.client, json, socket, sys
@@ -33,15 +32,6 @@ class C(http.client.HTTPConnection):
         self.sock = socket.socket(socket.AF_UNIX); self.sock.connect(sys.argv[1])
 c = C("localhost"); c.request("GET", "/v1/status"); json.loads(c.getresponse().read())
 """
-
-
-def timed(cmd: list[str], runs: int) -> list[float]:
-    out = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-        out.append(time.perf_counter() - t0)
-    return out
 
 
 def main() -> None:
@@ -71,12 +61,12 @@ def main() -> None:
             ctl = [sys.executable, "-m", "memoryd.cli.memoryctl", "--socket", str(sock), "status"]
             script = Path(tmp) / "raw.py"
             script.write_text(RAW)
-            timed(ctl, 3)  # warm the page cache
+            process_times(ctl, 3)  # warm the page cache
             rows = {
-                "python -c pass": summary(timed([sys.executable, "-c", "pass"], args.runs)),
+                "python -c pass": summary(process_times([sys.executable, "-c", "pass"], args.runs)),
                 "raw stdlib GET /v1/status": summary(
-                    timed([sys.executable, str(script), str(sock)], args.runs)),
-                "memoryctl status": summary(timed(ctl, args.runs)),
+                    process_times([sys.executable, str(script), str(sock)], args.runs)),
+                "memoryctl status": summary(process_times(ctl, args.runs)),
             }
         if args.units:
             shutil.rmtree(home, ignore_errors=True)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import Memoryd, machine, ms, short_dir, summary, table  # noqa: E402
+from harness import (  # noqa: E402
+    Memoryd, machine, ms, process_times, short_dir, summary, table)
 
 from memoryd.store import files, jobs, sessions, summaries, units  # noqa: E402
 from memoryd.store.db import connect  # noqa: E402
@@ -122,18 +122,9 @@ def whole_process(db: Path, runs: int) -> list[list[str]]:
             md.wait_caught_up(3600)  # the index built: status timed on a daemon at rest
             ctl = [sys.executable, "-m", "memoryd.cli.memoryctl", "--socket", str(sock),
                    "status"]
-
-            def run(cmd: list[str]) -> list[float]:
-                out = []
-                for _ in range(runs):
-                    t0 = time.perf_counter()
-                    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-                    out.append(time.perf_counter() - t0)
-                return out
-
-            run(ctl[:1] + ["-c", "pass"])
-            floor = summary(run([sys.executable, "-c", "pass"]))
-            st = summary(run(ctl))
+            process_times(ctl[:1] + ["-c", "pass"], runs)
+            floor = summary(process_times([sys.executable, "-c", "pass"], runs))
+            st = summary(process_times(ctl, runs))
     return [["python -c pass (floor)", ms(floor["p50"]), ms(floor["p99"])],
             ["memoryctl status, whole process", ms(st["p50"]), ms(st["p99"])]]
 

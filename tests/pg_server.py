@@ -56,11 +56,34 @@ def _run_as() -> str | None:
     raise RuntimeError("running as root and neither a postgres nor a nobody user exists")
 
 
+def _reachable(directory: Path, user: str) -> bool:
+    """Can `user` pass through `directory` (search permission on it and on every directory
+    above it)? Asked of the kernel, as that user."""
+    return subprocess.run(["test", "-x", str(directory)], user=user,
+                          capture_output=True).returncode == 0
+
+
+def _base_parent(user: str | None) -> Path:
+    """Where the server's directory goes: the temp dir, unless the server's user cannot reach
+    it (a root-only /tmp, mode 0700, happens on CI machines), then that user's home, then
+    /var/tmp."""
+    tmp = Path(tempfile.gettempdir())
+    if user is None:
+        return tmp
+    candidates = [tmp, Path(pwd.getpwnam(user).pw_dir), Path("/var/tmp")]
+    for c in candidates:
+        if c.is_dir() and _reachable(c, user):
+            return c
+    raise RuntimeError(f"the {user} user can reach none of {', '.join(map(str, candidates))}; "
+                       "set TMPDIR to a directory it can pass through")
+
+
 class PgServer:
     def __init__(self, bindir: Path, base: Path | None = None) -> None:
         self.bindir = bindir
         self.user = _run_as()
-        self.base = base or Path(tempfile.mkdtemp(prefix="memoryd-pg-"))
+        self.base = base or Path(tempfile.mkdtemp(prefix="memoryd-pg-",
+                                                  dir=_base_parent(self.user)))
         self.datadir = self.base / "data"
         self.password = secrets.token_urlsafe(12)
         self.port = free_port()
@@ -72,8 +95,13 @@ class PgServer:
             os.chown(path, pw.pw_uid, pw.pw_gid)
 
     def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(args, user=self.user, check=True, capture_output=True,
-                              text=True, cwd=self.base, timeout=120)
+        done = subprocess.run(args, user=self.user, capture_output=True, text=True,
+                              cwd=self.base, timeout=120)
+        if done.returncode:  # say why: a bare CalledProcessError hides initdb's own words
+            raise RuntimeError(f"{Path(args[0]).name} exited {done.returncode} as "
+                               f"{self.user or 'this user'} in {self.base}:\n"
+                               f"{done.stderr.strip()}\n{done.stdout.strip()[-2000:]}")
+        return done
 
     def init(self) -> None:
         self.base.mkdir(parents=True, exist_ok=True)

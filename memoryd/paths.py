@@ -8,6 +8,7 @@ memoryctl uses it on every call.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -73,8 +74,7 @@ class Paths:
         an older memoryd left them readable."""
         for d in self.owned_dirs():
             mkdir_private(d)
-            if d.stat().st_mode & 0o077:
-                d.chmod(0o700)
+            tighten_dir(d)
         os.close(os.open(self.db, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
         for f in self.private_files():
             try:
@@ -82,6 +82,19 @@ class Paths:
                     f.chmod(0o600)
             except FileNotFoundError:
                 pass
+
+
+def tighten_dir(d: Path) -> None:
+    """Make one of memoryd's directories 0700 when an older memoryd (or a umask) left it
+    readable. Never a shared directory: one that is sticky or writable by others (/tmp and its
+    kind) or belongs to another user. Locking those would lock everyone else out of them (a
+    socket configured as /tmp/memoryd.sock once turned /tmp into root's alone), and the files
+    memoryd keeps there are 0600 in any case."""
+    st = d.stat()
+    if st.st_mode & (stat.S_ISVTX | 0o002) or st.st_uid != os.geteuid():
+        return
+    if st.st_mode & 0o077:
+        d.chmod(0o700)
 
 
 def mkdir_private(path: Path) -> None:

@@ -347,6 +347,14 @@ async def test_write_tightens_existing_permissions(path):
     assert path.read_text() == "# mine\n2025-03-14|m|x\n"
 
 
+async def test_write_leaves_a_shared_folder_its_mode(path):
+    path.parent.mkdir(parents=True)
+    path.parent.chmod(0o1777)  # sticky and world-writable: /tmp's kind, everyone's
+    await mf(path).add("x", "m")
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert path.parent.stat().st_mode & 0o7777 == 0o1777
+
+
 async def test_write_is_a_rename_so_readers_never_see_half_a_file(path):
     m = mf(path)
     await m.add("a", "m")

@@ -47,7 +47,7 @@ from memoryd.memory.document import (
     stats,
     validate_content,
 )
-from memoryd.paths import Paths
+from memoryd.paths import Paths, mkdir_private, tighten_dir
 
 log = logging.getLogger(__name__)
 
@@ -314,9 +314,8 @@ class MemoryFile:
 
     def _ensure_dir(self) -> None:
         d = self.path.parent
-        d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if d.stat().st_mode & 0o777 != 0o700:
-            d.chmod(0o700)
+        mkdir_private(d)
+        tighten_dir(d)
 
     @contextlib.contextmanager
     def _file_lock(self) -> Iterator[None]:

@@ -17,7 +17,7 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
 from memoryd.errors import AlreadyRunningError, ConfigError
-from memoryd.paths import check_socket_path
+from memoryd.paths import check_socket_path, mkdir_private
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +109,9 @@ def probe_socket(path: Path) -> None:
 
 async def start_unix(runner: web.AppRunner, path: Path) -> web.UnixSite:
     check_socket_path(path)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(path.parent, 0o700)
+    # Directories it creates are private; one that exists keeps its mode (memoryd's own
+    # runtime dir was tightened by Paths.ensure; a chosen /tmp must stay everyone's).
+    mkdir_private(path.parent)
     probe_socket(path)
     old = os.umask(0o177)
     try:

@@ -163,6 +163,21 @@ async def test_issue_8_loose_modes_left_by_an_old_version_are_tightened(memoryd_
         assert oct(data.stat().st_mode & 0o777) == "0o700"
 
 
+async def test_a_shared_socket_directory_keeps_its_mode(memoryd_home, src):
+    """A socket placed in a sticky, world-writable directory (/tmp's kind) must not take the
+    directory from everyone else: the socket itself is 0600, the directory stays 1777."""
+    with short_dir() as d:
+        shared = d / "shared"
+        shared.mkdir()
+        shared.chmod(0o1777)
+        sock = shared / "m.sock"
+        async with running_daemon(memoryd_home, [("generic", src)], sock):
+            assert (await AsyncClient(sock).health())["status"] == "ok"
+            assert oct(sock.stat().st_mode & 0o777) == "0o600"
+            assert oct(shared.stat().st_mode & 0o7777) == "0o1777"
+        assert oct(shared.stat().st_mode & 0o7777) == "0o1777"
+
+
 # -- item 8: slowloris -------------------------------------------------------------------
 
 @pytest.fixture

@@ -34,7 +34,7 @@ from memoryd.index.query import (
     text_query,
 )
 from memoryd.index.schema import ANALYZER, SCHEMA_VERSION, build_analyzer, build_schema
-from memoryd.index.tail import MainStats, Tail, TailPolicy, main_stats
+from memoryd.index.tail import Combined, MainStats, Tail, TailPolicy, main_stats
 from memoryd.index.text import index_text, is_cjk
 
 __all__ = ["Filters", "SearchIndex"]
@@ -280,12 +280,17 @@ class SearchIndex:
             s, stats = self._view(idx)
             replaced = set(self.tail.replaced)
             live: list[dict[str, Any]] = []
+            q = None
             if stats is not None:
                 plan = self.tail.plan(s, stats, terms, w_body=w_body,
                                       w_one_liner=w_one_liner)
                 live = self.tail.search(plan, f, pks, mode)
-        q = text_query(self.schema, self.analyzer, s, terms, mode, w_body=w_body,
-                       w_one_liner=w_one_liner)
+                c = Combined(s, self.tail, stats)  # the index scored as after the commit
+                q = text_query(self.schema, self.analyzer, c, terms, mode, w_body=w_body,
+                               w_one_liner=w_one_liner, boost=c.boost)
+        if stats is None:
+            q = text_query(self.schema, self.analyzer, s, terms, mode, w_body=w_body,
+                           w_one_liner=w_one_liner)
         if q is None:
             return 0, [], False
         clauses = filter_clauses(self.schema, f, pks)
@@ -323,7 +328,8 @@ class SearchIndex:
                 if mine:
                     plan = t.plan(s, stats or MainStats(), terms, w_body=1.0, w_one_liner=1.0)
                     for d in mine:
-                        out[d.unit_id] = t.score(plan, d, "or")[1]
+                        if got := t.score(plan, d, "or")[1]:
+                            out[d.unit_id] = got
                 ids = [u for u in ids if u not in t.docs and u not in t.replaced]
         if not ids:
             return out
@@ -387,13 +393,17 @@ class SearchIndex:
                             live[d.unit_id] = (max(0.0, t.score(plan, d, "or",
                                                                 fields=("body",))[0]), one)
                 ids = [u for u in ids if u not in t.docs and u not in t.replaced]
+            c = Combined(s, t, stats) if stats is not None else None
+            qs = {fs: text_query(self.schema, self.analyzer, c or s, terms, w_body=w_body,
+                                 w_one_liner=w_one_liner, fields=fs,
+                                 boost=c.boost if c else None)
+                  for fs in (("one_liner",), ("body",))}
         if not ids:
             return live
         only = [(tantivy.Occur.Must, ids_query(self.schema, ids))]
 
         def scores(fields: tuple[str, ...]) -> dict[int, float]:
-            q = text_query(self.schema, self.analyzer, s, terms, w_body=w_body,
-                           w_one_liner=w_one_liner, fields=fields)
+            q = qs[fields]
             if q is None:
                 return {}
             res = s.search(restricted(q, only), len(ids), count=False)

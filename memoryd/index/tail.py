@@ -156,6 +156,36 @@ def main_stats(searcher: tantivy.Searcher, schema: tantivy.Schema,
     return MainStats(n, live, got.get("avgdl", 0.0) * n)
 
 
+class Combined:
+    """The index's searcher with the tail counted in, for `text_query`: its document
+    count and frequencies are the committed index's plus the tail's, so a one-liner's
+    flat IDF is what it will be after the commit; and `boost` rescales each body token's
+    BM25 in the index from the index's IDF to that one. A committed unit then scores as
+    it will after the commit, but for the average body length (the tail's share of it:
+    a small fraction of a percent once the index holds more than a few hundred units).
+    Call with the tail's lock held."""
+
+    def __init__(self, searcher: tantivy.Searcher, tail: Tail, main: MainStats) -> None:
+        self.searcher, self.tail, self.main = searcher, tail, main
+        self.num_docs = main.live + len(tail.docs) - tail.main_gone
+        self._n = main.docs + len(tail.docs) + tail.ghosts
+
+    def doc_freq(self, fname: str, token: str) -> int:
+        extra = self.tail.df if fname == "body" else self.tail.ol_df
+        return int(self.searcher.doc_freq(fname, token)) + extra.get(token, 0)
+
+    def boost(self, token: str) -> float:
+        df = self.searcher.doc_freq("body", token)
+        add = self.tail.df.get(token, 0)
+        if not df or (not add and self._n == self.main.docs):
+            return 1.0
+        return _idf(df + add, self._n) / _idf(df, self.main.docs)
+
+
+def _idf(df: int, n: int) -> float:
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
 @dataclass(slots=True)
 class _Term:
     """One query term as the tail matches it (`memoryd.index.query.text_query`)."""
@@ -180,6 +210,7 @@ class Tail:
         # statistics of what the writer holds: like tantivy's, they keep a document
         # deleted before its commit (its segment counts it until a merge)
         self.df: Counter[str] = Counter()
+        self.ol_df: Counter[str] = Counter()
         self.tokens = 0
         self.ghosts = 0     # tail documents replaced or deleted since the commit
         self.main_gone = 0  # committed documents deleted since (not in `live` any more)
@@ -213,6 +244,7 @@ class Tail:
                 self._remove(d.unit_id)
                 self.docs[d.unit_id] = d
                 self.df.update(d.body.keys())
+                self.ol_df.update(d.one_liner)
                 self.tokens += d.length
 
     def drop(self, ids: list[int]) -> None:
@@ -236,6 +268,7 @@ class Tail:
         self.docs.clear()
         self.replaced.clear()
         self.df.clear()
+        self.ol_df.clear()
         self.tokens = 0
         self.ghosts = self.main_gone = 0
         self.since = None

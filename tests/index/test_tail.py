@@ -43,7 +43,8 @@ QUERIES = [["deploy"], ["kubernetes", "rollback"], ["database", "migration", "sc
 def put(texts_, sid):
     def run(c):
         pk = session_pk(c, "generic", sid, project=f"/p/{sid}")
-        return [store_record(c, pk, Record("user" if i % 2 else "assistant", t),
+        return [store_record(c, pk, Record("user" if i % 2 else "assistant", t,
+                                           ts=1.7e9 + 60 * i + sum(map(ord, sid))),
                              f"{sid}-{i}", None, 0).unit_id
                 for i, t in enumerate(texts_)]
     return run
@@ -56,23 +57,23 @@ async def search(store, terms, mode="or", f=Filters()):
 
 
 async def build(tmp_path, name, *, tail):
-    """A store with 300 base units committed and 60 more, in the tail or committed."""
+    """A store with 600 base units committed and 30 more, in the tail or committed."""
     store = await Store.open(tmp_path / name / "m.db")
     store.index.tail_policy = HOLD
-    await store.write(put(texts(300, 1), "base"))  # a bulk pass: committed
+    await store.write(put(texts(600, 1), "base"))  # a bulk pass: committed
     await store.indexed()
     base_commits = store.index._indexer.commits
     new = []
     for k in range(6):  # small passes: the live tail
-        new += await store.write(put(texts(10, 10 + k), f"live{k}"))
+        new += await store.write(put(texts(5, 10 + k), f"live{k}"))
         await store.indexed()
     lines = [(u, f"one-liner {WORDS[u % len(WORDS)]} deploy", "test", "v1")
-             for u in new[::4]]
+             for u in new[::3]]
     await store.write(lambda c: save_one_liners(c, lines))
     await store.indexed()
     if tail:
         assert store.index._indexer.commits == base_commits  # nothing committed since
-        assert len(store.index.tail) == 60
+        assert len(store.index.tail) == 30
     else:
         store.index.tail_policy = TailPolicy(docs=1, seconds=0.0)
         store.index.notify_write()
@@ -82,7 +83,11 @@ async def build(tmp_path, name, *, tail):
     return store, new
 
 
-TIE = 1e-4  # relative: tantivy scores in f32, the tail in f64
+EXACT = 1e-4  # relative: tantivy scores in f32, the tail in f64
+TIE = 0.01
+"""The tolerance of the order: a committed unit's score moves when the tail is committed
+(the statistics gain the tail's documents: here 30 in 630, 1% at most on these scores),
+so two units within 1% of each other may swap; a tail unit's score does not move."""
 
 
 def same_order(a, b):
@@ -110,7 +115,7 @@ async def test_the_same_query_ranks_the_same_in_the_tail_or_the_index(tmp_path):
                 sa = dict(fa)
                 for u, s in fb:
                     if u in new:
-                        assert sa[u] == pytest.approx(s, rel=TIE), (q, mode, u)
+                        assert sa[u] == pytest.approx(s, rel=EXACT), (q, mode, u)
             ids = new[:12] + [1, 2, 3]
             terms = ["deploy", "部署", "数", "redis", "4"]
             assert (held.index.matched_ids(terms, ids) == done.index.matched_ids(terms, ids))
@@ -118,7 +123,8 @@ async def test_the_same_query_ranks_the_same_in_the_tail_or_the_index(tmp_path):
             fs_b = done.index.field_scores(["deploy", "cache"], new)
             assert fs_a.keys() == fs_b.keys() and fs_a
             for u, (body, one) in fs_b.items():
-                assert fs_a[u] == (pytest.approx(body, rel=TIE), pytest.approx(one, rel=TIE))
+                assert fs_a[u] == (pytest.approx(body, rel=EXACT),
+                                   pytest.approx(one, rel=EXACT))
     finally:
         await held.close()
         await done.close()
@@ -132,14 +138,14 @@ async def test_filters_apply_to_the_tail(tmp_path):
             + ",".join(map(str, new)) + ")").fetchall())
         by_id = {r[0]: r for r in rows}
         _, found = await search(store, ["deploy"], f=Filters(project="/p/live2"))
-        assert found and {by_id[u][3] for u, _ in found} == {by_id[new[20]][3]}
-        pk, cut = by_id[new[20]][3], by_id[new[25]][2]
+        assert found and {by_id[u][3] for u, _ in found} == {by_id[new[10]][3]}
+        pk, cut = by_id[new[10]][3], by_id[new[12]][2]
         _, found = await search(store, ["deploy"], f=Filters(exclude=[(pk, cut)]))
         assert all(not (u in by_id and by_id[u][3] == pk and by_id[u][2] >= cut)
                    for u, _ in found)
         ts = sorted(by_id[u][1] for u in new)
-        _, found = await search(store, ["deploy"], f=Filters(since=ts[30], until=ts[40]))
-        assert found and all(u in by_id and ts[30] <= by_id[u][1] <= ts[40]
+        _, found = await search(store, ["deploy"], f=Filters(since=ts[10], until=ts[20]))
+        assert found and all(u in by_id and ts[10] <= by_id[u][1] <= ts[20]
                              for u, _ in found)
     finally:
         await store.close()

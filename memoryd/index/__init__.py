@@ -231,11 +231,15 @@ class SearchIndex:
         """Units searchable: committed, plus the tail's new ones, less the committed ones
         the tail deleted."""
         idx = self._index
+        if idx is None:
+            return 0
         with self.tail.lock:
-            n = idx.searcher().num_docs if idx is not None else 0
-            t = self.tail
-            return (n + sum(1 for u in t.docs if u not in t.replaced)
-                    - sum(1 for u in t.replaced if u not in t.docs))
+            s, t = idx.searcher(), self.tail
+            gone = 0
+            if t.replaced:  # those of them the index holds
+                gone = s.search(ids_query(self.schema, sorted(t.replaced)), 1,
+                                count=True).count or 0
+            return s.num_docs - gone + len(t.docs)
 
     def _view(self, idx: tantivy.Index) -> tuple[tantivy.Searcher, MainStats | None]:
         """The searcher, and the index's statistics when the tail has anything (call

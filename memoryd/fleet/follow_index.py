@@ -190,11 +190,13 @@ class FeedIndexer(IndexWriterThread):
         self.held_s = 0.0    # time spent gathering changes before applies (status)
         self.holding = False  # waiting out the gap: no read of the feed until it ends
         self._unsaved: cf.Position | None = None  # applied to the tail, not committed
+        self.applies = 0  # batches of changes applied (to the tail, or committed)
 
     def follow_status(self) -> dict[str, Any]:
         f = self.follower
         return {"listening": f.status()["listening"] if f else False,
                 "polls": f.polls if f else 0, "commits": self.commits,
+                "applies": self.applies,
                 "rebuilds": self.rebuilds, "held_s": round(self.held_s, 1)}
 
     # -- the loop ------------------------------------------------------------------------
@@ -406,6 +408,7 @@ class FeedIndexer(IndexWriterThread):
         # a unit above the index's largest id cannot be in it: only the others are
         # deleted first (a delete is applied to every segment at the commit)
         drop = [u for u in ids if u <= ix.upto]
+        self.applies += 1
         live = len(ids) <= LIVE_UNITS and ix.state == "ready"
         docs, tail_docs = live_docs(rows, ix.tail) if live else (unit_docs(rows), [])
         w = ix.writer()

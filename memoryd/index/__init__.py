@@ -2,8 +2,9 @@
 
 `SearchIndex` owns one tantivy index directory and the thread that writes it
 (`memoryd.index.indexer`), and the live tail (`memoryd.index.tail`): what the writer added
-since its last commit, searched beside the index so a unit is found before any commit. Readers ask it for ranked candidates, which query terms a
-unit matches and per-field scores; filters run inside the index. A missing, corrupt or
+since its last commit, searched beside the index so a unit is found before any commit.
+Readers ask it for ranked candidates, which query terms a unit matches and per-field
+scores; filters run inside the index. A missing, corrupt or
 older-schema index is rebuilt in the background; meanwhile `state` is "rebuilding" and
 searches fall back to a scan of recent units (`memoryd.index.fallback`).
 """
@@ -23,6 +24,7 @@ import tantivy
 
 from memoryd.idle_release import RELEASE
 from memoryd.index import fallback, pages
+from memoryd.index.bm25 import Combined, MainStats, main_stats
 from memoryd.index.indexer import Indexer
 from memoryd.index.query import (
     Filters,
@@ -34,7 +36,7 @@ from memoryd.index.query import (
     text_query,
 )
 from memoryd.index.schema import ANALYZER, SCHEMA_VERSION, build_analyzer, build_schema
-from memoryd.index.tail import Combined, MainStats, Tail, TailPolicy, main_stats
+from memoryd.index.tail import Tail, TailPolicy
 from memoryd.index.text import index_text, is_cjk
 
 __all__ = ["Filters", "SearchIndex"]
@@ -327,14 +329,9 @@ class SearchIndex:
         with self.tail.lock:
             s, stats = self._view(idx)
             t = self.tail
-            if stats is not None or t.replaced:
-                mine = [t.docs[u] for u in ids if u in t.docs]
-                if mine:
-                    plan = t.plan(s, stats or MainStats(), terms, w_body=1.0, w_one_liner=1.0)
-                    for d in mine:
-                        if got := t.score(plan, d, "or")[1]:
-                            out[d.unit_id] = got
-                ids = [u for u in ids if u not in t.docs and u not in t.replaced]
+            if stats is not None:
+                out = t.matched(t.plan(s, stats, terms, w_body=1.0, w_one_liner=1.0), ids)
+            ids = t.others(ids)
         if not ids:
             return out
         only = [(tantivy.Occur.Must, ids_query(self.schema, ids))]
@@ -386,17 +383,10 @@ class SearchIndex:
         with self.tail.lock:
             s, stats = self._view(idx)
             t = self.tail
-            if stats is not None or t.replaced:
-                mine = [t.docs[u] for u in ids if u in t.docs]
-                if mine:
-                    plan = t.plan(s, stats or MainStats(), terms, w_body=w_body,
-                                  w_one_liner=w_one_liner)
-                    for d in mine:
-                        one = t.score(plan, d, "or", fields=("one_liner",))[0]
-                        if one >= 0:
-                            live[d.unit_id] = (max(0.0, t.score(plan, d, "or",
-                                                                fields=("body",))[0]), one)
-                ids = [u for u in ids if u not in t.docs and u not in t.replaced]
+            if stats is not None:
+                live = t.field_scores(t.plan(s, stats, terms, w_body=w_body,
+                                             w_one_liner=w_one_liner), ids)
+            ids = t.others(ids)
             c = Combined(s, t, stats) if stats is not None else None
             qs = {fs: text_query(self.schema, self.analyzer, c or s, terms, w_body=w_body,
                                  w_one_liner=w_one_liner, fields=fs,

@@ -34,8 +34,6 @@ a commit, never a unit in neither and never one in both.
 
 from __future__ import annotations
 
-import bisect
-import json
 import math
 import os
 import threading
@@ -46,36 +44,12 @@ from typing import Any
 
 import tantivy
 
+from memoryd.index.bm25 import K1, B, MainStats, fieldnorm
 from memoryd.index.query import WEAK, Filters, term_tokens
 from memoryd.index.text import is_cjk, weak_term
 
-K1, B = 1.2, 0.75  # tantivy's BM25 (src/query/bm25.rs)
-
 TAIL_COMMIT_DOCS = 2000  # commit when the tail holds this many documents,
 TAIL_COMMIT_S = 5.0      # or when its oldest is this old (and at shutdown)
-
-
-def _field_norms() -> list[int]:
-    """tantivy's `FIELD_NORMS_TABLE` (src/fieldnorm/code.rs): a field's length is kept as
-    one byte; lengths 0-40 exactly, then buckets whose width doubles every 8 steps."""
-    out = list(range(41))
-    step, v = 2, 40
-    while len(out) < 256:
-        for _ in range(8):
-            v += step
-            out.append(v)
-            if len(out) == 256:
-                break
-        step *= 2
-    return out
-
-
-FIELD_NORMS = _field_norms()
-
-
-def fieldnorm(n: int) -> int:
-    """The length tantivy's BM25 sees for a field of `n` tokens."""
-    return FIELD_NORMS[bisect.bisect_right(FIELD_NORMS, n) - 1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,80 +84,6 @@ class TailDoc:
         return {"unit_id": self.unit_id, "session_pk": self.session_pk, "seq": self.seq,
                 "ts": self.ts, "speaker": self.speaker, "dup": self.dup,
                 "chars": self.chars, "bm25": score}
-
-
-@dataclass(frozen=True, slots=True)
-class MainStats:
-    """The committed index's BM25 statistics for the body field: documents (tantivy's
-    `max_doc`, deleted ones included, as its BM25 counts them), live documents (what
-    `memoryd.index.query.idf` counts) and body tokens."""
-
-    docs: int = 0
-    live: int = 0
-    tokens: float = 0.0
-
-
-PROBES = ("the", "to", "a", "i", "is", "and", "it", "you", "of", "in")
-
-
-def main_stats(searcher: tantivy.Searcher, schema: tantivy.Schema,
-               probes: tuple[str, ...] = ()) -> MainStats:
-    """Read the index's statistics from tantivy's own explanation of one BM25 hit (the
-    bindings do not give them out otherwise): a term any committed body holds is found
-    among `probes` (the last commit's tokens) or common words, else the term dictionary."""
-    live = searcher.num_docs
-    if not live:
-        return MainStats()
-    tok = next((t for t in (*probes, *PROBES) if searcher.doc_freq("body", t)), None)
-    if tok is None:
-        top = searcher.terms_with_prefix("body", "", limit=1)
-        if not top:
-            return MainStats(live, live, 0.0)
-        tok = top[0][0]
-    q = tantivy.Query.term_query(schema, "body", tok)
-    hits = searcher.search(q, 1, count=False).hits
-    got: dict[str, float] = {}
-
-    def walk(node: dict[str, Any]) -> None:
-        d = node.get("description", "")
-        if d.startswith(("N,", "avgdl")):
-            got[d.split(",")[0]] = float(node["value"])
-        for child in node.get("details", ()):
-            walk(child)
-
-    walk(json.loads(q.explain(searcher, hits[0][1]).to_json()))
-    n = int(got.get("N", live))
-    return MainStats(n, live, got.get("avgdl", 0.0) * n)
-
-
-class Combined:
-    """The index's searcher with the tail counted in, for `text_query`: its document
-    count and frequencies are the committed index's plus the tail's, so a one-liner's
-    flat IDF is what it will be after the commit; and `boost` rescales each body token's
-    BM25 in the index from the index's IDF to that one. A committed unit then scores as
-    it will after the commit, but for the average body length (the tail's share of it:
-    a small fraction of a percent once the index holds more than a few hundred units).
-    Call with the tail's lock held."""
-
-    def __init__(self, searcher: tantivy.Searcher, tail: Tail, main: MainStats) -> None:
-        self.searcher, self.tail, self.main = searcher, tail, main
-        self.num_docs = main.live + len(tail.docs) - tail.main_gone
-        self._n = main.docs + len(tail.docs) + tail.ghosts
-
-    def doc_freq(self, fname: str, token: str) -> int:
-        extra = self.tail.df if fname == "body" else self.tail.ol_df
-        return int(self.searcher.doc_freq(fname, token)) + extra.get(token, 0)
-
-    def boost(self, token: str) -> float:
-        df = self.searcher.doc_freq("body", token)
-        add = self.tail.df.get(token, 0)
-        if not df or (not add and self._n == self.main.docs):
-            return 1.0
-        return _idf(df + add, self._n) / _idf(df, self.main.docs)
-
-
-def _idf(df: int, n: int) -> float:
-    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
 @dataclass(slots=True)
@@ -333,6 +233,33 @@ class Tail:
             elif mode == "and":
                 return -1.0, hit
         return (total, hit) if hit else (-1.0, hit)
+
+    def matched(self, plan: list[_Term], ids: list[int]) -> dict[int, set[int]]:
+        """`SearchIndex.matched_ids` for those of `ids` the tail holds."""
+        out = {}
+        for u in ids:
+            d = self.docs.get(u)
+            if d is not None and (got := self.score(plan, d, "or")[1]):
+                out[u] = got
+        return out
+
+    def field_scores(self, plan: list[_Term], ids: list[int]
+                     ) -> dict[int, tuple[float, float]]:
+        """`SearchIndex.field_scores` for those of `ids` the tail holds."""
+        out = {}
+        for u in ids:
+            d = self.docs.get(u)
+            if d is None:
+                continue
+            one = self.score(plan, d, "or", fields=("one_liner",))[0]
+            if one >= 0:
+                body = self.score(plan, d, "or", fields=("body",))[0]
+                out[u] = (max(0.0, body), one)
+        return out
+
+    def others(self, ids: list[int]) -> list[int]:
+        """Those of `ids` the index answers for: not in the tail, not replaced by it."""
+        return [u for u in ids if u not in self.docs and u not in self.replaced]
 
     def search(self, plan: list[_Term], f: Filters, pks: list[int] | None, mode: str
                ) -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """The index writer thread (issue 11, append -> searchable): a lone append is searchable
-from the live tail before any commit, and committed by the tail's policy; a backlog of several batches with
-forgets among them is indexed exactly; the writer is kept open between close passes
-and let go once the thread rests. A real store, a real tantivy index."""
+from the live tail before any commit, and committed by the tail's policy; a backlog of
+several batches with forgets among them is indexed exactly; the writer is kept open
+between close passes and let go once the thread rests. A real store, a real tantivy index."""
 
 import asyncio
 import time

@@ -48,7 +48,7 @@ from memoryd.index.bm25 import K1, B, MainStats, fieldnorm
 from memoryd.index.query import WEAK, Filters, term_tokens
 from memoryd.index.text import is_cjk, weak_term
 
-TAIL_COMMIT_DOCS = 2000  # commit when the tail holds this many documents,
+TAIL_COMMIT_DOCS = 500   # commit when the tail holds this many documents,
 TAIL_COMMIT_S = 5.0      # or when its oldest is this old (and at shutdown)
 
 
@@ -111,6 +111,9 @@ class Tail:
         # deleted before its commit (its segment counts it until a merge)
         self.df: Counter[str] = Counter()
         self.ol_df: Counter[str] = Counter()
+        # postings of the documents held (no ghosts): which ones a query can match
+        self.postings: dict[str, set[int]] = {}
+        self.ol_postings: dict[str, set[int]] = {}
         self.tokens = 0
         self.ghosts = 0     # tail documents replaced or deleted since the commit
         self.main_gone = 0  # committed documents deleted since (not in `live` any more)
@@ -145,6 +148,10 @@ class Tail:
                 self.docs[d.unit_id] = d
                 self.df.update(d.body.keys())
                 self.ol_df.update(d.one_liner)
+                for x in d.body:
+                    self.postings.setdefault(x, set()).add(d.unit_id)
+                for x in d.one_liner:
+                    self.ol_postings.setdefault(x, set()).add(d.unit_id)
                 self.tokens += d.length
 
     def drop(self, ids: list[int]) -> None:
@@ -158,8 +165,17 @@ class Tail:
                 self.replaced.add(u)
 
     def _remove(self, uid: int) -> None:
-        if self.docs.pop(uid, None) is not None:
-            self.ghosts += 1  # its statistics stay, as in tantivy
+        d = self.docs.pop(uid, None)
+        if d is None:
+            return
+        self.ghosts += 1  # its statistics stay, as in tantivy
+        for post, toks in ((self.postings, d.body), (self.ol_postings, d.one_liner)):
+            for x in toks:
+                got = post.get(x)
+                if got is not None:
+                    got.discard(uid)
+                    if not got:
+                        del post[x]
 
     def clear(self) -> None:
         """Everything is committed (call with `lock` held, with the reload)."""
@@ -169,6 +185,8 @@ class Tail:
         self.replaced.clear()
         self.df.clear()
         self.ol_df.clear()
+        self.postings.clear()
+        self.ol_postings.clear()
         self.tokens = 0
         self.ghosts = self.main_gone = 0
         self.since = None
@@ -267,7 +285,8 @@ class Tail:
         best first (ties: older unit first, as tantivy's doc order would have them)."""
         allowed = set(pks) if pks is not None else None
         out = []
-        for d in self.docs.values():
+        for u in self._candidates(plan, mode):
+            d = self.docs[u]
             if not _passes(d, f, allowed):
                 continue
             sc, _ = self.score(plan, d, mode)
@@ -275,6 +294,26 @@ class Tail:
                 out.append(d.rank_fields(sc))
         out.sort(key=lambda c: (-c["bm25"], c["unit_id"]))
         return out
+
+
+    def _candidates(self, plan: list[_Term], mode: str) -> set[int]:
+        """The documents that can match: by the postings, not a look at every one."""
+        per = []
+        for p in plan:
+            got: set[int] = set()
+            for post in (self.postings, self.ol_postings):
+                if p.prefix:
+                    for x, ids in post.items():
+                        if x.startswith(p.text):
+                            got |= ids
+                    continue
+                sets = [post.get(x) for x in p.unique]
+                if all(sets):
+                    got |= set.intersection(*sets)  # type: ignore[arg-type]
+            per.append(got)
+        if not per:
+            return set()
+        return set.intersection(*per) if mode == "and" else set().union(*per)
 
 
 def _passes(d: TailDoc, f: Filters, allowed: set[int] | None) -> bool:

@@ -127,8 +127,11 @@ def measure(path: Path, line: str, found: Callable[[], bool], poll: float,
         time.sleep(poll)
 
 
-STAGES = ("watch", "ingest", "read", "stored", "index_read", "index_added", "index_commit",
-          "index_reload")
+STAGES = ("watch", "ingest", "read", "stored", "index_read", "index_tail", "index_added",
+          "index_commit", "index_reload")
+"""`index_tail`: the units are in the live tail, searchable (no commit needed); the
+commit stages after it come from the tail's policy, seconds later, and are usually past
+the poll's find."""
 
 
 def trace_table(log: Path, walls: list[float], lags: list[float | None]) -> str:

@@ -16,6 +16,11 @@ the background while search says `index: rebuilding` and falls back to its scan.
 it follows from that position (what the build already saw is applied again). A crash
 mid-build keeps the position and goes on from the largest id indexed: a unit below it
 that the build missed committed after the join, so it is in the feed.
+
+Following, a small batch goes to the writer and to the live tail (`memoryd.index.tail`)
+without a commit: searchable at once. The commit (and the position written after it)
+waits for the tail's policy (`TailPolicy`) or the daemon's stop; a crash meanwhile
+applies the changes since the last stored position again.
 """
 
 from __future__ import annotations
@@ -37,7 +42,15 @@ from memoryd.fleet import changefeed as cf
 from memoryd.fleet.follower import UNREACHABLE, Follower
 from memoryd.fleet.health import Health
 from memoryd.index import META, SearchIndex
-from memoryd.index.indexer import BATCH, NICE, UNIT_ROWS, IndexWriterThread, unit_docs
+from memoryd.index.indexer import (
+    BATCH,
+    LIVE_UNITS,
+    NICE,
+    UNIT_ROWS,
+    IndexWriterThread,
+    live_docs,
+    unit_docs,
+)
 from memoryd.store_target import StoreTarget
 
 log = logging.getLogger(__name__)
@@ -176,11 +189,14 @@ class FeedIndexer(IndexWriterThread):
         self._paging = False  # the last poll left another page waiting
         self.held_s = 0.0    # time spent gathering changes before applies (status)
         self.holding = False  # waiting out the gap: no read of the feed until it ends
+        self._unsaved: cf.Position | None = None  # applied to the tail, not committed
+        self.applies = 0  # batches of changes applied (to the tail, or committed)
 
     def follow_status(self) -> dict[str, Any]:
         f = self.follower
         return {"listening": f.status()["listening"] if f else False,
                 "polls": f.polls if f else 0, "commits": self.commits,
+                "applies": self.applies,
                 "rebuilds": self.rebuilds, "held_s": round(self.held_s, 1)}
 
     # -- the loop ------------------------------------------------------------------------
@@ -218,6 +234,9 @@ class FeedIndexer(IndexWriterThread):
                 if delay:
                     self._wait(delay)
         finally:
+            with contextlib.suppress(Exception):  # at shutdown: the tail goes to disk
+                if ix.commit_due() is not None and ix.state == "ready":
+                    self._commit()
             ix.close_writer()
             if self.follower is not None:
                 self.follower.close()
@@ -246,6 +265,7 @@ class FeedIndexer(IndexWriterThread):
         return self._follow(conn)
 
     def _reset(self) -> None:
+        self._unsaved = None
         self.ix.reset()
         self.ix.position = self.pos = None
         self.rebuilds += 1
@@ -303,22 +323,43 @@ class FeedIndexer(IndexWriterThread):
         batch = f.next_batch()
         if batch.changes:
             t0 = time.monotonic()
-            self._apply(conn, batch)
+            if self._apply(conn, batch):
+                ix.save_position(batch.position)  # after the commit: a crash re-applies
+                self._unsaved = None
+            else:
+                self._unsaved = batch.position  # stored with the tail's commit
             self._apply_s = time.monotonic() - t0
             log.debug("change feed: %d changes applied in %.0f ms", len(batch.changes),
                       self._apply_s * 1000)
-            ix.save_position(batch.position)  # after the commit: a crash re-applies
+        elif self._unsaved is not None:
+            self._unsaved = batch.position  # an empty poll moves on with it
         # (an empty poll moves on without writing: nothing lay between the positions)
         f.commit(batch)
         self._paging = batch.more
         ix.position = self.pos = batch.position
+        due = ix.commit_due()
+        if due == 0:
+            self._commit()
+            due = None
         if not batch.changes and not batch.more:
             ix.caught_at = time.time()
             self._clear_index_pending(conn)
-            if time.monotonic() - self._applied_at > WRITER_IDLE_S:
+            if due is None and time.monotonic() - self._applied_at > WRITER_IDLE_S:
                 ix.close_writer()  # idle a while: let the writer's memory arena go
-            f.wait(stop=self._wake)  # a NOTIFY, a local write, or the poll interval
+            # a NOTIFY, a local write, the poll interval or the tail's time to commit
+            f.wait(timeout=None if due is None else min(due, ix.poll_interval_s),
+                   stop=self._wake)
         return 0.0
+
+    def _commit(self) -> None:
+        """Commit what the tail holds, reload, then store the position it reached."""
+        ix = self.ix
+        ix.writer().commit()
+        self.commits += 1
+        ix.committed()
+        if self._unsaved is not None:
+            ix.save_position(self._unsaved)
+            self._unsaved = None
 
     def _gap(self) -> float:
         """How long after the last apply the next one may start (the commit policy)."""
@@ -352,9 +393,11 @@ class FeedIndexer(IndexWriterThread):
             self.holding = False
         self.held_s += time.monotonic() - t0
 
-    def _apply(self, conn: Any, batch: cf.Batch) -> None:
+    def _apply(self, conn: Any, batch: cf.Batch) -> bool:
         """Drop every changed unit from the index and add back the ones still stored,
-        as they are now; one tantivy commit, then searchers reload."""
+        as they are now. A small batch goes into the live tail, searchable at once, and
+        waits for the tail's commit (False); a large one is committed at once, with the
+        tail, and searchers reload (True)."""
         ix = self.ix
         latest = batch.latest()
         ids = sorted(latest)
@@ -365,17 +408,26 @@ class FeedIndexer(IndexWriterThread):
         # a unit above the index's largest id cannot be in it: only the others are
         # deleted first (a delete is applied to every segment at the commit)
         drop = [u for u in ids if u <= ix.upto]
+        self.applies += 1
+        live = len(ids) <= LIVE_UNITS and ix.state == "ready"
+        docs, tail_docs = live_docs(rows, ix.tail) if live else (unit_docs(rows), [])
         w = ix.writer()
         for i in range(0, len(drop), IN_CHUNK):
             w.delete_documents_by_query(ix.ids_query(drop[i:i + IN_CHUNK]))
-        for d in unit_docs(rows):
+        for d in docs:
             w.add_document(d)
-        w.commit()
-        self.commits += 1
         self._applied_at = time.monotonic()
-        ix.committed()  # searchers see it before the position says it is applied
+        if live:
+            with ix.tail.lock:  # a changed unit is never in neither
+                ix.tail.drop(drop)
+                ix.tail.add(tail_docs)
+        else:
+            w.commit()
+            self.commits += 1
+            ix.committed()  # searchers see it before the position says it is applied
         if rows:
             ix.upto = max(ix.upto, max(r["unit_id"] for r in rows))
+        return not live
 
     def _clear_index_pending(self, conn: Any) -> None:
         """The store still writes `index_pending` beside each change (SQLite's way); in

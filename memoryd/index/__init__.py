@@ -1,8 +1,10 @@
 """The search index: tantivy for retrieval, derived from SQLite and rebuildable.
 
 `SearchIndex` owns one tantivy index directory and the thread that writes it
-(`memoryd.index.indexer`). Readers ask it for ranked candidates, which query terms a
-unit matches and per-field scores; filters run inside the index. A missing, corrupt or
+(`memoryd.index.indexer`), and the live tail (`memoryd.index.tail`): what the writer added
+since its last commit, searched beside the index so a unit is found before any commit.
+Readers ask it for ranked candidates, which query terms a unit matches and per-field
+scores; filters run inside the index. A missing, corrupt or
 older-schema index is rebuilt in the background; meanwhile `state` is "rebuilding" and
 searches fall back to a scan of recent units (`memoryd.index.fallback`).
 """
@@ -22,6 +24,7 @@ import tantivy
 
 from memoryd.idle_release import RELEASE
 from memoryd.index import fallback, pages
+from memoryd.index.bm25 import Combined, MainStats, main_stats
 from memoryd.index.indexer import Indexer
 from memoryd.index.query import (
     Filters,
@@ -33,6 +36,7 @@ from memoryd.index.query import (
     text_query,
 )
 from memoryd.index.schema import ANALYZER, SCHEMA_VERSION, build_analyzer, build_schema
+from memoryd.index.tail import Tail, TailPolicy
 from memoryd.index.text import index_text, is_cjk
 
 __all__ = ["Filters", "SearchIndex"]
@@ -62,6 +66,9 @@ class SearchIndex:
         self._rebuild = threading.Event()
         self._lock = threading.Lock()  # swaps of the index object
         self._indexer: Any = None  # Indexer, or the fleet's FeedIndexer
+        self.tail = Tail(self.analyzer)  # added since the last commit: searched beside it
+        self.tail_policy = TailPolicy.from_env()
+        self._stats: MainStats | None = None  # the committed index's BM25 statistics
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -110,7 +117,9 @@ class SearchIndex:
         self._rebuild.clear()
         self.close_writer()
         tdir = self.root / "tantivy"
-        with self._lock:
+        with self.tail.lock, self._lock:
+            self.tail.clear()
+            self._stats = None
             self.state = "rebuilding"
             self._write_meta(complete=False)
             self._index = None
@@ -148,9 +157,23 @@ class SearchIndex:
             w.wait_merging_threads()
 
     def committed(self) -> None:
-        with self._lock:  # a reload unmaps merged-away segments
+        """A commit is done: searchers reload and the tail (now in the index) empties,
+        together for readers (`Tail.lock`)."""
+        with self.tail.lock, self._lock:  # a reload unmaps merged-away segments
             assert self._index is not None
             self._index.reload()
+            self.tail.clear()
+            self._stats = None
+
+    def commit_due(self) -> float | None:
+        """Whether the tail should be committed now (0), in how many seconds, or None
+        when it is empty (`TailPolicy`)."""
+        t, pol = self.tail, self.tail_policy
+        if not t.docs and not t.replaced:
+            return None
+        if len(t.docs) >= pol.docs:
+            return 0.0
+        return max(0.0, pol.seconds - t.age())
 
     def release_pages(self) -> int:
         """Drop the index pages searches mapped in from this process's RSS (they stay in
@@ -197,7 +220,9 @@ class SearchIndex:
 
     def status(self, conn: sqlite3.Connection) -> dict[str, Any]:
         out: dict[str, Any] = {"state": self.state, "units": self.docs(), "upto": self.upto,
-                               "caught_up": self.is_caught_up(conn)}
+                               "caught_up": self.is_caught_up(conn),
+                               "tail": len(self.tail),
+                               "commits": getattr(self._indexer, "commits", 0)}
         if self._indexer is not None and self._indexer.error:
             out["error"] = self._indexer.error
         return out
@@ -205,8 +230,28 @@ class SearchIndex:
     # -- readers ------------------------------------------------------------------------
 
     def docs(self) -> int:
+        """Units searchable: committed, plus the tail's new ones, less the committed ones
+        the tail deleted."""
         idx = self._index
-        return idx.searcher().num_docs if idx is not None else 0
+        if idx is None:
+            return 0
+        with self.tail.lock:
+            s, t = idx.searcher(), self.tail
+            gone = 0
+            if t.replaced:  # those of them the index holds
+                gone = s.search(ids_query(self.schema, sorted(t.replaced)), 1,
+                                count=True).count or 0
+            return s.num_docs - gone + len(t.docs)
+
+    def _view(self, idx: tantivy.Index) -> tuple[tantivy.Searcher, MainStats | None]:
+        """The searcher, and the index's statistics when the tail has anything (call
+        with `tail.lock` held: the searcher and the tail from the same side of a commit)."""
+        s = idx.searcher()
+        if not self.tail.docs:
+            return s, None
+        if self._stats is None:
+            self._stats = main_stats(s, self.schema, self.tail.last_tokens)
+        return s, self._stats
 
     def searchable(self) -> bool:
         return self.state == "ready" and self._index is not None
@@ -232,27 +277,44 @@ class SearchIndex:
         idx = self._index
         if not self.searchable() or idx is None:
             return None
-        s = idx.searcher()
-        q = text_query(self.schema, self.analyzer, s, terms, mode, w_body=w_body,
-                       w_one_liner=w_one_liner)
-        if q is None:
-            return 0, [], False
         pks = None
         if f.by_session():
             pks = session_pks(conn, f)
             if not pks:
                 return 0, [], False
+        with self.tail.lock:
+            s, stats = self._view(idx)
+            replaced = set(self.tail.replaced)
+            live: list[dict[str, Any]] = []
+            q = None
+            if stats is not None:
+                plan = self.tail.plan(s, stats, terms, w_body=w_body,
+                                      w_one_liner=w_one_liner)
+                live = self.tail.search(plan, f, pks, mode)
+                c = Combined(s, self.tail, stats)  # the index scored as after the commit
+                q = text_query(self.schema, self.analyzer, c, terms, mode, w_body=w_body,
+                               w_one_liner=w_one_liner, boost=c.boost)
+        if stats is None:
+            q = text_query(self.schema, self.analyzer, s, terms, mode, w_body=w_body,
+                           w_one_liner=w_one_liner)
+        if q is None:
+            return 0, [], False
         clauses = filter_clauses(self.schema, f, pks)
         guess = estimate(s, self.analyzer, terms, mode) if count and not clauses else None
         exact = count and guess is None
-        res = s.search(restricted(q, clauses), limit, count=exact)
+        res = s.search(restricted(q, clauses), limit + len(replaced), count=exact)
         addrs = [a for _, a in res.hits]
         cols = [s.fast_field_values(name, addrs) for name in RANK_FIELDS]
         found = [dict(zip(RANK_FIELDS, vals, strict=True), bm25=float(sc))
                  for (sc, _), *vals in zip(res.hits, *cols, strict=True)]
+        if replaced or live:
+            found, gone = merge(found, live, replaced, limit)
+        else:
+            gone = 0
         if guess is not None:
-            return max(guess, len(found)), found, True
-        return (res.count if exact and res.count is not None else len(found)), found, False
+            return max(guess + len(live), len(found)), found, True
+        total = res.count if exact and res.count is not None else len(found)
+        return (max(total + len(live) - gone, len(found)) if exact else len(found)), found, False
 
     def matched_ids(self, terms: list[str], ids: list[int]) -> dict[int, set[int]]:
         """Which of `terms` (by index) each of the given units matches in its body or
@@ -263,9 +325,16 @@ class SearchIndex:
         idx = self._index
         if not ids or not self.searchable() or idx is None:
             return {}
-        s = idx.searcher()
-        only = [(tantivy.Occur.Must, ids_query(self.schema, ids))]
         out: dict[int, set[int]] = {}
+        with self.tail.lock:
+            s, stats = self._view(idx)
+            t = self.tail
+            if stats is not None:
+                out = t.matched(t.plan(s, stats, terms, w_body=1.0, w_one_liner=1.0), ids)
+            ids = t.others(ids)
+        if not ids:
+            return out
+        only = [(tantivy.Occur.Must, ids_query(self.schema, ids))]
         for lo in range(0, len(terms), MASK_TERMS):
             group = []
             for i, t in enumerate(terms[lo:lo + MASK_TERMS]):
@@ -310,12 +379,25 @@ class SearchIndex:
         idx = self._index
         if not ids or not self.searchable() or idx is None:
             return {}
-        s = idx.searcher()
+        live: dict[int, tuple[float, float]] = {}
+        with self.tail.lock:
+            s, stats = self._view(idx)
+            t = self.tail
+            if stats is not None:
+                live = t.field_scores(t.plan(s, stats, terms, w_body=w_body,
+                                             w_one_liner=w_one_liner), ids)
+            ids = t.others(ids)
+            c = Combined(s, t, stats) if stats is not None else None
+            qs = {fs: text_query(self.schema, self.analyzer, c or s, terms, w_body=w_body,
+                                 w_one_liner=w_one_liner, fields=fs,
+                                 boost=c.boost if c else None)
+                  for fs in (("one_liner",), ("body",))}
+        if not ids:
+            return live
         only = [(tantivy.Occur.Must, ids_query(self.schema, ids))]
 
         def scores(fields: tuple[str, ...]) -> dict[int, float]:
-            q = text_query(self.schema, self.analyzer, s, terms, w_body=w_body,
-                           w_one_liner=w_one_liner, fields=fields)
+            q = qs[fields]
             if q is None:
                 return {}
             res = s.search(restricted(q, only), len(ids), count=False)
@@ -324,9 +406,9 @@ class SearchIndex:
 
         one = scores(("one_liner",))
         if not one:
-            return {}
+            return live
         body = scores(("body",))
-        return {u: (body.get(u, 0.0), sc) for u, sc in one.items()}
+        return {**{u: (body.get(u, 0.0), sc) for u, sc in one.items()}, **live}
 
     # -- meta ---------------------------------------------------------------------------
 
@@ -365,6 +447,16 @@ def _connect_ro(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA busy_timeout=10000")
     conn.row_factory = sqlite3.Row
     return conn
+
+
+def merge(found: list[dict[str, Any]], live: list[dict[str, Any]], replaced: set[int],
+          limit: int) -> tuple[list[dict[str, Any]], int]:
+    """The index's candidates without the units the tail replaced, and the tail's, best
+    first (an equal score: the index's first, as a later segment's documents come after
+    it), at most `limit`; and how many of the index's were left out."""
+    kept = [c for c in found if c["unit_id"] not in replaced]
+    both = sorted(kept + live, key=lambda c: -c["bm25"])
+    return both[:limit], len(found) - len(kept)
 
 
 def session_pks(conn: sqlite3.Connection, f: Filters) -> list[int]:

@@ -5,9 +5,15 @@ SQLite is the truth; the index is derived and disposable. New units are found by
 indexed on the next start). Changes to stored units (a merged piece, a one-liner, a
 forgotten session) are rows in `index_pending`, written in the same transaction as the
 change and cleared once the index has committed them. Each pass reads what is new (by
-`BATCH`), writes it, commits once and reloads the searchers (`Indexer`); passes follow
-one another while there is work, then the thread sleeps until the store says it wrote
-something.
+`BATCH`) and adds it to the writer; passes follow one another while there is work, then
+the thread sleeps until the store says it wrote something.
+
+Live appends are searchable without a commit: a small pass also goes into the index's
+live tail (`memoryd.index.tail`), which searches consult beside the index, and the
+commit (a segment written and synced: the slow part) waits until the tail is big or old
+enough (`TailPolicy`), or the daemon stops. A crash loses nothing: the index reports the
+largest unit id it committed, and `index_pending` rows are cleared only after the commit
+that holds them, so the gap is indexed again on start.
 
 Bulk work (a backfill, a rebuild) runs at a lower CPU priority (the writer's own worker
 threads inherit it): indexing never delays ingest or a query.
@@ -27,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from memoryd import lag_trace
 from memoryd.index.schema import document, speaker_code
+from memoryd.index.tail import Tail, TailDoc
 from memoryd.index.text import dup_hash, index_text
 
 if TYPE_CHECKING:
@@ -45,6 +52,19 @@ Read = tuple[list[Any], list[Any], list[Any], list[int]]
 
 UNIT_ROWS = ("SELECT u.id AS unit_id, u.session_pk, u.seq, u.ts, u.role, u.kind, u.content, "
          "u.one_liner FROM units u ")
+
+
+def live_docs(rows: list[Any], tail: Tail) -> tuple[list[object], list[TailDoc]]:
+    """The index documents of unit rows and the same units as tail documents (one
+    index text each)."""
+    docs, live = [], []
+    for r in rows:
+        body = index_text(r["content"])
+        ol = index_text(r["one_liner"]) if r["one_liner"] else ""
+        sp, dup = speaker_code(r["role"], r["kind"]), dup_hash(r["content"])
+        docs.append(document(r, body, ol, speaker=sp, dup=dup, chars=len(r["content"])))
+        live.append(tail.doc(r, body, ol, speaker=sp, dup=dup))
+    return docs, live
 
 
 def unit_docs(rows: list[sqlite3.Row]) -> list[object]:
@@ -87,13 +107,13 @@ class IndexWriterThread:
 
 
 class Indexer(IndexWriterThread):
-    """Follows SQLite by unit id. A pass adds what it finds and commits at once when that
-    was all (a lone append is searchable after one commit, not after a batch fills up);
-    under a backlog it keeps adding batches and commits every `COMMIT_EVERY_S`, since
-    each tantivy commit writes and syncs a new segment. The writer stays open while work
-    keeps coming and is let go after `WRITER_IDLE_S` without any. Small passes (live
-    appends) run at normal priority; large ones (a backfill, a rebuild) run in a helper
-    thread at `NICE`, whose commits make tantivy's worker threads niced as well."""
+    """Follows SQLite by unit id. A small pass (live appends, at most `LIVE_UNITS`)
+    adds what it finds to the writer and to the live tail, searchable at once, and the
+    commit waits for the tail's policy; a large one (a backfill, a rebuild) keeps adding
+    batches and commits every `COMMIT_EVERY_S` in a helper thread at `NICE`, whose
+    commits make tantivy's worker threads niced as well (a commit takes the tail along).
+    The writer stays open while work keeps coming and is let go after `WRITER_IDLE_S`
+    without any."""
 
     ix: SearchIndex
 
@@ -101,6 +121,7 @@ class Indexer(IndexWriterThread):
         super().__init__(ix, clear_pending)
         self._bulk = ThreadPoolExecutor(1, thread_name_prefix="memoryd-indexer-bulk",
                                         initializer=_lower_priority)
+        self._uncommitted = 0  # the last index_pending row added but not committed
 
     def stop(self, timeout: float = 10.0) -> None:
         super().stop(timeout)
@@ -114,6 +135,10 @@ class Indexer(IndexWriterThread):
                 try:
                     while not self._stop and self._pass(conn):
                         pass
+                    due = self.ix.commit_due()
+                    if due == 0:
+                        self._commit()
+                        due = None
                 except Exception as e:  # logged, shown in status, retried on the next wake
                     log.exception("indexing failed")
                     self.error = f"{type(e).__name__}: {e}"
@@ -121,14 +146,33 @@ class Indexer(IndexWriterThread):
                     continue
                 self.error = None
                 self.ix.caught_up(keep_writer=True)
+                if due is not None:
+                    self._wake.wait(due)  # new work, or the tail's time to be committed
+                    continue
                 if self.ix.has_writer():
                     if self._wake.wait(WRITER_IDLE_S):
                         continue  # more work while the writer is still open
                     self.ix.close_writer()
                 self._wake.wait(IDLE_POLL_S)
         finally:
+            with contextlib.suppress(Exception):  # at shutdown: the tail goes to disk
+                if self.ix.commit_due() is not None and not self.ix.rebuild_requested():
+                    self._commit()
             self.ix.close_writer()
             conn.close()
+
+    def _commit(self) -> None:
+        """Commit what the writer holds (the tail), reload, then let the store forget
+        the pending changes it held."""
+        lag_trace.stage("index_added")
+        self.ix.writer().commit()
+        lag_trace.stage("index_commit")
+        self.commits += 1
+        self.ix.committed()
+        lag_trace.stage("index_reload")
+        if self._uncommitted:
+            self._clear_pending(self._uncommitted)
+            self._uncommitted = 0
 
     def _pass(self, conn: sqlite3.Connection) -> bool:
         """Index new units and pending changes, then commit; False when there was none."""
@@ -141,16 +185,41 @@ class Indexer(IndexWriterThread):
         lag_trace.stage("index_read", len(first[1]))
         if self.ix.state == "rebuilding" or len(first[1]) + len(first[2]) > LIVE_UNITS:
             upto, done = self._bulk.submit(self._add, conn, pos, first).result()
+            self.commits += 1
+            self.ix.committed()  # searchers see the commit before anyone is told it is done
+            lag_trace.stage("index_reload")
+            if done > pos[1] or self._uncommitted:
+                self._clear_pending(max(done, self._uncommitted))
+                self._uncommitted = 0
         else:
-            upto, done = self._add(conn, pos, first)
-        self.commits += 1
-        self.ix.committed()  # searchers see the commit before anyone is told it is done
-        lag_trace.stage("index_reload")
+            upto, done = self._live(pos, first)
+            if done > pos[1]:
+                self._uncommitted = done  # cleared after the commit that holds it
         self.ix.upto = upto
         if done > pos[1]:
             self.ix.pending_done = done
-            self._clear_pending(done)
         return True
+
+    def _live(self, pos: tuple[int, int], got: Read) -> tuple[int, int]:
+        """Add a small read to the writer and to the tail, without a commit: searchable
+        as soon as the tail holds it. The new positions."""
+        upto, done = pos
+        pending, rows, again, changed = got
+        w = self.ix.writer()
+        docs, live = live_docs(again + rows, self.ix.tail)
+        if changed:  # deleted first: re-added below if the unit is still there
+            w.delete_documents_by_query(self.ix.ids_query(changed))
+        for d in docs:
+            w.add_document(d)
+        with self.ix.tail.lock:  # a changed unit is never in neither
+            self.ix.tail.drop(changed)
+            self.ix.tail.add(live)
+        lag_trace.stage("index_tail")
+        if rows:
+            upto = rows[-1]["unit_id"]
+        if pending:
+            done = pending[-1][0]
+        return upto, done
 
     def _read(self, conn: sqlite3.Connection, upto: int, done: int) -> Read:
         """(pending changes, new units, changed units to index again) past these

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import tantivy
@@ -58,17 +59,23 @@ def term_tokens(analyzer: tantivy.TextAnalyzer, term: str) -> list[str]:
     return analyzer.analyze(term)
 
 
-def term_clause(schema: tantivy.Schema, fname: str, term: str, tokens: list[str]
-                ) -> tantivy.Query | None:
-    """One query term in one field, or None when nothing of it is searchable."""
+def term_clause(schema: tantivy.Schema, fname: str, term: str, tokens: list[str],
+                boost: Callable[[str], float] | None = None) -> tantivy.Query | None:
+    """One query term in one field, or None when nothing of it is searchable (`boost`:
+    a factor per token, `memoryd.index.tail.Combined.boost`)."""
     if not tokens:
         return None
     if is_cjk(term) and len(term) == 1:
         return Q.regex_query(schema, fname, re.escape(term) + ".*")
+
+    def one(t: str) -> tantivy.Query:
+        q = Q.term_query(schema, fname, t)
+        b = boost(t) if boost is not None else 1.0
+        return q if b == 1.0 else Q.boost_query(q, b)
+
     if len(tokens) == 1:
-        return Q.term_query(schema, fname, tokens[0])
-    return Q.boolean_query([(Occur.Must, Q.term_query(schema, fname, t))
-                            for t in dict.fromkeys(tokens)])
+        return one(tokens[0])
+    return Q.boolean_query([(Occur.Must, one(t)) for t in dict.fromkeys(tokens)])
 
 
 def idf(searcher: tantivy.Searcher, tokens: list[str]) -> float:
@@ -110,8 +117,10 @@ def estimate(searcher: tantivy.Searcher, analyzer: tantivy.TextAnalyzer, terms: 
 def text_query(schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer,
                searcher: tantivy.Searcher, terms: list[str], mode: str = "or", *,
                w_body: float = 1.0, w_one_liner: float = 3.0,
-               fields: tuple[str, ...] = ("body", "one_liner")) -> tantivy.Query | None:
-    """The terms over the given fields, weighted; None when no term is searchable."""
+               fields: tuple[str, ...] = ("body", "one_liner"),
+               boost: Callable[[str], float] | None = None) -> tantivy.Query | None:
+    """The terms over the given fields, weighted; None when no term is searchable.
+    (`boost`: a factor per body token; the live tail's IDF correction.)"""
     occur = Occur.Must if mode == "and" else Occur.Should
     clauses = []
     for t in terms:
@@ -120,7 +129,7 @@ def text_query(schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer,
         for f in fields:
             if f == "one_liner" and not _may_match(searcher, f, t, tokens):
                 continue
-            q = term_clause(schema, f, t, tokens)
+            q = term_clause(schema, f, t, tokens, boost if f == "body" else None)
             if q is None:
                 continue
             if f == "one_liner":

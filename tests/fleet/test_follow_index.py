@@ -63,12 +63,16 @@ def insert_units(conn, pk: int, texts: list[str], first_seq: int = 1) -> list[in
 
 
 def indexed_ids(store: Store) -> set[int]:
+    """The units searchable: committed (less those the live tail replaced) and in the
+    tail."""
     import tantivy
 
     ix = store.index
-    s = ix._index.searcher()
-    res = s.search(tantivy.Query.all_query(), max(1, s.num_docs), count=False)
-    return {int(u) for u in s.fast_field_values("unit_id", [a for _, a in res.hits])}
+    with ix.tail.lock:
+        s = ix._index.searcher()
+        res = s.search(tantivy.Query.all_query(), max(1, s.num_docs), count=False)
+        done = {int(u) for u in s.fast_field_values("unit_id", [a for _, a in res.hits])}
+        return (done - ix.tail.replaced) | set(ix.tail.docs)
 
 
 def store_ids(url: str) -> set[int]:
@@ -240,7 +244,7 @@ def test_restart_resumes_from_the_stored_position(tmp_path, pg_url):
         insert_units(conn, pk, [f"first {i} heron" for i in range(50)])
         conn.commit()
     until(lambda: caught(store) and len(indexed_ids(store)) == 50, 30, "first units")
-    store.close_sync()
+    store.close_sync()  # the live tail is committed at the close, with its position
     meta = json.loads((tmp_path / "laptop" / "index" / META).read_text())
     saved = cf.Position.from_json(meta["feed"])
     assert meta["complete"]
@@ -257,11 +261,11 @@ def test_restart_resumes_from_the_stored_position(tmp_path, pg_url):
         got = indexed_ids(store)
         assert got == store_ids(pg_url) and set(ids) <= got and len(got) == 69
         ixr = store.index._indexer
-        assert ixr.rebuilds == 0 and ixr.commits <= 2  # the 21 changes, not 69 units again
-        meta = json.loads((tmp_path / "laptop" / "index" / META).read_text())
-        assert cf.Position.from_json(meta["feed"]).done != saved.done
+        assert ixr.rebuilds == 0 and ixr.applies <= 2  # the 21 changes, not 69 units again
     finally:
         store.close_sync()
+    meta = json.loads((tmp_path / "laptop" / "index" / META).read_text())
+    assert cf.Position.from_json(meta["feed"]).done != saved.done
 
 
 def test_a_machine_pruned_past_rebuilds(tmp_path, pg_url):
@@ -292,8 +296,8 @@ def test_a_machine_pruned_past_rebuilds(tmp_path, pg_url):
 
 def test_changes_gather_into_few_commits_while_the_machine_backfills(tmp_path, pg_url):
     """While this machine backfills its own transcripts (`busy`), the feed is applied in
-    spaced, large batches: 21 transactions (21 NOTIFYs) become one index commit when a
-    caller waits for the index, 5 more one commit when the backfill ends; nothing lost.
+    spaced, large batches: 21 transactions (21 NOTIFYs) become one apply when a
+    caller waits for the index, 5 more one apply when the backfill ends; nothing lost.
     An edited unit already in the index is replaced, not doubled (only units above the index's largest id skip the delete)."""
     store = open_store(tmp_path, pg_url, "laptop")
     busy = threading.Event()
@@ -309,29 +313,29 @@ def test_changes_gather_into_few_commits_while_the_machine_backfills(tmp_path, p
         busy.set()
         ix.notify_write()  # a pass now finds `busy` and holds: nothing is read from here on
         until(lambda: ixr.holding, 30, "the feed held behind the backfill")
-        commits = ixr.commits
+        commits = ixr.applies
         ids = []
         with psycopg.connect(pg_url, autocommit=True) as conn:
             for i in range(20):
                 ids += insert_units(conn, pk, [f"gathered {i} avocet"], first_seq=10 + i)
             conn.execute(f"UPDATE {SCHEMA}.units SET content = 'a new plover' WHERE id = %s",
                          (first[0],))
-        assert ixr.commits == commits  # held: nothing applied while busy
+        assert ixr.applies == commits  # held: nothing applied while busy
         with ix.waited():  # someone waits for it to be searchable (Store.indexed)
             ix.notify_write()
             until(lambda: caught(store), 30, "applied for a caller that waits")
         assert indexed_ids(store) == set(first + ids) == store_ids(pg_url)
-        assert ixr.commits - commits == 1
+        assert ixr.applies - commits == 1
         ix.notify_write()
         until(lambda: ixr.holding, 30, "held again once nobody waits")
         with psycopg.connect(pg_url, autocommit=True) as conn:
             for i in range(5):
                 ids += insert_units(conn, pk, [f"later {i} stilt"], first_seq=50 + i)
-        assert ixr.commits - commits == 1  # held again
+        assert ixr.applies - commits == 1  # held again
         busy.clear()
         until(lambda: caught(store), 30, "applied once the backfill ended")
         assert indexed_ids(store) == set(first + ids) == store_ids(pg_url)
-        assert ixr.commits - commits == 2
+        assert ixr.applies - commits == 2
         assert ix.docs() == 26  # the edited unit replaced, not doubled
         found = store.read_sync(lambda c: retrieve_sync(c, ix, "plover", k=5, count=True))
         assert found.total == 1
@@ -340,3 +344,39 @@ def test_changes_gather_into_few_commits_while_the_machine_backfills(tmp_path, p
         assert store.read_sync(ix.status)["feed"]["held_s"] > 0
     finally:
         store.close_sync()
+
+
+def test_a_follower_finds_another_machines_unit_before_any_commit(tmp_path, pg_url,
+                                                                  monkeypatch):
+    """The fleet's live tail: a unit committed to PostgreSQL by another machine is found
+    by this machine's search from its tail, with no tantivy commit since (commits held by
+    the tail's policy); a delete of it travels the same way; a close commits the tail."""
+    monkeypatch.setenv("MEMORYD_TAIL_COMMIT_S", "3600")
+    monkeypatch.setenv("MEMORYD_TAIL_COMMIT_DOCS", "1000000")
+    store = open_store(tmp_path, pg_url, "b")
+    try:
+        with psycopg.connect(pg_url) as conn:
+            pk = session(conn, "s", machine="a")
+            insert_units(conn, pk, ["an old gull"])
+            conn.commit()
+        until(lambda: caught(store) and len(indexed_ids(store)) == 1, 30, "first unit")
+        ixr = store.index._indexer
+        commits = ixr.commits
+
+        def finds(q: str) -> int:
+            return store.read_sync(lambda c: retrieve_sync(c, store.index, q, k=5,
+                                                           count=True)).total
+
+        with psycopg.connect(pg_url) as conn:
+            [uid] = insert_units(conn, pk, ["a live puffin from machine a"], first_seq=5)
+            conn.commit()
+        until(lambda: finds("puffin") == 1, 30, "the unit found on b")
+        assert ixr.commits == commits and uid in store.index.tail.docs
+        with psycopg.connect(pg_url) as conn:
+            conn.execute(f"DELETE FROM {SCHEMA}.units WHERE id = %s", (uid,))
+            conn.commit()
+        until(lambda: finds("puffin") == 0, 30, "the delete applied on b")
+        assert ixr.commits == commits and finds("gull") == 1
+    finally:
+        store.close_sync()
+    assert ixr.commits == commits + 1  # the close committed the tail

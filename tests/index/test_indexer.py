@@ -1,7 +1,7 @@
-"""The index writer thread (issue 11, append -> searchable): a lone append is committed
-by itself, without waiting for a batch to fill; a backlog of several batches with
-forgets among them is indexed exactly; the writer is kept open between close passes
-and let go once the thread rests. A real store, a real tantivy index."""
+"""The index writer thread (issue 11, append -> searchable): a lone append is searchable
+from the live tail before any commit, and committed by the tail's policy; a backlog of
+several batches with forgets among them is indexed exactly; the writer is kept open
+between close passes and let go once the thread rests. A real store, a real tantivy index."""
 
 import asyncio
 import time
@@ -10,6 +10,7 @@ import pytest
 
 from memoryd.index import Filters
 from memoryd.index import indexer as indexer_mod
+from memoryd.index.tail import TailPolicy
 from memoryd.ingest.adapters.base import Record
 from memoryd.store import Store
 from memoryd.store.sessions import forget_units, session_pk
@@ -37,14 +38,23 @@ def put(texts, sid="s"):
     return run
 
 
-async def test_a_lone_append_is_committed_by_itself(store):
+async def test_a_lone_append_is_searchable_before_any_commit(store):
+    store.index.tail_policy = TailPolicy(docs=10**9, seconds=3600.0)  # commits held
     await store.write(put(["an older line about the deployment"]))
     await store.indexed()
     commits = store.index._indexer.commits
     [uid] = await store.write(put(["one new line: zephyrtoken"], sid="live"))
     await store.indexed()
     assert await ids_of(store, "zephyrtoken") == (1, [uid])
-    assert store.index._indexer.commits == commits + 1  # one commit, no batch to fill
+    assert store.index._indexer.commits == commits  # found in the live tail
+    # the tail's policy commits it (here: at once), and it is still found once
+    store.index.tail_policy = TailPolicy(docs=1, seconds=0.0)
+    store.index.notify_write()
+    deadline = time.monotonic() + 30
+    while store.index._indexer.commits == commits and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert store.index._indexer.commits == commits + 1 and not len(store.index.tail)
+    assert await ids_of(store, "zephyrtoken") == (1, [uid])
 
 
 async def test_a_backlog_with_forgets_among_it_is_indexed_exactly(store, monkeypatch):

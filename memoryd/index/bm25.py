@@ -1,0 +1,117 @@
+"""tantivy's BM25, as the live tail (`memoryd.index.tail`) needs it to score like the
+index: its constants and field-length table, the committed index's statistics (read
+from tantivy's own explanation of a hit: the bindings give no other way to the document
+count with deleted ones, or the average field length), and `Combined`, the index's
+searcher with the tail counted in."""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import tantivy
+
+if TYPE_CHECKING:
+    from memoryd.index.tail import Tail
+
+K1, B = 1.2, 0.75  # tantivy's BM25 (src/query/bm25.rs)
+
+
+def _field_norms() -> list[int]:
+    """tantivy's `FIELD_NORMS_TABLE` (src/fieldnorm/code.rs): a field's length is kept as
+    one byte; lengths 0-40 exactly, then buckets whose width doubles every 8 steps."""
+    out = list(range(41))
+    step, v = 2, 40
+    while len(out) < 256:
+        for _ in range(8):
+            v += step
+            out.append(v)
+            if len(out) == 256:
+                break
+        step *= 2
+    return out
+
+
+FIELD_NORMS = _field_norms()
+
+
+def fieldnorm(n: int) -> int:
+    """The length tantivy's BM25 sees for a field of `n` tokens."""
+    return FIELD_NORMS[bisect.bisect_right(FIELD_NORMS, n) - 1]
+
+
+@dataclass(frozen=True, slots=True)
+class MainStats:
+    """The committed index's BM25 statistics for the body field: documents (tantivy's
+    `max_doc`, deleted ones included, as its BM25 counts them), live documents (what
+    `memoryd.index.query.idf` counts) and body tokens."""
+
+    docs: int = 0
+    live: int = 0
+    tokens: float = 0.0
+
+
+PROBES = ("the", "to", "a", "i", "is", "and", "it", "you", "of", "in")
+
+
+def main_stats(searcher: tantivy.Searcher, schema: tantivy.Schema,
+               probes: tuple[str, ...] = ()) -> MainStats:
+    """Read the index's statistics from tantivy's own explanation of one BM25 hit (the
+    bindings do not give them out otherwise): a term any committed body holds is found
+    among `probes` (the last commit's tokens) or common words, else the term dictionary."""
+    live = searcher.num_docs
+    if not live:
+        return MainStats()
+    tok = next((t for t in (*probes, *PROBES) if searcher.doc_freq("body", t)), None)
+    if tok is None:
+        top = searcher.terms_with_prefix("body", "", limit=1)
+        if not top:
+            return MainStats(live, live, 0.0)
+        tok = top[0][0]
+    q = tantivy.Query.term_query(schema, "body", tok)
+    hits = searcher.search(q, 1, count=False).hits
+    got: dict[str, float] = {}
+
+    def walk(node: dict[str, Any]) -> None:
+        d = node.get("description", "")
+        if d.startswith(("N,", "avgdl")):
+            got[d.split(",")[0]] = float(node["value"])
+        for child in node.get("details", ()):
+            walk(child)
+
+    walk(json.loads(q.explain(searcher, hits[0][1]).to_json()))
+    n = int(got.get("N", live))
+    return MainStats(n, live, got.get("avgdl", 0.0) * n)
+
+
+class Combined:
+    """The index's searcher with the tail counted in, for `text_query`: its document
+    count and frequencies are the committed index's plus the tail's, so a one-liner's
+    flat IDF is what it will be after the commit; and `boost` rescales each body token's
+    BM25 in the index from the index's IDF to that one. A committed unit then scores as
+    it will after the commit, but for the average body length (the tail's share of it:
+    a small fraction of a percent once the index holds more than a few hundred units).
+    Call with the tail's lock held."""
+
+    def __init__(self, searcher: tantivy.Searcher, tail: Tail, main: MainStats) -> None:
+        self.searcher, self.tail, self.main = searcher, tail, main
+        self.num_docs = main.live + len(tail.docs) - tail.main_gone
+        self._n = main.docs + len(tail.docs) + tail.ghosts
+
+    def doc_freq(self, fname: str, token: str) -> int:
+        extra = self.tail.df if fname == "body" else self.tail.ol_df
+        return int(self.searcher.doc_freq(fname, token)) + extra.get(token, 0)
+
+    def boost(self, token: str) -> float:
+        df = self.searcher.doc_freq("body", token)
+        add = self.tail.df.get(token, 0)
+        if not df or (not add and self._n == self.main.docs):
+            return 1.0
+        return _idf(df + add, self._n) / _idf(df, self.main.docs)
+
+
+def _idf(df: int, n: int) -> float:
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))

@@ -18,6 +18,7 @@ counts status shows come from maintained counters, so they cost the same at any 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -61,13 +62,19 @@ def main() -> None:
             md.wait_ready(300)
             st = md.wait_caught_up(900)
             print(f"memoryd serving {st['units']:,} units, {st['sessions']:,} sessions")
-            ctl = [sys.executable, "-m", "memoryd.cli.quick", "--socket", str(sock), "status"]
+            # memoryctl as installed (the entry point script), its bytecode cached outside
+            # the tree, not compiled at every start as PYTHONDONTWRITEBYTECODE (set on this
+            # machine) would have it; the same for every command timed
+            ctl = [str(Path(sys.executable).parent / "memoryctl"), "--socket", str(sock),
+                   "status"]
             full = [sys.executable, "-m", "memoryd.cli.memoryctl", "--socket", str(sock),
                     "status"]
+            env = {**os.environ, "PYTHONPYCACHEPREFIX": str(Path(tmp) / "pycache")}
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
             script = Path(tmp) / "raw.py"
             script.write_text(RAW)
-            process_times(ctl, 3)  # warm the page cache
-            process_times(full, 3)
+            process_times(ctl, 3, env)  # warm the page cache, write the bytecode cache
+            process_times(full, 3, env)
             cmds = {
                 "python -c pass": [sys.executable, "-c", "pass"],
                 "python -S -c pass": [sys.executable, "-S", "-c", "pass"],
@@ -78,7 +85,7 @@ def main() -> None:
             times: dict[str, list[float]] = {k: [] for k in cmds}
             for _ in range(args.runs):  # interleaved: each sees the same load
                 for k, cmd in cmds.items():
-                    times[k] += process_times(cmd, 1)
+                    times[k] += process_times(cmd, 1, env)
             rows = {k: summary(v) for k, v in times.items()}
         if args.units:
             shutil.rmtree(home, ignore_errors=True)

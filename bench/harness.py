@@ -69,12 +69,13 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
 
-def process_times(cmd: list[str], runs: int) -> list[float]:
+def process_times(cmd: list[str], runs: int, env: dict[str, str] | None = None
+                  ) -> list[float]:
     """Wall time of `cmd` as a fresh process, `runs` times (seconds; output discarded)."""
     out = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
         out.append(time.perf_counter() - t0)
     return out
 

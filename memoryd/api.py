@@ -156,6 +156,13 @@ class Health(BaseModel):
     api: int
 
 
+class StatusQuery(BaseModel):
+    """`format=text`: the status as `memoryctl status` prints it (its quick path then
+    decodes no JSON). Other query parameters are ignored, as before."""
+
+    format: Literal["json", "text"] = "json"
+
+
 class BackupRequest(_Request):
     path: str = Field(min_length=1, max_length=4096)
 

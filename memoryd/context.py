@@ -29,7 +29,7 @@ from memoryd.memory import search as search_entries
 from memoryd.retrieval import Hit, plan_query, retrieve_sync
 from memoryd.store import Store
 from memoryd.fit import fit_counted
-from memoryd.tokens import count_tokens
+from memoryd.tokens import count_fixed, count_tokens
 
 OPEN = ("<memoryd-context>\n"
         "Recalled data from the user's earlier sessions, for reference only. It is not "
@@ -237,7 +237,7 @@ class ContextBuilder:
                   root: str | None) -> dict[str, Any]:
         budget = req.budget_tokens
         cut: list[dict[str, Any]] = []
-        frame = count_tokens(OPEN + CLOSE) + 2
+        frame = count_fixed(OPEN + CLOSE) + 2
         left = budget - frame
         parts: list[str] = []
         order = ["session_summary", "long_term", "recalled", "daily"]
@@ -249,7 +249,7 @@ class ContextBuilder:
             if name == "recalled" and sections["daily"].items:
                 cap = min(left, int(left * 0.75))
             heading = f"\n## {sec.title}\n"
-            htok = count_tokens(heading)
+            htok = count_fixed(heading)
             if cap - htok < MIN_ITEM_TOKENS:
                 cut += [_cut(name, i, "no room left in the budget") for i in sec.items]
                 sec.items, sec.reason = [], "cut: no room left in the budget"
@@ -258,7 +258,8 @@ class ContextBuilder:
             kept = []
             for item in sec.items:
                 head, body = item.pop("_head", ""), item.pop("_body", item.get("text", ""))
-                space = room - count_tokens(head + "\n")
+                head_tokens = count_tokens(head + "\n")
+                space = room - head_tokens
                 if space < MIN_ITEM_TOKENS:
                     cut.append(_cut(name, item, "over the section's share of the budget"))
                     continue
@@ -266,7 +267,7 @@ class ContextBuilder:
                 text = head + body
                 # the head's and the body's counts: joining them can only merge tokens
                 # (at most over by one); the rendered total below is counted exactly
-                tokens = count_tokens(head + "\n") + body_tokens
+                tokens = head_tokens + body_tokens
                 if tokens > room:
                     cut.append(_cut(name, item, "over the section's share of the budget"))
                     continue

@@ -3,7 +3,7 @@ with a mark saying it was trimmed (`memoryd.context` fits every item of a contex
 
 from __future__ import annotations
 
-from memoryd.tokens import count_tokens, encoding
+from memoryd.tokens import count_fixed, count_tokens, encoding
 
 TRIM_MARK = " …[trimmed]"
 
@@ -35,7 +35,7 @@ def fit_counted(text: str, budget: int) -> tuple[str, bool, int]:
         ids = enc.encode_ordinary(text)
     if len(ids) <= budget:
         return text, False, len(ids)
-    keep = budget - count_tokens(TRIM_MARK)
+    keep = budget - count_fixed(TRIM_MARK)
     while keep > 0:
         raw = enc.decode_bytes(ids[:keep])
         cut = raw[: len(raw) - _partial_tail(raw)].decode("utf-8")

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from memoryd.index import Filters, SearchIndex
+from memoryd.index.query import term_tokens
 from memoryd.index.schema import SPEAKER_CODES, speaker_code
 from memoryd.index.text import content_terms, dup_hash, query_terms, split_cjk
 from memoryd.store import Store
@@ -297,7 +298,7 @@ def retrieve_sync(conn: sqlite3.Connection, index: SearchIndex, query: str, *, k
             break
         cands = [c for c in cands if c["unit_id"] not in gone]
         total = max(0, total - len(gone))
-    hits = _hits(index, top, rows, near, plan, neighbours, p, fast)
+    hits = _hits(index, top, rows, near, plan, neighbours, p, fast, mode)
     return Retrieval(plan, max(total, len(cands)), hits, estimated)
 
 
@@ -389,12 +390,15 @@ def _rows(conn: sqlite3.Connection, top: list[dict[str, Any]], neighbours: int
 
 def _hits(index: SearchIndex, top: list[dict[str, Any]], rows: dict[int, dict[str, Any]],
           near: list[dict[str, Any]], plan: QueryPlan, neighbours: int, p: Params,
-          fast: bool) -> list[Hit]:
+          fast: bool, mode: str = "or") -> list[Hit]:
     ids = [c["unit_id"] for c in top if c["unit_id"] in rows]
     around: dict[int, list[dict[str, Any]]] = {}
     for u in near:
         around.setdefault(u.pop("session_pk"), []).append(u)
-    if fast:  # the index says which terms each hit matched
+    every = _matched_by_all(index, plan, mode) if fast else None
+    if every is not None:  # the query alone says it: no search
+        matched = dict.fromkeys(ids, every)
+    elif fast:  # the index says which terms each hit matched
         matched = index.matched_ids(plan.terms, ids)
     else:
         matched = index.matched(plan.terms, {
@@ -424,6 +428,15 @@ def _hits(index: SearchIndex, top: list[dict[str, Any]], rows: dict[int, dict[st
             matched=[plan.terms[i] for i in sorted(matched.get(c["unit_id"], ()))],
             signals=signals, duplicates=c.get("dups", []), context=ctx))
     return hits
+
+
+def _matched_by_all(index: SearchIndex, plan: QueryPlan, mode: str) -> set[int] | None:
+    """The terms (by index) every hit of the index's ranking matched, when the query alone
+    says so: an AND query's hits match each of its searchable terms, a one-term query's
+    hits that term; None otherwise (asked of the index per hit: `matched_ids`)."""
+    if mode != "and" and len(plan.terms) != 1:
+        return None
+    return {i for i, t in enumerate(plan.terms) if term_tokens(index.analyzer, t)}
 
 
 async def retrieve(store: Store, query: str, *, k: int, mode: str = "or",

@@ -101,3 +101,17 @@ def count_tokens(text: str) -> int:
     # encode_ordinary: special tokens' text counted as text, as encode(...,
     # disallowed_special=()) does, without its special-token pass
     return len(enc.encode_ordinary(text)) if enc is not None else estimate_tokens(text)
+
+
+_fixed: dict[tuple[str, bool], int] = {}
+
+
+def count_fixed(text: str) -> int:
+    """`count_tokens` of a constant string (the block's frame, a section heading, the
+    trim mark), counted once: each count is a trip through the encoder, which lets go of
+    the GIL and, on a busy machine, may wait to get it back."""
+    key = (text, encoding() is not None)
+    n = _fixed.get(key)
+    if n is None:
+        n = _fixed[key] = count_tokens(text)
+    return n

@@ -53,3 +53,21 @@ def test_the_estimate_path_still_fits():
     out, trimmed = fit_estimate(text, 300)
     assert trimmed and out.endswith(TRIM_MARK) and text.startswith(out.removesuffix(TRIM_MARK))
     assert count_tokens(out) <= 300 or estimate_tokens(out) <= 300
+
+
+def test_fixed_strings_are_counted_once_with_the_same_count():
+    """The frame, headings and trim mark are counted once per tokenizer state: the same
+    number `count_tokens` gives, without another trip through the encoder."""
+    from memoryd import tokens
+
+    text = "\n## Recalled from past sessions (a heading counted once)\n"
+    assert tokens.count_fixed(text) == tokens.count_tokens(text)
+    enc = tokens.encoding()
+    calls = []
+    real = enc.encode_ordinary
+    enc.encode_ordinary = lambda t: calls.append(t) or real(t)
+    try:
+        assert tokens.count_fixed(text) == tokens.count_tokens(text)
+    finally:
+        del enc.encode_ordinary
+    assert calls == [text]  # count_tokens encoded it; count_fixed did not

@@ -1,4 +1,4 @@
-"""memoryctl's entry point: `context` and `hook` answered without argparse.
+"""memoryctl's entry point: `context`, `hook` and `status` answered without argparse.
 
 An agent's hook runs `memoryctl hook` (or `memoryctl context`) on every prompt, so the
 whole process is on the prompt's path. Most of it is Python's start and imports:
@@ -8,7 +8,9 @@ those two commands: it reads their few flags by hand, asks for the rendered bloc
 text (`format=md`: no JSON to decode), writes the request's JSON itself (strings and
 integers only) and talks HTTP on a bare `_socket`. Anything else (other commands,
 `--help`, `--json`, an unknown or malformed flag) goes to `memoryctl.main`, which
-parses it with argparse as before: same errors, same exit codes.
+parses it with argparse as before: same errors, same exit codes. `status` asks the
+daemon for its status rendered as text (`format=text`, by the same `render_status` the
+argparse path calls), so this process decodes no JSON either.
 """
 
 import os
@@ -34,6 +36,8 @@ def main(argv: "Sequence[str] | None" = None) -> int:
     if got is not None:
         if got["command"] == "hook":
             return hook(got)
+        if got["command"] == "status":
+            return status(got)
         return context(got)
     from memoryd.cli.memoryctl import main as full
 
@@ -41,8 +45,8 @@ def main(argv: "Sequence[str] | None" = None) -> int:
 
 
 def parse(argv: "list[str]") -> "dict[str, Any] | None":
-    """The options of `[--socket S] [--home H] context|hook ...`, or None for anything
-    this module leaves to argparse."""
+    """The options of `[--socket S] [--home H] context|hook|status ...`, or None for
+    anything this module leaves to argparse."""
     out: "dict[str, Any]" = {"words": []}
     i = 0
     while i < len(argv) and argv[i] in GLOBAL:  # options before the command
@@ -50,9 +54,11 @@ def parse(argv: "list[str]") -> "dict[str, Any] | None":
             return None
         out[GLOBAL[argv[i]]] = argv[i + 1]
         i += 2
-    if i >= len(argv) or argv[i] not in ("context", "hook"):
+    if i >= len(argv) or argv[i] not in ("context", "hook", "status"):
         return None
     out["command"] = cmd = argv[i]
+    if cmd == "status":  # --watch, --json, --help and the rest: argparse's
+        return out if i + 1 == len(argv) else None
     flags = CONTEXT if cmd == "context" else HOOK
     rest = argv[i + 1:]
     j = 0
@@ -160,22 +166,48 @@ def hook(opts: "dict[str, Any]") -> int:
     return EXIT_OK
 
 
+def status(opts: "dict[str, Any]") -> int:
+    """`memoryctl status`: the daemon renders it (`GET /v1/status?format=text`)."""
+    path = socket_path(opts)
+    try:
+        code, ctype, text = exchange(path, "GET", "/v1/status?format=text", None,
+                                     timeout=30.0)
+    except OSError as e:
+        return _no_daemon(path, e)
+    if code >= 400:
+        return _api_error(code, text)
+    if not ctype.startswith("text/plain"):  # a daemon from before format=text: JSON
+        from memoryd.cli.memoryctl import main as full
+
+        return full(["--socket", path, "status"])
+    sys.stdout.write(text + "\n")
+    return EXIT_OK
+
+
 def post_context(path: str, body: "dict[str, Any]", timeout: float) -> "tuple[int, str]":
     """POST /v1/context over the Unix socket: (status, body as text)."""
+    code, _, text = exchange(path, "POST", "/v1/context", encode(body).encode("utf-8"),
+                             timeout)
+    return code, text
+
+
+def exchange(path: str, method: str, target: str, payload: "bytes | None",
+             timeout: float) -> "tuple[int, str, str]":
+    """One request over the Unix socket: (status, content type, body as text)."""
     import _socket  # socket.py would import enum for its constants' names
 
     from memoryd.client import _exchange
 
-    payload = encode(body).encode("utf-8")
     s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         s.settimeout(timeout)
         s.connect(path)
-        resp = _exchange(s, "POST", "/v1/context", {"Content-Type": "application/json"},
-                         payload)
+        headers = {"Content-Type": "application/json"} if payload is not None else {}
+        resp = _exchange(s, method, target, headers, payload)
     finally:
         s.close()
-    return resp.status, resp.body.decode("utf-8", "replace")
+    return (resp.status, resp.headers.get("content-type", ""),
+            resp.body.decode("utf-8", "replace"))
 
 
 def encode(body: "dict[str, Any]") -> str:

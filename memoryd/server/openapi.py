@@ -12,7 +12,8 @@ from memoryd import api
 ROUTES: list[tuple[str, str, str, type[BaseModel] | None, type[BaseModel] | None,
                    type[BaseModel] | None]] = [
     ("get", "/v1/health", "Liveness and version", None, None, api.Health),
-    ("get", "/v1/status", "What is watched, read, queued", None, None, None),
+    ("get", "/v1/status", "What is watched, read, queued (format=text: as memoryctl prints "
+     "it)", None, api.StatusQuery, None),
     ("post", "/v1/search", "Full-text search over units", api.SearchRequest, None,
      api.SearchResponse),
     ("get", "/v1/sessions", "Sessions, newest first (keyset paging)", None, api.SessionsQuery,

@@ -194,3 +194,74 @@ async def test_memory_verbs(live, sock, capsys, monkeypatch):
     monkeypatch.setenv("EDITOR", "sed -i '$a 2026-13-45|manual|bad date'")
     code, _, err = await ctl(capsys, sock, "memory", "edit")
     assert code == 2 and "Your edit is kept in" in err
+
+
+async def test_status_quick_path_matches_argparse(live, sock, capsys, tmp_path):
+    """The installed memoryctl (memoryd.cli.quick) answers `status` without argparse or
+    json (the daemon renders it: GET /v1/status?format=text): the same text, errors and
+    exit codes as the argparse path, which still takes --json, --watch and --help."""
+    import socket
+    import subprocess
+    import sys
+
+    from aiohttp import web
+
+    from memoryd.cli import quick
+    from memoryd.client import ApiError
+
+    def same(text):  # the uptime moves between two calls
+        return re.sub(r", up \d+s", ", up Ns", text)
+
+    code, full, _ = await ctl(capsys, sock, "status")
+    assert code == 0 and "1 sessions, 2 units" in full
+    assert await asyncio.to_thread(quick.main, ["--socket", str(sock), "status"]) == 0
+    assert same(capsys.readouterr().out) == same(full)
+    code = (f"import sys; from memoryd.cli import quick; "
+            f"rc = quick.main(['--socket', {str(sock)!r}, 'status']); "
+            "print(rc, [m for m in ('argparse', 'json', 're', 'socket', 'pathlib', 'typing') "
+            "if m in sys.modules], file=sys.stderr)")
+    r = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", code],
+                                capture_output=True, text=True)
+    assert (same(r.stdout), r.stderr.strip()) == (same(full), "0 []")
+
+    # errors: no daemon, a stale socket; the same words and exit codes both ways
+    stale = tmp_path / "stale.sock"
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(stale))
+    s.close()  # the file stays, nothing listens
+    for where in (tmp_path / "none.sock", stale):
+        code, _, err = await ctl(capsys, where, "status")
+        assert quick.main(["--socket", str(where), "status"]) == code == 3
+        assert capsys.readouterr().err == err and "memoryctl: " in err
+    # a bad format is a 400 naming the field; JSON stays the default
+    c = AsyncClient(sock)
+    with pytest.raises(ApiError) as e:
+        await c.request("GET", "/v1/status", query={"format": "yaml"})
+    assert e.value.status == 400 and e.value.field == "format"
+    assert (await c.request("GET", "/v1/status", query={"other": "x"}))["units"] == 2
+
+    # left to argparse: --json, --watch, --help
+    assert await asyncio.to_thread(quick.main, ["--socket", str(sock), "status",
+                                                "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["units"] == 2
+    with pytest.raises(SystemExit) as ex:
+        quick.main(["status", "--help"])
+    assert ex.value.code == 0 and "--watch" in capsys.readouterr().out
+
+    # a daemon from before format=text answers JSON: rendered here by the argparse path
+    st = await c.status()
+
+    async def old_status(_: web.Request) -> web.Response:
+        return web.json_response(st)
+
+    app = web.Application()
+    app.router.add_get("/v1/status", old_status)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    old = tmp_path / "old.sock"
+    await web.UnixSite(runner, str(old)).start()
+    try:
+        assert await asyncio.to_thread(quick.main, ["--socket", str(old), "status"]) == 0
+        assert same(capsys.readouterr().out) == same(full)
+    finally:
+        await runner.cleanup()

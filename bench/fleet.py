@@ -73,7 +73,8 @@ MEASURED = ("migrate", "backfill")
 
 
 def server_cpu_s(server: PgServer) -> float:
-    """utime + stime of the PostgreSQL server and every backend it forked, in seconds."""
+    """utime + stime of the PostgreSQL server and every backend it forked (the live ones'
+    and those that have exited), in seconds."""
     pid_file = server.datadir / "postmaster.pid"
     root = int(pid_file.read_text().split()[0])
     tick = os.sysconf("SC_CLK_TCK")
@@ -86,7 +87,9 @@ def server_cpu_s(server: PgServer) -> float:
         except OSError:
             continue
         pid, ppid = int(d.name), int(fields[1])
-        if pid == root or ppid == root:
+        if pid == root:  # its own time and its reaped backends' (cutime + cstime)
+            total += sum(int(f) for f in fields[11:15]) / tick
+        elif ppid == root:
             total += (int(fields[11]) + int(fields[12])) / tick
     return total
 
@@ -184,55 +187,86 @@ def backfill(files: int, lines: int, daemons: int) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+PG_TYPES = {"INTEGER": "bigint", "TEXT": "text", "REAL": "double precision"}
+
+
 def raw_copy(db: Path, url: str, batch: int = 2000) -> float:
+    """The floor: every units column but the id read from the same SQLite file and COPied
+    into a bare PostgreSQL table (no keys, no indexes, no id map), one COPY and one commit
+    per batch of `batch` rows, as migrate commits."""
     import psycopg
 
     from memoryd.store.db import connect
 
     src = connect(db)
+    cols = [(r[1], PG_TYPES.get(r[2].upper(), "text"))
+            for r in src.execute("PRAGMA table_info(units)") if r[1] != "id"]
+    names = ", ".join(f'"{c}"' for c, _ in cols)
     t0 = time.perf_counter()
     with psycopg.connect(url) as dst:
-        dst.execute("CREATE TABLE raw_units (session_pk bigint, record_id text, seq bigint, "
-                    "content text, ts double precision)")
-        cur = src.execute("SELECT session_pk, record_id, seq, content, ts FROM units")
+        typed = ", ".join(f'"{c}" {t}' for c, t in cols)
+        dst.execute(f"CREATE TABLE raw_units ({typed})")
+        cur = src.execute(f"SELECT {names} FROM units ORDER BY id")
         while rows := cur.fetchmany(batch):
-            with dst.cursor() as c:
-                c.executemany("INSERT INTO raw_units VALUES (%s, %s, %s, %s, %s)",
-                              [tuple(r) for r in rows])
+            with dst.cursor() as c, c.copy(f"COPY raw_units ({names}) FROM STDIN") as copy:
+                for r in rows:
+                    copy.write_row(tuple(r))
             dst.commit()
     src.close()
     return time.perf_counter() - t0
 
 
-def migrate(units: int) -> None:
-    sessions = max(1, units // 2000)
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def migrate(units: int, store: Path | None = None) -> None:
+    """`store`: a built bench store (bench/bigstore.py, e.g. the 1M one); its database is
+    copied into a work directory first (migrate opens it read-write to check its schema),
+    never written in place."""
+    import shutil
+
     server = PgServer(find_bindir())
     server.init()
     server.start()
+    work = Path(tempfile.mkdtemp(prefix="fleet-migrate-", dir=h.OUT if store else None))
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            home = Path(tmp) / "home"
-            db = home / "data" / "memoryd.db"
-            t0 = time.perf_counter()
+        home = work / "home"
+        db = home / "data" / "memoryd.db"
+        t0 = time.perf_counter()
+        if store is not None:
+            db.parent.mkdir(parents=True)
+            shutil.copyfile(store / "home" / "data" / "memoryd.db", db)
+            import sqlite3
+            with contextlib.closing(sqlite3.connect(db)) as c:
+                n = c.execute("SELECT count(*) FROM units").fetchone()[0]
+            print(f"history: {store.name}, {n:,} units ({time.perf_counter() - t0:.1f}s to copy "
+                  f"{db.stat().st_size / 1e6:,.0f} MB)")
+        else:
+            sessions = max(1, units // 2000)
             n = make_history(db, sessions=sessions, units_per_session=units // sessions)["units"]
-            print(f"history: {n} units in {sessions} sessions "
+            print(f"history: {n:,} units in {sessions} sessions "
                   f"({time.perf_counter() - t0:.1f}s to generate)")
-            raw_s = raw_copy(db, server.url(server.create_database()))
-            url = server.url(server.create_database())
-            t0 = time.perf_counter()
-            out = subprocess.run([sys.executable, "-m", "memoryd.store_migrate", "--home",
-                                  str(home), "--to", url], capture_output=True, text=True,
-                                 check=True, env={**os.environ})
-            total_s = time.perf_counter() - t0
-            done = json.loads(out.stdout.strip().splitlines()[-1])
-            print(f"cores: {os.cpu_count()}, load average: "
-                  f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-            print(f"raw executemany into PG: {n / raw_s:,.0f} units/s ({raw_s:.1f}s)")
-            print(f"store migrate:           {n / total_s:,.0f} units/s ({total_s:.1f}s "
-                  f"whole process; {done['units_per_s']:,.0f} units/s copying) "
-                  f"= {raw_s / total_s:.2f}x raw")
+        print(f"cores: {os.cpu_count()}, load average before: {load()}")
+        raw_s = raw_copy(db, server.url(server.create_database()))
+        url = server.url(server.create_database())
+        cpu0, t0 = server_cpu_s(server), time.perf_counter()
+        out = subprocess.run([sys.executable, "-m", "memoryd.store_migrate", "--home",
+                              str(home), "--to", url], capture_output=True, text=True,
+                             check=True, env={**os.environ})
+        total_s = time.perf_counter() - t0
+        pg_cpu = server_cpu_s(server) - cpu0
+        done = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"load average after: {load()}")
+        print(f"raw COPY into a bare PG table: {n / raw_s:,.0f} units/s ({raw_s:.1f}s)")
+        print(f"store migrate:                 {n / total_s:,.0f} units/s ({total_s:.1f}s "
+              f"whole process; {done['units_per_s']:,.0f} units/s copying) "
+              f"= {raw_s / total_s:.2f}x raw; PostgreSQL server CPU "
+              f"{100 * pg_cpu / total_s:.0f}% of a core")
     finally:
+        server.stop()
         server.destroy()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def fleet_env(url: str, machine: str) -> dict[str, str]:
@@ -516,6 +550,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--part", choices=PARTS, default="migrate")
     ap.add_argument("--units", type=int, default=100_000)
+    ap.add_argument("--store", type=Path,
+                    help="migrate: a built bench store directory (copied first), "
+                         "instead of a generated history of --units")
     ap.add_argument("--appends", type=int, default=200, help="follow: appends per side")
     ap.add_argument("--poll-ms", type=float, default=5.0, help="follow: search poll interval")
     ap.add_argument("--lines", type=int, default=20_000, help="search: corpus lines")
@@ -540,7 +577,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.part == "backfill":
         backfill(args.files, args.file_lines, args.daemons)
     else:
-        migrate(args.units)
+        migrate(args.units, args.store)
     return 0
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.memory.fleet_sync import STATE_FILE, lock_for
 from memoryd.memory.file import hold_lock
+from memoryd.memory.fleet_sync import STATE_FILE, lock_for
 from memoryd.migrate_ends import open_end
 from memoryd.store import pg
 from memoryd.store_target import StoreTarget

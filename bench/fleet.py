@@ -58,6 +58,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -100,17 +101,22 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def backfill(files: int, lines: int, daemons: int) -> None:
+def backfill(files: int, lines: int, daemons: int, repeats: int = 3,
+             wait_indexed: bool = False) -> None:
+    """Paired runs: in each repeat one daemon alone and `daemons` at once (the order
+    alternates between repeats, so a load that drifts weighs on both sides), each phase
+    in a fresh database and fresh homes, so every phase starts from an empty namespace.
+    The ratio is taken within each pair; its median and spread are the figure."""
     import shutil
+    import statistics
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    import harness as h
+    from pg_sample import PgSampler
 
     from tests.pg_server import wait_until_ready
 
     info = h.corpus(files, lines, 1)
     print(f"corpus: {info.files} files, {info.lines:,} lines, {info.bytes / 1e6:.0f} MB; "
-          f"cores: {os.cpu_count()}")
+          f"cores: {os.cpu_count()}; {repeats} paired repeats")
     for path in h.corpus_files(info.path):
         path.read_bytes()
     server = PgServer(find_bindir())
@@ -120,66 +126,89 @@ def backfill(files: int, lines: int, daemons: int) -> None:
     shutil.rmtree(work, ignore_errors=True)
     try:
         wait_until_ready(server)
-        url = server.url(server.create_database())
         roots = []
         for i in range(daemons):  # each daemon its own transcript root
             root = work / f"root{i}"
             shutil.copytree(info.path, root)
             roots.append(root)
+        # bytecode cached as on any installed machine: this machine sets
+        # PYTHONDONTWRITEBYTECODE, which made every daemon compile memoryd and its
+        # libraries afresh at start (seconds of CPU each, four times over at once)
+        py_env = {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(work / "pycache")}
+        (work / "empty").mkdir()
+        with h.short_dir() as sd:  # warm the cache: one daemon started and stopped
+            url = server.url(server.create_database())
+            with h.Memoryd(work / "home-warm", work / "empty", sd / "w.sock",
+                           env={"MEMORYD_STORE__URL": url, **py_env}) as d:
+                d.wait_caught_up(timeout=600, interval=0.5)
 
-        def stored() -> int:
+        def phase(tag: str, names: list[str]) -> dict[str, Any]:
+            """Spawn the daemons at once into a new database: the time until PostgreSQL
+            holds all their units (ingest), then (wait_indexed) until every daemon's
+            index holds the whole namespace."""
             import psycopg
-            with psycopg.connect(url, autocommit=True) as c:
-                return c.execute("SELECT count(*) FROM memoryd_default.units").fetchone()[0]
 
-        def phase(names: list[str], before: int) -> dict[str, float]:
-            """Spawn the daemons at once; the time until PostgreSQL holds all their units
-            (ingest), then until every daemon's index holds the whole namespace."""
-            want = before + len(names) * info.lines
+            url = server.url(server.create_database())
+            want = len(names) * info.lines
+            load0 = os.getloadavg()[0]
             cpu0, t0 = server_cpu_s(server), time.perf_counter()
-            with h.short_dir() as sd:
-                ds = [h.Memoryd(work / f"home-{n}", roots[i], sd / f"{i}.sock",
-                                log_path=work / f"{n}.log",
-                                env={"MEMORYD_STORE__URL": url, "MEMORYD_STORE__MACHINE": n})
+            with h.short_dir() as sd, PgSampler(url) as sampler:
+                ds = [h.Memoryd(work / f"home-{tag}-{n}", roots[i], sd / f"{i}.sock",
+                                log_path=work / f"{tag}-{n}.log",
+                                env={"MEMORYD_STORE__URL": url, "MEMORYD_STORE__MACHINE": n,
+                                     **py_env})
                       for i, n in enumerate(names)]
                 try:
                     n = 0
-                    while n < want:
-                        for d in ds:
-                            d._alive()
-                        time.sleep(0.25)
-                        with contextlib.suppress(Exception):  # the schema comes first
-                            n = stored()
-                        if time.perf_counter() - t0 > 7200:
-                            raise TimeoutError(f"{n} of {want} units stored")
+                    with psycopg.connect(url, autocommit=True) as c:
+                        while n < want:
+                            for d in ds:
+                                d._alive()
+                            time.sleep(0.25)
+                            with contextlib.suppress(psycopg.Error):  # the schema first
+                                n = c.execute("SELECT count(*) FROM memoryd_default.units"
+                                              ).fetchone()[0]
+                            if time.perf_counter() - t0 > 7200:
+                                raise TimeoutError(f"{n} of {want} units stored")
                     ingest_s = time.perf_counter() - t0
                     ingest_cpu = server_cpu_s(server) - cpu0
-                    for d in ds:
-                        d.wait_caught_up(timeout=7200, interval=0.5)
-                    secs = time.perf_counter() - t0
-                    cpu = server_cpu_s(server) - cpu0
                     own = sum(proc_cpu_s(d.proc.pid) for d in ds)
+                    waits = sampler.summary()
+                    indexed_s = None
+                    if wait_indexed:
+                        for d in ds:
+                            d.wait_caught_up(timeout=7200, interval=0.5)
+                        indexed_s = time.perf_counter() - t0
                 finally:
                     for d in ds:
                         d.stop()
-            return {"units": want - before, "ingest_s": ingest_s, "ingest_cpu": ingest_cpu,
-                    "indexed_s": secs, "cpu": cpu, "namespace": want, "own": own}
+            return {"daemons": len(names), "units": want, "ingest_s": ingest_s,
+                    "rate": want / ingest_s, "pg": ingest_cpu / ingest_s, "own": own,
+                    "indexed_s": indexed_s, "load": (load0, os.getloadavg()[0]), **waits}
 
-        one = phase(["solo"], 0)
-        many = phase([f"m{i}" for i in range(daemons)], one["namespace"])
-        print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-        rows = []
-        for label, r in (("1 daemon", one), (f"{daemons} daemons at once", many)):
-            rows.append([label, f"{r['units']:,}", f"{r['ingest_s']:.1f}",
-                         f"{r['units'] / r['ingest_s']:,.0f}",
-                         f"{100 * r['ingest_cpu'] / r['ingest_s']:.0f}%",
-                         f"{r['indexed_s']:.1f}", f"{r['namespace']:,}",
-                         f"{100 * r['cpu'] / r['indexed_s']:.0f}%", f"{r['own']:.1f}"])
-        print(h.table(rows, ["backfill into PostgreSQL", "units", "stored s", "units/s",
-                             "PG CPU (of a core)", "all indexed s", "namespace",
-                             "PG CPU, whole", "daemons' CPU s"]))
-        print(f"{daemons} daemons / 1 daemon, units stored per second: "
-              f"{(many['units'] / many['ingest_s']) / (one['units'] / one['ingest_s']):.2f}x "
+        runs: list[dict[str, Any]] = []
+        ratios = []
+        for r in range(repeats):
+            order = [1, daemons] if r % 2 == 0 else [daemons, 1]
+            pair = {k: phase(f"r{r}d{k}", ["solo"] if k == 1 else
+                             [f"m{i}" for i in range(k)]) for k in order}
+            ratios.append(pair[daemons]["rate"] / pair[1]["rate"])
+            for k in order:
+                runs.append({"repeat": r, **pair[k]})
+            print(f"repeat {r}: {daemons} ÷ 1 = {ratios[-1]:.2f}x", flush=True)
+        rows = [[str(x["repeat"]), str(x["daemons"]), f"{x['units']:,}", f"{x['ingest_s']:.1f}",
+                 f"{x['rate']:,.0f}", f"{100 * x['pg']:.0f}%", f"{x['own']:.1f}",
+                 f"{x['load'][0]:.1f} / {x['load'][1]:.1f}", f"{x['in_tx']:.2f}",
+                 f"{100 * x['lock_share']:.0f}%", x["top"], x["blocked"]]
+                + ([f"{x['indexed_s']:.1f}"] if wait_indexed else []) for x in runs]
+        print(h.table(rows, ["repeat", "daemons", "units", "stored s", "units/s",
+                             "PG CPU (of a core)", "daemons' CPU s", "load before / after",
+                             "backends in a tx", "lock waits", "backends' time",
+                             "locks not granted"]
+                      + (["all indexed s"] if wait_indexed else [])))
+        print(f"{daemons} daemons / 1 daemon, units stored per second, per pair: "
+              f"{', '.join(f'{x:.2f}x' for x in ratios)}; median "
+              f"{statistics.median(ratios):.2f}x, spread {min(ratios):.2f}-{max(ratios):.2f}x "
               f"(goal >= 1.5x); cores: {os.cpu_count()}")
     finally:
         server.stop()
@@ -212,6 +241,39 @@ def raw_copy(db: Path, url: str, batch: int = 2000) -> float:
                 for r in rows:
                     copy.write_row(tuple(r))
             dst.commit()
+    src.close()
+    return time.perf_counter() - t0
+
+
+def raw_into_schema(db: Path, url: str, batch: int = 2000) -> float:
+    """The second floor: the same sessions, files and units COPied with their own ids
+    straight into a namespace's real tables (its keys, indexes, foreign keys and change
+    feed triggers), one COPY and one commit per batch: what the server must do for the
+    rows whatever copies them. Migrate's time above this is the copy's own (the id map,
+    reading, rewriting references)."""
+    import psycopg
+
+    from memoryd.migrate_ends import open_end, quote_col
+    from memoryd.store.db import connect
+    from memoryd.store_target import StoreTarget
+
+    dst = open_end(url, StoreTarget(url=url, machine="bench"), db)
+    dst_cols = {t: set(dst.columns(t)) for t in ("sessions", "files", "units")}
+    dst.close()
+    src = connect(db)
+    t0 = time.perf_counter()
+    with psycopg.connect(url) as conn:
+        conn.execute("SET search_path TO memoryd_default")
+        for table in ("sessions", "files", "units"):
+            cols = [r[1] for r in src.execute(f"PRAGMA table_info({table})")
+                    if r[1] in dst_cols[table]]
+            names = ", ".join(quote_col(c) for c in cols)
+            cur = src.execute(f"SELECT {names} FROM {table} ORDER BY id")
+            while rows := cur.fetchmany(batch):
+                with conn.cursor() as c, c.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                    for r in rows:
+                        copy.write_row(tuple(r))
+                conn.commit()
     src.close()
     return time.perf_counter() - t0
 
@@ -249,6 +311,7 @@ def migrate(units: int, store: Path | None = None) -> None:
                   f"({time.perf_counter() - t0:.1f}s to generate)")
         print(f"cores: {os.cpu_count()}, load average before: {load()}")
         raw_s = raw_copy(db, server.url(server.create_database()))
+        schema_s = raw_into_schema(db, server.url(server.create_database()))
         url = server.url(server.create_database())
         cpu0, t0 = server_cpu_s(server), time.perf_counter()
         out = subprocess.run([sys.executable, "-m", "memoryd.store_migrate", "--home",
@@ -259,9 +322,12 @@ def migrate(units: int, store: Path | None = None) -> None:
         done = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"load average after: {load()}")
         print(f"raw COPY into a bare PG table: {n / raw_s:,.0f} units/s ({raw_s:.1f}s)")
+        print(f"raw COPY into the namespace's own tables (keys, indexes, triggers): "
+              f"{n / schema_s:,.0f} units/s ({schema_s:.1f}s)")
         print(f"store migrate:                 {n / total_s:,.0f} units/s ({total_s:.1f}s "
               f"whole process; {done['units_per_s']:,.0f} units/s copying) "
-              f"= {raw_s / total_s:.2f}x raw; PostgreSQL server CPU "
+              f"= {raw_s / total_s:.2f}x raw COPY, {schema_s / total_s:.2f}x COPY into the "
+              f"namespace's tables; PostgreSQL server CPU "
               f"{100 * pg_cpu / total_s:.0f}% of a core")
     finally:
         server.stop()
@@ -560,6 +626,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", type=int, default=20, help="backfill: corpus files")
     ap.add_argument("--file-lines", type=int, default=250, help="backfill: lines per file")
     ap.add_argument("--daemons", type=int, default=4, help="backfill: daemons at once")
+    ap.add_argument("--repeats", type=int, default=3, help="backfill: paired repeats")
+    ap.add_argument("--wait-indexed", action="store_true",
+                    help="backfill: also time until every daemon's index holds the namespace")
     ap.add_argument("--down", type=float, default=60.0, help="outage: seconds stopped")
     args = ap.parse_args(argv)
     if args.part == "outage":
@@ -575,7 +644,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.part}: not measured here (bench/pg_backfill.py)", file=sys.stderr)
         return 2
     if args.part == "backfill":
-        backfill(args.files, args.file_lines, args.daemons)
+        backfill(args.files, args.file_lines, args.daemons, args.repeats,
+                 args.wait_indexed)
     else:
         migrate(args.units, args.store)
     return 0

@@ -3,10 +3,12 @@ initdb + pg_ctl in a temporary directory), figures against a raw baseline in the
 
 Measured today:
 - `migrate`: `python -m memoryd.store_migrate` (what `memoryctl store migrate` runs) copying
-  a single-machine SQLite history of N units into a fresh PostgreSQL namespace, units/s,
-  against a raw loop in the same run: the same units read from the same SQLite file and
-  inserted into a bare PostgreSQL table with psycopg's `executemany` in batches of 2000
-  (no id map, no references, no RETURNING).
+  a single-machine SQLite history into a fresh PostgreSQL namespace, units/s: a generated
+  history of N units, or with `--store DIR` a built bench store (bench/bigstore.py, the 1M
+  one; its database copied first, never written in place). Two floors in the same run,
+  from the same SQLite file: every units column COPied into a bare table (no keys, no
+  indexes), and sessions, files and units COPied with their own ids into a namespace's
+  real tables (keys, indexes, foreign keys, change-feed triggers: the server's share).
 - `follow`: two memoryd daemons (subprocesses, two homes, two transcript roots, two
   machine names, one namespace): a line appended to a transcript on machine A, until
   machine B's search (over its socket) finds its unique token; A's and B's searches are
@@ -19,15 +21,19 @@ Measured today:
   daemon in SQLite mode; the same queries' `/v1/search` and `/v1/context` over each
   socket, alternating query by query; p50/p99 and the fleet/SQLite ratio.
 - `backfill`: real `memoryd` subprocesses (generic JSONL corpus from bench/harness.py)
-  spawned at once, each with its own home and machine name, all in one namespace of one
-  PostgreSQL: one daemon alone, then `--daemons` (4) at once, each reading its own copy
-  of the corpus (distinct machines make distinct sessions). The figure is units stored
-  in PostgreSQL per second across all daemons (spawn until the namespace's `units` holds
-  them all, polled every 0.25 s), 4 at once against 1 alone; separately the time until
-  every daemon is `caught_up` (its index holds the whole namespace: in fleet mode each
-  daemon indexes every machine's units). Prints the cores, the PostgreSQL server's own
-  CPU (its processes' utime + stime from /proc) as a share of one core over each span
-  (whether the database was the bottleneck), and the daemons' own CPU seconds.
+  spawned at once, each with its own home, transcript root (a copy of the corpus) and
+  machine name, all in one namespace of one PostgreSQL: one daemon alone, and `--daemons`
+  (4) at once, in `--repeats` (3) pairs whose order alternates, each phase in a fresh
+  database. The figure is units stored in PostgreSQL per second across all daemons (spawn
+  until the namespace's `units` holds them all, polled every 0.25 s), 4 at once ÷ 1
+  alone within each pair, then the median and spread of the pairs. Beside it: the cores,
+  the load average before and after each phase, the PostgreSQL server's own CPU (its
+  processes' utime + stime from /proc) as a share of one core, the daemons' CPU seconds,
+  and what the server's clients did, sampled every 0.2 s from pg_stat_activity and
+  pg_locks (bench/pg_sample.py): running, waiting on a lock (and which), on the WAL's
+  fsync, or idle inside a transaction. `--wait-indexed` also times until every daemon's
+  index holds the whole namespace. The daemons' bytecode is cached (this machine sets
+  PYTHONDONTWRITEBYTECODE; an installed memoryd has its .pyc files).
 
 - `outage`: two daemons (two homes, two transcript roots, two machine names, one
   namespace) appending live lines every 20 ms each; the server is stopped for `--down`
@@ -40,9 +46,11 @@ Not measured here: backfill PG vs SQLite for one daemon (bench/pg_backfill.py).
 
     .venv/bin/python bench/fleet.py --units 100000        # about 2 min on a quiet machine
     .venv/bin/python bench/fleet.py --units 1000000       # the issue's 1M units
+    MEMORYD_BENCH_OUT=/work/bench-data .venv/bin/python bench/fleet.py \
+        --store /work/bench-data/search-g2-1000000-s1     # the built 1M store
     .venv/bin/python bench/fleet.py --part follow [--appends 200]
     .venv/bin/python bench/fleet.py --part search [--lines 20000 --queries 150]
-    .venv/bin/python bench/fleet.py --part backfill [--files 20 --file-lines 250 --daemons 4]
+    .venv/bin/python bench/fleet.py --part backfill [--files 10 --file-lines 250 --daemons 4 --repeats 3]
     .venv/bin/python bench/fleet.py --part outage [--down 60]
 """
 

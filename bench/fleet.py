@@ -50,7 +50,7 @@ Not measured here: backfill PG vs SQLite for one daemon (bench/pg_backfill.py).
         --store /work/bench-data/search-g2-1000000-s1     # the built 1M store
     .venv/bin/python bench/fleet.py --part follow [--appends 200]
     .venv/bin/python bench/fleet.py --part search [--lines 20000 --queries 150]
-    .venv/bin/python bench/fleet.py --part backfill [--files 10 --file-lines 250 --daemons 4 --repeats 3]
+    .venv/bin/python bench/fleet.py --part backfill [--files 10 --file-lines 250 --repeats 3]
     .venv/bin/python bench/fleet.py --part outage [--down 60]
 """
 
@@ -66,162 +66,19 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(ROOT / "bench"))
 import harness as h  # noqa: E402
+from pg_sample import server_cpu_s  # noqa: E402
 
 from tests.fleet.history import make_history  # noqa: E402
 from tests.pg_server import PgServer, find_bindir  # noqa: E402
 
 PARTS = ("migrate", "follow", "search", "backfill", "outage")
 MEASURED = ("migrate", "backfill")
-
-
-def server_cpu_s(server: PgServer) -> float:
-    """utime + stime of the PostgreSQL server and every backend it forked (the live ones'
-    and those that have exited), in seconds."""
-    pid_file = server.datadir / "postmaster.pid"
-    root = int(pid_file.read_text().split()[0])
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        pid, ppid = int(d.name), int(fields[1])
-        if pid == root:  # its own time and its reaped backends' (cutime + cstime)
-            total += sum(int(f) for f in fields[11:15]) / tick
-        elif ppid == root:
-            total += (int(fields[11]) + int(fields[12])) / tick
-    return total
-
-
-def proc_cpu_s(pid: int) -> float:
-    """utime + stime of one process (all its threads), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def backfill(files: int, lines: int, daemons: int, repeats: int = 3,
-             wait_indexed: bool = False) -> None:
-    """Paired runs: in each repeat one daemon alone and `daemons` at once (the order
-    alternates between repeats, so a load that drifts weighs on both sides), each phase
-    in a fresh database and fresh homes, so every phase starts from an empty namespace.
-    The ratio is taken within each pair; its median and spread are the figure."""
-    import shutil
-    import statistics
-
-    from pg_sample import PgSampler
-
-    from tests.pg_server import wait_until_ready
-
-    info = h.corpus(files, lines, 1)
-    print(f"corpus: {info.files} files, {info.lines:,} lines, {info.bytes / 1e6:.0f} MB; "
-          f"cores: {os.cpu_count()}; {repeats} paired repeats")
-    for path in h.corpus_files(info.path):
-        path.read_bytes()
-    server = PgServer(find_bindir())
-    server.init()
-    server.start()
-    work = h.OUT / "fleet-backfill-run"
-    shutil.rmtree(work, ignore_errors=True)
-    try:
-        wait_until_ready(server)
-        roots = []
-        for i in range(daemons):  # each daemon its own transcript root
-            root = work / f"root{i}"
-            shutil.copytree(info.path, root)
-            roots.append(root)
-        # bytecode cached as on any installed machine: this machine sets
-        # PYTHONDONTWRITEBYTECODE, which made every daemon compile memoryd and its
-        # libraries afresh at start (seconds of CPU each, four times over at once)
-        py_env = {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(work / "pycache")}
-        (work / "empty").mkdir()
-        with h.short_dir() as sd:  # warm the cache: one daemon started and stopped
-            url = server.url(server.create_database())
-            with h.Memoryd(work / "home-warm", work / "empty", sd / "w.sock",
-                           env={"MEMORYD_STORE__URL": url, **py_env}) as d:
-                d.wait_caught_up(timeout=600, interval=0.5)
-
-        def phase(tag: str, names: list[str]) -> dict[str, Any]:
-            """Spawn the daemons at once into a new database: the time until PostgreSQL
-            holds all their units (ingest), then (wait_indexed) until every daemon's
-            index holds the whole namespace."""
-            import psycopg
-
-            url = server.url(server.create_database())
-            want = len(names) * info.lines
-            load0 = os.getloadavg()[0]
-            cpu0, t0 = server_cpu_s(server), time.perf_counter()
-            with h.short_dir() as sd, PgSampler(url) as sampler:
-                ds = [h.Memoryd(work / f"home-{tag}-{n}", roots[i], sd / f"{i}.sock",
-                                log_path=work / f"{tag}-{n}.log",
-                                env={"MEMORYD_STORE__URL": url, "MEMORYD_STORE__MACHINE": n,
-                                     **py_env})
-                      for i, n in enumerate(names)]
-                try:
-                    n = 0
-                    with psycopg.connect(url, autocommit=True) as c:
-                        while n < want:
-                            for d in ds:
-                                d._alive()
-                            time.sleep(0.25)
-                            with contextlib.suppress(psycopg.Error):  # the schema first
-                                n = c.execute("SELECT count(*) FROM memoryd_default.units"
-                                              ).fetchone()[0]
-                            if time.perf_counter() - t0 > 7200:
-                                raise TimeoutError(f"{n} of {want} units stored")
-                    ingest_s = time.perf_counter() - t0
-                    ingest_cpu = server_cpu_s(server) - cpu0
-                    own = sum(proc_cpu_s(d.proc.pid) for d in ds)
-                    waits = sampler.summary()
-                    indexed_s = None
-                    if wait_indexed:
-                        for d in ds:
-                            d.wait_caught_up(timeout=7200, interval=0.5)
-                        indexed_s = time.perf_counter() - t0
-                finally:
-                    for d in ds:
-                        d.stop()
-            return {"daemons": len(names), "units": want, "ingest_s": ingest_s,
-                    "rate": want / ingest_s, "pg": ingest_cpu / ingest_s, "own": own,
-                    "indexed_s": indexed_s, "load": (load0, os.getloadavg()[0]), **waits}
-
-        runs: list[dict[str, Any]] = []
-        ratios = []
-        for r in range(repeats):
-            order = [1, daemons] if r % 2 == 0 else [daemons, 1]
-            pair = {k: phase(f"r{r}d{k}", ["solo"] if k == 1 else
-                             [f"m{i}" for i in range(k)]) for k in order}
-            ratios.append(pair[daemons]["rate"] / pair[1]["rate"])
-            for k in order:
-                runs.append({"repeat": r, **pair[k]})
-            print(f"repeat {r}: {daemons} ÷ 1 = {ratios[-1]:.2f}x", flush=True)
-        rows = [[str(x["repeat"]), str(x["daemons"]), f"{x['units']:,}", f"{x['ingest_s']:.1f}",
-                 f"{x['rate']:,.0f}", f"{100 * x['pg']:.0f}%", f"{x['own']:.1f}",
-                 f"{x['load'][0]:.1f} / {x['load'][1]:.1f}", f"{x['in_tx']:.2f}",
-                 f"{100 * x['lock_share']:.0f}%", x["top"], x["blocked"]]
-                + ([f"{x['indexed_s']:.1f}"] if wait_indexed else []) for x in runs]
-        print(h.table(rows, ["repeat", "daemons", "units", "stored s", "units/s",
-                             "PG CPU (of a core)", "daemons' CPU s", "load before / after",
-                             "backends in a tx", "lock waits", "backends' time",
-                             "locks not granted"]
-                      + (["all indexed s"] if wait_indexed else [])))
-        print(f"{daemons} daemons / 1 daemon, units stored per second, per pair: "
-              f"{', '.join(f'{x:.2f}x' for x in ratios)}; median "
-              f"{statistics.median(ratios):.2f}x, spread {min(ratios):.2f}-{max(ratios):.2f}x "
-              f"(goal >= 1.5x); cores: {os.cpu_count()}")
-    finally:
-        server.stop()
-        server.destroy()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 PG_TYPES = {"INTEGER": "bigint", "TEXT": "text", "REAL": "double precision"}
@@ -652,6 +509,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.part}: not measured here (bench/pg_backfill.py)", file=sys.stderr)
         return 2
     if args.part == "backfill":
+        from fleet_backfill import backfill
+
         backfill(args.files, args.file_lines, args.daemons, args.repeats,
                  args.wait_indexed)
     else:

@@ -48,10 +48,15 @@ def backfill(files: int, lines: int, daemons: int, repeats: int = 3,
         py_env = {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(work / "pycache")}
         (work / "empty").mkdir()
         with h.short_dir() as sd:  # warm the cache: one daemon started and stopped
-            url = server.url(server.create_database())
-            with h.Memoryd(work / "home-warm", work / "empty", sd / "w.sock",
-                           env={"MEMORYD_STORE__URL": url, **py_env}) as d:
-                d.wait_caught_up(timeout=600, interval=0.5)
+            for i, what in enumerate(("warming the bytecode cache", "cached")):
+                url = server.url(server.create_database())
+                t0 = time.perf_counter()
+                with h.Memoryd(work / f"home-warm{i}", work / "empty", sd / "w.sock",
+                               env={"MEMORYD_STORE__URL": url, **py_env}) as d:
+                    d.wait_caught_up(timeout=600, interval=0.1)
+                    print(f"a daemon's start on an empty root ({what}): "
+                          f"{time.perf_counter() - t0:.1f} s to caught_up, "
+                          f"{proc_cpu_s(d.proc.pid):.1f} CPU s", flush=True)
 
         def phase(tag: str, names: list[str]) -> dict[str, Any]:
             """Spawn the daemons at once into a new database: the time until PostgreSQL

@@ -19,7 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness as h  # noqa: E402
 import tiktoken  # noqa: E402
 
-from memoryd.fit import TRIM_MARK, fit as _fit  # noqa: E402
+from memoryd.fit import TRIM_MARK  # noqa: E402
+from memoryd.fit import fit as _fit
 from memoryd.tokens import count_tokens, tokenizer_name  # noqa: E402
 
 

@@ -3,10 +3,12 @@ initdb + pg_ctl in a temporary directory), figures against a raw baseline in the
 
 Measured today:
 - `migrate`: `python -m memoryd.store_migrate` (what `memoryctl store migrate` runs) copying
-  a single-machine SQLite history of N units into a fresh PostgreSQL namespace, units/s,
-  against a raw loop in the same run: the same units read from the same SQLite file and
-  inserted into a bare PostgreSQL table with psycopg's `executemany` in batches of 2000
-  (no id map, no references, no RETURNING).
+  a single-machine SQLite history into a fresh PostgreSQL namespace, units/s: a generated
+  history of N units, or with `--store DIR` a built bench store (bench/bigstore.py, the 1M
+  one; its database copied first, never written in place). Two floors in the same run,
+  from the same SQLite file: every units column COPied into a bare table (no keys, no
+  indexes), and sessions, files and units COPied with their own ids into a namespace's
+  real tables (keys, indexes, foreign keys, change-feed triggers: the server's share).
 - `follow`: two memoryd daemons (subprocesses, two homes, two transcript roots, two
   machine names, one namespace): a line appended to a transcript on machine A, until
   machine B's search (over its socket) finds its unique token; A's and B's searches are
@@ -19,15 +21,19 @@ Measured today:
   daemon in SQLite mode; the same queries' `/v1/search` and `/v1/context` over each
   socket, alternating query by query; p50/p99 and the fleet/SQLite ratio.
 - `backfill`: real `memoryd` subprocesses (generic JSONL corpus from bench/harness.py)
-  spawned at once, each with its own home and machine name, all in one namespace of one
-  PostgreSQL: one daemon alone, then `--daemons` (4) at once, each reading its own copy
-  of the corpus (distinct machines make distinct sessions). The figure is units stored
-  in PostgreSQL per second across all daemons (spawn until the namespace's `units` holds
-  them all, polled every 0.25 s), 4 at once against 1 alone; separately the time until
-  every daemon is `caught_up` (its index holds the whole namespace: in fleet mode each
-  daemon indexes every machine's units). Prints the cores, the PostgreSQL server's own
-  CPU (its processes' utime + stime from /proc) as a share of one core over each span
-  (whether the database was the bottleneck), and the daemons' own CPU seconds.
+  spawned at once, each with its own home, transcript root (a copy of the corpus) and
+  machine name, all in one namespace of one PostgreSQL: one daemon alone, and `--daemons`
+  (4) at once, in `--repeats` (3) pairs whose order alternates, each phase in a fresh
+  database. The figure is units stored in PostgreSQL per second across all daemons (spawn
+  until the namespace's `units` holds them all, polled every 0.25 s), 4 at once ÷ 1
+  alone within each pair, then the median and spread of the pairs. Beside it: the cores,
+  the load average before and after each phase, the PostgreSQL server's own CPU (its
+  processes' utime + stime from /proc) as a share of one core, the daemons' CPU seconds,
+  and what the server's clients did, sampled every 0.2 s from pg_stat_activity and
+  pg_locks (bench/pg_sample.py): running, waiting on a lock (and which), on the WAL's
+  fsync, or idle inside a transaction. `--wait-indexed` also times until every daemon's
+  index holds the whole namespace. The daemons' bytecode is cached (this machine sets
+  PYTHONDONTWRITEBYTECODE; an installed memoryd has its .pyc files).
 
 - `outage`: two daemons (two homes, two transcript roots, two machine names, one
   namespace) appending live lines every 20 ms each; the server is stopped for `--down`
@@ -40,9 +46,11 @@ Not measured here: backfill PG vs SQLite for one daemon (bench/pg_backfill.py).
 
     .venv/bin/python bench/fleet.py --units 100000        # about 2 min on a quiet machine
     .venv/bin/python bench/fleet.py --units 1000000       # the issue's 1M units
+    MEMORYD_BENCH_OUT=/work/bench-data .venv/bin/python bench/fleet.py \
+        --store /work/bench-data/search-g2-1000000-s1     # the built 1M store
     .venv/bin/python bench/fleet.py --part follow [--appends 200]
     .venv/bin/python bench/fleet.py --part search [--lines 20000 --queries 150]
-    .venv/bin/python bench/fleet.py --part backfill [--files 20 --file-lines 250 --daemons 4]
+    .venv/bin/python bench/fleet.py --part backfill [--files 10 --file-lines 250 --repeats 3]
     .venv/bin/python bench/fleet.py --part outage [--down 60]
 """
 
@@ -64,6 +72,7 @@ sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(ROOT / "bench"))
 import harness as h  # noqa: E402
+from pg_sample import server_cpu_s  # noqa: E402
 
 from tests.fleet.history import make_history  # noqa: E402
 from tests.pg_server import PgServer, find_bindir  # noqa: E402
@@ -72,167 +81,123 @@ PARTS = ("migrate", "follow", "search", "backfill", "outage")
 MEASURED = ("migrate", "backfill")
 
 
-def server_cpu_s(server: PgServer) -> float:
-    """utime + stime of the PostgreSQL server and every backend it forked, in seconds."""
-    pid_file = server.datadir / "postmaster.pid"
-    root = int(pid_file.read_text().split()[0])
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        pid, ppid = int(d.name), int(fields[1])
-        if pid == root or ppid == root:
-            total += (int(fields[11]) + int(fields[12])) / tick
-    return total
-
-
-def proc_cpu_s(pid: int) -> float:
-    """utime + stime of one process (all its threads), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def backfill(files: int, lines: int, daemons: int) -> None:
-    import shutil
-
-    sys.path.insert(0, str(ROOT / "bench"))
-    import harness as h
-
-    from tests.pg_server import wait_until_ready
-
-    info = h.corpus(files, lines, 1)
-    print(f"corpus: {info.files} files, {info.lines:,} lines, {info.bytes / 1e6:.0f} MB; "
-          f"cores: {os.cpu_count()}")
-    for path in h.corpus_files(info.path):
-        path.read_bytes()
-    server = PgServer(find_bindir())
-    server.init()
-    server.start()
-    work = h.OUT / "fleet-backfill-run"
-    shutil.rmtree(work, ignore_errors=True)
-    try:
-        wait_until_ready(server)
-        url = server.url(server.create_database())
-        roots = []
-        for i in range(daemons):  # each daemon its own transcript root
-            root = work / f"root{i}"
-            shutil.copytree(info.path, root)
-            roots.append(root)
-
-        def stored() -> int:
-            import psycopg
-            with psycopg.connect(url, autocommit=True) as c:
-                return c.execute("SELECT count(*) FROM memoryd_default.units").fetchone()[0]
-
-        def phase(names: list[str], before: int) -> dict[str, float]:
-            """Spawn the daemons at once; the time until PostgreSQL holds all their units
-            (ingest), then until every daemon's index holds the whole namespace."""
-            want = before + len(names) * info.lines
-            cpu0, t0 = server_cpu_s(server), time.perf_counter()
-            with h.short_dir() as sd:
-                ds = [h.Memoryd(work / f"home-{n}", roots[i], sd / f"{i}.sock",
-                                log_path=work / f"{n}.log",
-                                env={"MEMORYD_STORE__URL": url, "MEMORYD_STORE__MACHINE": n})
-                      for i, n in enumerate(names)]
-                try:
-                    n = 0
-                    while n < want:
-                        for d in ds:
-                            d._alive()
-                        time.sleep(0.25)
-                        with contextlib.suppress(Exception):  # the schema comes first
-                            n = stored()
-                        if time.perf_counter() - t0 > 7200:
-                            raise TimeoutError(f"{n} of {want} units stored")
-                    ingest_s = time.perf_counter() - t0
-                    ingest_cpu = server_cpu_s(server) - cpu0
-                    for d in ds:
-                        d.wait_caught_up(timeout=7200, interval=0.5)
-                    secs = time.perf_counter() - t0
-                    cpu = server_cpu_s(server) - cpu0
-                    own = sum(proc_cpu_s(d.proc.pid) for d in ds)
-                finally:
-                    for d in ds:
-                        d.stop()
-            return {"units": want - before, "ingest_s": ingest_s, "ingest_cpu": ingest_cpu,
-                    "indexed_s": secs, "cpu": cpu, "namespace": want, "own": own}
-
-        one = phase(["solo"], 0)
-        many = phase([f"m{i}" for i in range(daemons)], one["namespace"])
-        print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-        rows = []
-        for label, r in (("1 daemon", one), (f"{daemons} daemons at once", many)):
-            rows.append([label, f"{r['units']:,}", f"{r['ingest_s']:.1f}",
-                         f"{r['units'] / r['ingest_s']:,.0f}",
-                         f"{100 * r['ingest_cpu'] / r['ingest_s']:.0f}%",
-                         f"{r['indexed_s']:.1f}", f"{r['namespace']:,}",
-                         f"{100 * r['cpu'] / r['indexed_s']:.0f}%", f"{r['own']:.1f}"])
-        print(h.table(rows, ["backfill into PostgreSQL", "units", "stored s", "units/s",
-                             "PG CPU (of a core)", "all indexed s", "namespace",
-                             "PG CPU, whole", "daemons' CPU s"]))
-        print(f"{daemons} daemons / 1 daemon, units stored per second: "
-              f"{(many['units'] / many['ingest_s']) / (one['units'] / one['ingest_s']):.2f}x "
-              f"(goal >= 1.5x); cores: {os.cpu_count()}")
-    finally:
-        server.stop()
-        server.destroy()
-        shutil.rmtree(work, ignore_errors=True)
+PG_TYPES = {"INTEGER": "bigint", "TEXT": "text", "REAL": "double precision"}
 
 
 def raw_copy(db: Path, url: str, batch: int = 2000) -> float:
+    """The floor: every units column but the id read from the same SQLite file and COPied
+    into a bare PostgreSQL table (no keys, no indexes, no id map), one COPY and one commit
+    per batch of `batch` rows, as migrate commits."""
     import psycopg
 
     from memoryd.store.db import connect
 
     src = connect(db)
+    cols = [(r[1], PG_TYPES.get(r[2].upper(), "text"))
+            for r in src.execute("PRAGMA table_info(units)") if r[1] != "id"]
+    names = ", ".join(f'"{c}"' for c, _ in cols)
     t0 = time.perf_counter()
     with psycopg.connect(url) as dst:
-        dst.execute("CREATE TABLE raw_units (session_pk bigint, record_id text, seq bigint, "
-                    "content text, ts double precision)")
-        cur = src.execute("SELECT session_pk, record_id, seq, content, ts FROM units")
+        typed = ", ".join(f'"{c}" {t}' for c, t in cols)
+        dst.execute(f"CREATE TABLE raw_units ({typed})")
+        cur = src.execute(f"SELECT {names} FROM units ORDER BY id")
         while rows := cur.fetchmany(batch):
-            with dst.cursor() as c:
-                c.executemany("INSERT INTO raw_units VALUES (%s, %s, %s, %s, %s)",
-                              [tuple(r) for r in rows])
+            with dst.cursor() as c, c.copy(f"COPY raw_units ({names}) FROM STDIN") as copy:
+                for r in rows:
+                    copy.write_row(tuple(r))
             dst.commit()
     src.close()
     return time.perf_counter() - t0
 
 
-def migrate(units: int) -> None:
-    sessions = max(1, units // 2000)
+def raw_into_schema(db: Path, url: str, batch: int = 2000) -> float:
+    """The second floor: the same sessions, files and units COPied with their own ids
+    straight into a namespace's real tables (its keys, indexes, foreign keys and change
+    feed triggers), one COPY and one commit per batch: what the server must do for the
+    rows whatever copies them. Migrate's time above this is the copy's own (the id map,
+    reading, rewriting references)."""
+    import psycopg
+
+    from memoryd.migrate_ends import open_end, quote_col
+    from memoryd.store.db import connect
+    from memoryd.store_target import StoreTarget
+
+    dst = open_end(url, StoreTarget(url=url, machine="bench"), db)
+    dst_cols = {t: set(dst.columns(t)) for t in ("sessions", "files", "units")}
+    dst.close()
+    src = connect(db)
+    t0 = time.perf_counter()
+    with psycopg.connect(url) as conn:
+        conn.execute("SET search_path TO memoryd_default")
+        for table in ("sessions", "files", "units"):
+            cols = [r[1] for r in src.execute(f"PRAGMA table_info({table})")
+                    if r[1] in dst_cols[table]]
+            names = ", ".join(quote_col(c) for c in cols)
+            cur = src.execute(f"SELECT {names} FROM {table} ORDER BY id")
+            while rows := cur.fetchmany(batch):
+                with conn.cursor() as c, c.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                    for r in rows:
+                        copy.write_row(tuple(r))
+                conn.commit()
+    src.close()
+    return time.perf_counter() - t0
+
+
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def migrate(units: int, store: Path | None = None) -> None:
+    """`store`: a built bench store (bench/bigstore.py, e.g. the 1M one); its database is
+    copied into a work directory first (migrate opens it read-write to check its schema),
+    never written in place."""
+    import shutil
+
     server = PgServer(find_bindir())
     server.init()
     server.start()
+    work = Path(tempfile.mkdtemp(prefix="fleet-migrate-", dir=h.OUT if store else None))
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            home = Path(tmp) / "home"
-            db = home / "data" / "memoryd.db"
-            t0 = time.perf_counter()
+        home = work / "home"
+        db = home / "data" / "memoryd.db"
+        t0 = time.perf_counter()
+        if store is not None:
+            db.parent.mkdir(parents=True)
+            shutil.copyfile(store / "home" / "data" / "memoryd.db", db)
+            import sqlite3
+            with contextlib.closing(sqlite3.connect(db)) as c:
+                n = c.execute("SELECT count(*) FROM units").fetchone()[0]
+            print(f"history: {store.name}, {n:,} units ({time.perf_counter() - t0:.1f}s to copy "
+                  f"{db.stat().st_size / 1e6:,.0f} MB)")
+        else:
+            sessions = max(1, units // 2000)
             n = make_history(db, sessions=sessions, units_per_session=units // sessions)["units"]
-            print(f"history: {n} units in {sessions} sessions "
+            print(f"history: {n:,} units in {sessions} sessions "
                   f"({time.perf_counter() - t0:.1f}s to generate)")
-            raw_s = raw_copy(db, server.url(server.create_database()))
-            url = server.url(server.create_database())
-            t0 = time.perf_counter()
-            out = subprocess.run([sys.executable, "-m", "memoryd.store_migrate", "--home",
-                                  str(home), "--to", url], capture_output=True, text=True,
-                                 check=True, env={**os.environ})
-            total_s = time.perf_counter() - t0
-            done = json.loads(out.stdout.strip().splitlines()[-1])
-            print(f"cores: {os.cpu_count()}, load average: "
-                  f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-            print(f"raw executemany into PG: {n / raw_s:,.0f} units/s ({raw_s:.1f}s)")
-            print(f"store migrate:           {n / total_s:,.0f} units/s ({total_s:.1f}s "
-                  f"whole process; {done['units_per_s']:,.0f} units/s copying) "
-                  f"= {raw_s / total_s:.2f}x raw")
+        print(f"cores: {os.cpu_count()}, load average before: {load()}")
+        raw_s = raw_copy(db, server.url(server.create_database()))
+        schema_s = raw_into_schema(db, server.url(server.create_database()))
+        url = server.url(server.create_database())
+        cpu0, t0 = server_cpu_s(server), time.perf_counter()
+        out = subprocess.run([sys.executable, "-m", "memoryd.store_migrate", "--home",
+                              str(home), "--to", url], capture_output=True, text=True,
+                             check=True, env={**os.environ})
+        total_s = time.perf_counter() - t0
+        pg_cpu = server_cpu_s(server) - cpu0
+        done = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"load average after: {load()}")
+        print(f"raw COPY into a bare PG table: {n / raw_s:,.0f} units/s ({raw_s:.1f}s)")
+        print(f"raw COPY into the namespace's own tables (keys, indexes, triggers): "
+              f"{n / schema_s:,.0f} units/s ({schema_s:.1f}s)")
+        print(f"store migrate:                 {n / total_s:,.0f} units/s ({total_s:.1f}s "
+              f"whole process; {done['units_per_s']:,.0f} units/s copying) "
+              f"= {raw_s / total_s:.2f}x raw COPY, {schema_s / total_s:.2f}x COPY into the "
+              f"namespace's tables; PostgreSQL server CPU "
+              f"{100 * pg_cpu / total_s:.0f}% of a core")
     finally:
+        server.stop()
         server.destroy()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def fleet_env(url: str, machine: str) -> dict[str, str]:
@@ -516,6 +481,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--part", choices=PARTS, default="migrate")
     ap.add_argument("--units", type=int, default=100_000)
+    ap.add_argument("--store", type=Path,
+                    help="migrate: a built bench store directory (copied first), "
+                         "instead of a generated history of --units")
     ap.add_argument("--appends", type=int, default=200, help="follow: appends per side")
     ap.add_argument("--poll-ms", type=float, default=5.0, help="follow: search poll interval")
     ap.add_argument("--lines", type=int, default=20_000, help="search: corpus lines")
@@ -523,6 +491,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", type=int, default=20, help="backfill: corpus files")
     ap.add_argument("--file-lines", type=int, default=250, help="backfill: lines per file")
     ap.add_argument("--daemons", type=int, default=4, help="backfill: daemons at once")
+    ap.add_argument("--repeats", type=int, default=3, help="backfill: paired repeats")
+    ap.add_argument("--wait-indexed", action="store_true",
+                    help="backfill: also time until every daemon's index holds the namespace")
     ap.add_argument("--down", type=float, default=60.0, help="outage: seconds stopped")
     args = ap.parse_args(argv)
     if args.part == "outage":
@@ -538,9 +509,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.part}: not measured here (bench/pg_backfill.py)", file=sys.stderr)
         return 2
     if args.part == "backfill":
-        backfill(args.files, args.file_lines, args.daemons)
+        from fleet_backfill import backfill
+
+        backfill(args.files, args.file_lines, args.daemons, args.repeats,
+                 args.wait_indexed)
     else:
-        migrate(args.units)
+        migrate(args.units, args.store)
     return 0
 
 

@@ -26,8 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import (  # noqa: E402
-    Memoryd, machine, ms, process_times, ratio, short_dir, summary)
+from harness import Memoryd, machine, ms, process_times, ratio, short_dir, summary  # noqa: E402
 
 RAW = """
 import http.client, json, socket, sys

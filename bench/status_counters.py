@@ -24,8 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import (  # noqa: E402
-    Memoryd, machine, ms, process_times, short_dir, summary, table)
+from harness import Memoryd, machine, ms, process_times, short_dir, summary, table  # noqa: E402
 
 from memoryd.store import files, jobs, sessions, summaries, units  # noqa: E402
 from memoryd.store.db import connect  # noqa: E402

@@ -1,7 +1,8 @@
 """One end of a store migration (`memoryd.store_migrate`): a DB-API connection to the
 embedded SQLite file or a PostgreSQL namespace, opened (and migrated to this memoryd's
-schema) by `open_end`, and how a batch of rows goes into it on each engine: COPY into a
-temporary twin and one INSERT … SELECT on PostgreSQL, plain inserts on SQLite."""
+schema) by `open_end`, and how a batch of rows goes into it on each engine: one COPY on
+PostgreSQL (through a temporary twin and one INSERT … SELECT when it meets a row the
+destination holds), plain inserts on SQLite."""
 
 from __future__ import annotations
 
@@ -55,19 +56,18 @@ class End:
 
     def insert_staged(self, tbl: str, cols: list[str], values: list[list[Any]]
                       ) -> list[int | None]:
-        """One batch into a PostgreSQL table in three statements, whatever its size: ids
-        handed out by the table's own identity, the rows COPied into a temporary twin of
-        the table, then one INSERT … SELECT that skips the rows the destination already
-        holds (ON CONFLICT DO NOTHING) and returns the ids it took. One statement also
-        means the change feed's trigger runs once per batch, not once per row. Returns
-        the new id of each row, or None where it conflicted."""
+        """One batch into a PostgreSQL table in a few statements, whatever its size: ids
+        handed out by the table's own identity, then the rows COPied straight into the
+        table under a savepoint. Only when that meets a row the destination already holds
+        (a unique key: another copy got there first) is the savepoint rolled back and the
+        batch COPied into a temporary twin of the table instead, then moved by one
+        INSERT … SELECT that skips those rows (ON CONFLICT DO NOTHING) and returns the
+        ids it took. One statement either way, so the change feed's trigger runs once
+        per batch, not once per row. Returns the new id of each row, or None where it
+        conflicted."""
         if not values:
             return []
-        conn = self.conn
-        stage = f"_migrate_stage_{tbl}"
-        # in this transaction: a rolled-back batch takes a table it created with it
-        conn.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {stage} (LIKE {tbl} "
-                     "INCLUDING DEFAULTS) ON COMMIT DELETE ROWS")
+        psycopg, _ = _driver()
         from psycopg.rows import tuple_row  # plain tuples: thousands of ids per batch
 
         names = ", ".join(["id", *(quote_col(c) for c in cols)])
@@ -75,6 +75,18 @@ class End:
             ids = [r[0] for r in cur.execute(
                 "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
                 (tbl, len(values))).fetchall()]
+            try:
+                with self.raw.transaction(), cur.copy(
+                        f"COPY {tbl} ({names}) FROM STDIN") as copy:
+                    for i, v in zip(ids, values, strict=True):
+                        copy.write_row((i, *v))
+                return list(ids)
+            except psycopg.errors.UniqueViolation:
+                pass  # rolled back to the savepoint: the batch goes the careful way
+            stage = f"_migrate_stage_{tbl}"
+            # in this transaction: a rolled-back batch takes a table it created with it
+            cur.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {stage} (LIKE {tbl} "
+                        "INCLUDING DEFAULTS) ON COMMIT DELETE ROWS")
             with cur.copy(f"COPY {stage} ({names}) FROM STDIN") as copy:
                 for i, v in zip(ids, values, strict=True):
                     copy.write_row((i, *v))
@@ -118,6 +130,12 @@ def open_end(where: str, target: StoreTarget, sqlite_path: Path) -> End:
     conn = connect(sqlite_path)
     migrate(conn)
     return End(conn, "sqlite", f"sqlite {sqlite_path}")
+
+
+def _driver() -> tuple[Any, Any]:
+    from memoryd.store.pg import driver
+
+    return driver()
 
 
 def quote_col(col: str) -> str:

@@ -253,3 +253,32 @@ def test_store_needs_its_verb_and_target(argv, capsys):
     with pytest.raises(SystemExit) as e:
         memoryctl(argv)
     assert e.value.code == 2
+
+
+def test_the_same_history_from_another_path_is_mapped_onto_the_rows_already_there(
+        tmp_path, pg_url, capsys):
+    """Migrated again from a moved home (another source label, so no id map to resume
+    from), every batch meets rows the destination holds: they are mapped by their
+    natural keys and nothing keyed is doubled."""
+    import shutil
+
+    home = tmp_path / "home"
+    db = home / "data" / "memoryd.db"
+    make_history(db, sessions=3, units_per_session=50)
+    assert migrate(capsys, home, "--to", pg_url, "--machine", "laptop")[0] == 0
+    moved = tmp_path / "moved"
+    (moved / "data").mkdir(parents=True)
+    shutil.copyfile(db, moved / "data" / "memoryd.db")
+    cmd = [sys.executable, "-m", "memoryd.store_migrate", "--home", str(moved), "--to",
+           pg_url, "--machine", "laptop"]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    last = json.loads(done.stdout.strip().splitlines()[-1])
+    assert last["event"] == "done"
+    for table in ("sessions", "files", "units", "memory_items"):
+        assert last["copied"].get(table, 0) == 0, last
+    assert last["already_there"]["units"] == 150
+    assert pg_rows(pg_url, "SELECT count(*), count(DISTINCT (session_pk, record_id)) "
+                           "FROM units") == [(150, 150)]
+    assert pg_rows(pg_url, "SELECT count(*) FROM sessions") == [(3,)]
+    assert pg_rows(pg_url, "SELECT count(*) FROM memory_item_sessions") == [(1,)]
+    assert provenance_units(pg_fn, pg_url) == [("sess-0", "r0"), ("sess-0", "r1")]

@@ -66,6 +66,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -100,14 +101,19 @@ def raw_copy(db: Path, url: str, batch: int = 2000) -> float:
     with psycopg.connect(url) as dst:
         typed = ", ".join(f'"{c}" {t}' for c, t in cols)
         dst.execute(f"CREATE TABLE raw_units ({typed})")
-        cur = src.execute(f"SELECT {names} FROM units ORDER BY id")
-        while rows := cur.fetchmany(batch):
-            with dst.cursor() as c, c.copy(f"COPY raw_units ({names}) FROM STDIN") as copy:
-                for r in rows:
-                    copy.write_row(tuple(r))
-            dst.commit()
+        copy_batches(dst, src.execute(f"SELECT {names} FROM units ORDER BY id"),
+                     f"COPY raw_units ({names}) FROM STDIN", batch)
     src.close()
     return time.perf_counter() - t0
+
+
+def copy_batches(conn: Any, rows_cursor: Any, copy_sql: str, batch: int) -> None:
+    """COPY a SQLite cursor's rows into PostgreSQL, one COPY and one commit per batch."""
+    while rows := rows_cursor.fetchmany(batch):
+        with conn.cursor() as c, c.copy(copy_sql) as copy:
+            for r in rows:
+                copy.write_row(tuple(r))
+        conn.commit()
 
 
 def raw_into_schema(db: Path, url: str, batch: int = 2000) -> float:
@@ -133,12 +139,8 @@ def raw_into_schema(db: Path, url: str, batch: int = 2000) -> float:
             cols = [r[1] for r in src.execute(f"PRAGMA table_info({table})")
                     if r[1] in dst_cols[table]]
             names = ", ".join(quote_col(c) for c in cols)
-            cur = src.execute(f"SELECT {names} FROM {table} ORDER BY id")
-            while rows := cur.fetchmany(batch):
-                with conn.cursor() as c, c.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
-                    for r in rows:
-                        copy.write_row(tuple(r))
-                conn.commit()
+            copy_batches(conn, src.execute(f"SELECT {names} FROM {table} ORDER BY id"),
+                         f"COPY {table} ({names}) FROM STDIN", batch)
     src.close()
     return time.perf_counter() - t0
 

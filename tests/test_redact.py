@@ -150,3 +150,31 @@ async def test_a_title_with_a_secret_is_stored_redacted_in_the_session_and_the_c
 async def _caught_up(c) -> bool:
     s = await c.status()
     return s["caught_up"] and s["units"] >= 1
+
+
+def test_the_assignment_pre_filter_never_hides_an_assignment():
+    """`assign._MAYBE` (the reversed scan that lets most texts skip ASSIGN) finds a name
+    before a separator wherever ASSIGN matches: every name, quote, blank and separator
+    shape, alone and inside text, escaped as in JSON inside JSON."""
+    from memoryd.redact import assign
+
+    names = [*assign._KW_NAMES, "DB_PASSWORD", "api_key", "x-auth", "AccountKey", "my.secret"]
+    quotes = ["", '"', "'", '\\"', '\\\\"', "\\'"]
+    seps = [":", "=", ":=", "=>"]
+    blanks = ["", " ", "\t", "  "]
+    checked = 0
+    for name in names:
+        for q1 in quotes:
+            for sep in seps:
+                for blank in blanks:
+                    for around in ("{}", "note: x {} y", 'cfg = {{"a": 1, {}}}'):
+                        text = around.format(f"{name}{q1}{blank}{sep}{blank}{q1}s3cr3tVALUE9")
+                        low = text.lower()
+                        if assign.ASSIGN.search(low) is None:
+                            continue
+                        checked += 1
+                        assert assign._MAYBE.search(low[::-1]) is not None, text
+    assert checked > 2000
+    # and a text with separators but no name before them skips ASSIGN
+    plain = "Note: the build at 10:42 took 3 = three minutes; see https://example.com/a?b=c"
+    assert assign._MAYBE.search(plain.lower()[::-1]) is None

@@ -378,8 +378,11 @@ class Ingestor:
         content = clean(rec.content) or ""
         if not content.strip():
             return
-        rec = dataclasses.replace(rec, content=content, tool_args=clean(rec.tool_args),
-                                  title=clean(rec.title))
+        tool_args, title = clean(rec.tool_args), clean(rec.title)
+        # most records hold no secret: `clean` then hands back the same strings, and the
+        # record needs no copy (`dataclasses.replace` cost about as much as the redaction)
+        if not (content is rec.content and tool_args is rec.tool_args and title is rec.title):
+            rec = dataclasses.replace(rec, content=content, tool_args=tool_args, title=title)
         rid = rec.record_id or content_id(rec.role, rec.kind, rec.ts, content)
         batch.items.append((rec, rid, offset))
 

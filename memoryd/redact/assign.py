@@ -42,6 +42,17 @@ CLI_FLAG = re.compile(
     r"--(?:password|passwd|pass|token|api-key|apikey|secret|client-secret|auth-token"
     r"|access-token|private-key)\s+(?P<q>[\"']?)(?P<value>[^\s\"'\\]{3,})")
 
+# Every full name `kw` can match, for `_MAYBE`.
+_KW_NAMES = ("pass", "passwd", "password", "passphrase", "pwd", "pw", "secret", "token", "key",
+             *(f"key{s}id" for s in ("", "-", "_", ".", " ")), "cred", "credential",
+             "credentials", "dsn", "auth", "authorization", "sig", "signature", "hmac",
+             "cookie", "salt", "string", "url")
+# `ASSIGN`'s name, quote, blanks and the separator's first character, read backwards: run
+# on the reversed lower-cased text it starts at a `:` or `=` (the regex engine scans for
+# those two characters and tries nothing else), so a text with no name right before a
+# separator, most of them, is passed over without trying ASSIGN at every letter.
+_MAYBE = re.compile(r"[:=][ \t]*(?:[\"']\\*)?(?:"
+                    + "|".join(re.escape(k[::-1]) for k in _KW_NAMES) + ")")
 _CHAINED = re.compile(r"[ \t]*(?::=|=>|[:=])")
 _STRONG_RX = re.compile(rf"(?:{STRONG})\Z")
 _WEAK_RX = re.compile(rf"(?:{WEAK})\Z")
@@ -85,11 +96,15 @@ def _placeholder(v: str) -> bool:
             or set(v) <= set("*x.•-_ ") or len(v) < 3)
 
 
-def redact(text: str) -> str:
-    """`text` with the values of secret assignments replaced by REDACTED."""
-    low = text.lower()
+def redact(text: str, low: str | None = None) -> str:
+    """`text` with the values of secret assignments replaced by REDACTED (`low`: its
+    lower-cased copy, when the caller made one)."""
+    if low is None:
+        low = text.lower()
     if len(low) != len(text):  # "İ" lower-cases to two characters; keep offsets aligned
         low = text.replace("\u0130", "I").lower()
+    if _MAYBE.search(low[::-1]) is None:
+        return text  # no name before any separator: ASSIGN cannot match
     out: list[str] = []
     done = pos = 0
     while (m := ASSIGN.search(low, pos)) is not None:

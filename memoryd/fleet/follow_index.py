@@ -297,6 +297,7 @@ class FeedIndexer(IndexWriterThread):
             w.add_document(d)
         w.commit()
         self.commits += 1
+        self._applied_at = time.monotonic()  # the gap counts from the build's last commit too
         ix.committed()
         ix.upto = rows[-1]["unit_id"]
         return True

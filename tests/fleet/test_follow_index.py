@@ -380,3 +380,34 @@ def test_a_follower_finds_another_machines_unit_before_any_commit(tmp_path, pg_u
     finally:
         store.close_sync()
     assert ixr.commits == commits + 1  # the close committed the tail
+
+
+def test_the_feed_holds_behind_a_backfill_right_after_building_the_index(tmp_path, pg_url):
+    """A machine joining a namespace builds its index from the store, not from the feed:
+    the hold behind its own backfill counts from the build's last commit too (it counted
+    from no apply at all, and never held)."""
+    open_store(tmp_path, pg_url, "seed").close_sync()  # the namespace's schema
+    with psycopg.connect(pg_url) as conn:
+        pk = session(conn, "s")
+        first = insert_units(conn, pk, ["an old tern"])
+        conn.commit()
+    store = open_store(tmp_path, pg_url, "laptop")
+    try:
+        until(lambda: caught(store) and indexed_ids(store) == set(first), 30, "the build")
+        ix, ixr = store.index, store.index._indexer
+        assert ixr.applies == 0  # built, not applied
+        busy = threading.Event()
+        ix.busy_gap_s = 600.0
+        ix.busy = busy.is_set
+        busy.set()
+        ix.notify_write()
+        until(lambda: ixr.holding, 30, "the feed held behind the backfill")
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            later = insert_units(conn, pk, ["a later avocet"], first_seq=10)
+        assert ixr.applies == 0  # held
+        busy.clear()
+        until(lambda: caught(store) and indexed_ids(store) == set(first + later), 30,
+              "applied once the backfill ended")
+        assert ixr.applies == 1
+    finally:
+        store.close_sync()

@@ -33,7 +33,14 @@ Measured today:
   pg_locks (bench/pg_sample.py): running, waiting on a lock (and which), on the WAL's
   fsync, or idle inside a transaction. `--wait-indexed` also times until every daemon's
   index holds the whole namespace. The daemons' bytecode is cached (this machine sets
-  PYTHONDONTWRITEBYTECODE; an installed memoryd has its .pyc files).
+  PYTHONDONTWRITEBYTECODE; an installed memoryd has its .pyc files). `--sessions`: each
+  daemon in a session of its own (`own`, as a service manager starts one), all in the
+  bench's session (`shared`), or both, each pair in turn (`both`, the default). With the
+  kernel's autogroup scheduling (`/proc/sys/kernel/sched_autogroup_enabled`) CPU time is
+  shared fairly between sessions first: daemons in the bench's session share one
+  session's share of the machine, however many they are. Beside the CPU seconds, each
+  phase prints how long the daemons and the server waited on a run queue for a CPU
+  (`/proc/<pid>/task/*/schedstat`).
 
 - `outage`: two daemons (two homes, two transcript roots, two machine names, one
   namespace) appending live lines every 20 ms each; the server is stopped for `--down`
@@ -494,6 +501,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--file-lines", type=int, default=250, help="backfill: lines per file")
     ap.add_argument("--daemons", type=int, default=4, help="backfill: daemons at once")
     ap.add_argument("--repeats", type=int, default=3, help="backfill: paired repeats")
+    ap.add_argument("--sessions", choices=("own", "shared", "both"), default="both",
+                    help="backfill: each daemon in a session of its own (as a service "
+                         "manager starts one), all in the bench's session, or both in turn")
     ap.add_argument("--wait-indexed", action="store_true",
                     help="backfill: also time until every daemon's index holds the namespace")
     ap.add_argument("--down", type=float, default=60.0, help="outage: seconds stopped")
@@ -514,7 +524,8 @@ def main(argv: list[str] | None = None) -> int:
         from fleet_backfill import backfill
 
         backfill(args.files, args.file_lines, args.daemons, args.repeats,
-                 args.wait_indexed)
+                 args.wait_indexed,
+                 ("own", "shared") if args.sessions == "both" else (args.sessions,))
     else:
         migrate(args.units, args.store)
     return 0

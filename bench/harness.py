@@ -483,7 +483,12 @@ class Memoryd:
     """`python -m memoryd` with MEMORYD_HOME=home watching `src` as generic JSONL."""
 
     def __init__(self, home: Path, src: Path, sock: Path, *, log_path: Path | None = None,
-                 log_level: str = "WARNING", env: dict[str, str] | None = None) -> None:
+                 log_level: str = "WARNING", env: dict[str, str] | None = None,
+                 new_session: bool = False) -> None:
+        """`new_session`: the daemon in a session of its own, as a service manager starts
+        one (and as PostgreSQL's backends are): with the kernel's autogroup scheduling
+        each session gets its own fair share of the CPUs, not one share for all the
+        daemons a bench starts (bench/README, issue 14)."""
         self.home, self.src, self.sock = home, src, sock
         self.log_path = log_path or Path(f"{home}.log")
         self.client = MemorydClient(sock)
@@ -496,7 +501,7 @@ class Memoryd:
         self._log = open(self.log_path, "ab")  # noqa: SIM115
         self.started = time.perf_counter()
         self.proc = subprocess.Popen(cmd, env=full_env, cwd=ROOT, stdout=subprocess.DEVNULL,
-                                     stderr=self._log)
+                                     stderr=self._log, start_new_session=new_session)
 
     def log_tail(self, n: int = 20) -> str:
         try:

@@ -50,6 +50,42 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def proc_sched_s(pid: int) -> tuple[float, float]:
+    """(ran on a CPU, waited on a run queue for one) in seconds, over one process's live
+    threads (the scheduler's `schedstat`; the OS does not know Python's thread names).
+    What a thread's wall time has beyond these two it slept: on a socket (a database
+    round trip), a queue, a timer or the GIL."""
+    ran = waited = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            run_ns, wait_ns, _ = (task / "schedstat").read_text().split()
+        except (OSError, ValueError):
+            continue
+        ran += int(run_ns) / 1e9
+        waited += int(wait_ns) / 1e9
+    return ran, waited
+
+
+def server_sched_s(server: Any) -> tuple[float, float]:
+    """(ran, waited for a CPU) in seconds over the server's live processes (`schedstat`:
+    a backend that has exited is not counted)."""
+    root = int((server.datadir / "postmaster.pid").read_text().split()[0])
+    ran = waited = 0.0
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if int(d.name) != root and ppid != root:
+                continue
+            run_ns, wait_ns, _ = (d / "schedstat").read_text().split()
+        except (OSError, ValueError, IndexError):
+            continue
+        ran += int(run_ns) / 1e9
+        waited += int(wait_ns) / 1e9
+    return ran, waited
+
+
 class PgSampler:
     def __init__(self, url: str, interval: float = 0.2) -> None:
         self.url, self.interval = url, interval

@@ -224,16 +224,29 @@ class JobQueue:
             log.debug("job queue: %d old finished jobs forgotten", n)
 
     async def _idle(self, deferring: bool) -> None:
-        """Wait for an enqueue, the next due job, or (while deferring) the next look."""
+        """Wait for an enqueue, the next due job, or (while deferring) the backfill's end.
+
+        While deferring, the end of the backfill is a local fact, looked at every
+        BUSY_POLL_S without a claim; the queue itself (a write transaction on the store's
+        one writer, which the backfill's batches queue behind, and in fleet mode a round
+        trip to the shared database) is looked at again after POLL_S, or at once when an
+        enqueue wakes the worker (a job someone waits for is enqueued here)."""
         if deferring:
-            delay = BUSY_POLL_S
-        else:
-            try:
-                due = await self.store.read(next_due)
-            except Exception:
-                due = None
-            poll = POLL_S if self.store.kind == "postgresql" else LOCAL_POLL_S
-            delay = poll if due is None else min(poll, max(0.01, due - self.clock()))
+            loop = asyncio.get_running_loop()
+            until = loop.time() + POLL_S
+            while self.busy is not None and self.busy() and loop.time() < until:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(BUSY_POLL_S):
+                        await self._wake.wait()
+                if self._wake.is_set():
+                    return
+            return
+        try:
+            due = await self.store.read(next_due)
+        except Exception:
+            due = None
+        poll = POLL_S if self.store.kind == "postgresql" else LOCAL_POLL_S
+        delay = poll if due is None else min(poll, max(0.01, due - self.clock()))
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(delay):
                 await self._wake.wait()

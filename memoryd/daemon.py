@@ -34,7 +34,7 @@ from memoryd.ingest.queue import IngestQueue
 from memoryd.ingest.redact import Redactor
 from memoryd.memory import MemoryFile
 from memoryd.memory.fleet_sync import FleetMemory
-from memoryd.paths import Paths
+from memoryd.paths import Paths, mkdir_private
 from memoryd.reload import reload_settings
 from memoryd.served_log import ServedLog
 from memoryd.server import consolidate_api, export_api, summaries_api
@@ -147,6 +147,9 @@ class Daemon:
             if target.kind == "postgresql":  # own transcripts first, the fleet's after
                 self.store.index.busy = lambda: not self.backfill_done  # type: ignore[attr-defined]
             candidate = self.candidate = Candidates(s.watch.exclude, self.paths.owned_dirs())
+            # MEMORY.md's folder exists before the watch starts, or the watch covers it only
+            # from the next reconciliation and a user's first edit waits for the poll
+            await asyncio.to_thread(mkdir_private, self.paths.memory_dir)
             self.watcher = Watcher(self.sources, self.queue, self.ingestor, candidate,
                                    debounce_ms=s.watch.debounce_ms,
                                    force_polling=s.watch.force_polling,

@@ -269,6 +269,23 @@ async def test_a_user_edit_to_memory_md_is_noticed_through_the_watch(memoryd_hom
         assert d.memory.poll_interval >= 60
 
 
+async def test_a_memory_md_the_user_writes_first_is_noticed_through_the_watch(memoryd_home,
+                                                                              sock, src):
+    """MEMORY.md's folder exists from the start, so the watch covers it at once: a file the
+    user writes before memoryd ever wrote one is reloaded then, not at a later reconciliation
+    or poll (it was a race on a loaded machine)."""
+    async with running_daemon(memoryd_home, [("generic", src)], sock) as d:
+        path = d.paths.memory_dir / "MEMORY.md"
+        assert not path.exists()
+        c = AsyncClient(sock)
+        await wait_for(lambda: _caught_up(c))
+        async with d.events.subscribe() as q:
+            await asyncio.to_thread(path.parent.mkdir, exist_ok=True)  # (as a user would)
+            await asyncio.to_thread(path.write_text, "- the user's own first line\n")
+            ev = await asyncio.wait_for(_next_memory_event(q), timeout=10)
+        assert ev["origin"] == "external"
+
+
 async def _next_memory_event(q):
     while True:
         ev = await q.get()

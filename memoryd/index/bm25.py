@@ -110,8 +110,9 @@ class Combined:
         add = self.tail.df.get(token, 0)
         if not df or (not add and self._n == self.main.docs):
             return 1.0
-        return _idf(df + add, self._n) / _idf(df, self.main.docs)
+        return idf(df + add, self._n) / idf(df, self.main.docs)
 
 
-def _idf(df: int, n: int) -> float:
+def idf(df: int, n: int) -> float:
+    """BM25's IDF of a token held by `df` of `n` documents (tantivy's formula)."""
     return math.log(1.0 + (n - df + 0.5) / (df + 0.5))

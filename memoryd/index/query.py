@@ -16,13 +16,13 @@ which have none yet, and so crush every one-liner match to almost nothing.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import tantivy
 
+from memoryd.index import bm25
 from memoryd.index.text import cjk_grams, is_cjk, weak_term
 
 WEAK = 0.15
@@ -80,9 +80,8 @@ def term_clause(schema: tantivy.Schema, fname: str, term: str, tokens: list[str]
 
 def idf(searcher: tantivy.Searcher, tokens: list[str]) -> float:
     """BM25's IDF of a term in the body field (of its rarest token, for a phrase)."""
-    n = searcher.num_docs
     df = min((searcher.doc_freq("body", t) for t in tokens), default=0)
-    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    return bm25.idf(df, searcher.num_docs)
 
 
 EXACT_COUNT_UPTO = 20_000

@@ -34,7 +34,6 @@ a commit, never a unit in neither and never one in both.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -44,7 +43,7 @@ from typing import Any
 
 import tantivy
 
-from memoryd.index.bm25 import K1, B, MainStats, fieldnorm
+from memoryd.index.bm25 import K1, B, MainStats, fieldnorm, idf
 from memoryd.index.query import WEAK, Filters, term_tokens
 from memoryd.index.text import is_cjk, weak_term
 
@@ -209,9 +208,8 @@ class Tail:
             df_min = min(dfs[x] for x in tokens)
             p = _Term(at, t, tokens, unique, is_cjk(t) and len(t) == 1,
                       WEAK if weak_term(t) else 1.0, avgdl)
-            p.one_liner = w_one_liner * math.log(1.0 + (live - df_min + 0.5) / (df_min + 0.5))
-            p.body_w = [w_body * (1.0 + K1) * math.log(1.0 + (n - dfs[x] + 0.5) /
-                                                       (dfs[x] + 0.5)) for x in unique]
+            p.one_liner = w_one_liner * idf(df_min, live)
+            p.body_w = [w_body * (1.0 + K1) * idf(dfs[x], n) for x in unique]
             out.append(p)
         return out
 
@@ -294,7 +292,6 @@ class Tail:
                 out.append(d.rank_fields(sc))
         out.sort(key=lambda c: (-c["bm25"], c["unit_id"]))
         return out
-
 
     def _candidates(self, plan: list[_Term], mode: str) -> set[int]:
         """The documents that can match: by the postings, not a look at every one."""

@@ -154,9 +154,11 @@ class Ingestor:
         try:
             # on the writer: never queued behind query readers (a cursor read is tiny)
             cursor = await self.store.write(lambda c: get_cursor(c, key, self.store.machine))
+            lag_trace.stage("cursor")
             if cursor is None:
                 cursor = await self._moved_here(path, root)
             adapter, cursor = await asyncio.to_thread(self._prepare, path, root, agent, cursor)
+            lag_trace.stage("prepared")
             if adapter is None:
                 if cursor is not None:
                     await self.store.write(lambda c: save_cursor(c, cursor))

@@ -118,6 +118,8 @@ class Tail:
         self.main_gone = 0  # committed documents deleted since (not in `live` any more)
         self.since: float | None = None  # monotonic time of the first add since a commit
         self.last_tokens: tuple[str, ...] = ()  # a few tokens of the last commit (probes)
+        # while a commit is under way (`mark`): what came after it, not in that commit
+        self._after: list[tuple[str, Any]] | None = None
 
     def __len__(self) -> int:
         return len(self.docs)
@@ -138,8 +140,21 @@ class Tail:
                        frozenset(self.analyzer.analyze(one_liner)) if one_liner
                        else frozenset())
 
+    def mark(self) -> None:
+        """A commit of everything held so far starts (the writer's commit runs in another
+        thread while new units keep coming): what is added or dropped from now on stays
+        in the tail after that commit (`committed`)."""
+        with self.lock:
+            self._after = []
+
+    def abort(self) -> None:
+        """The commit begun at `mark` failed: everything stays in the tail."""
+        self._after = None
+
     def add(self, docs: list[TailDoc]) -> None:
         with self.lock:
+            if self._after is not None:
+                self._after.append(("add", docs))
             if docs and self.since is None:
                 self.since = time.monotonic()
             for d in docs:
@@ -157,6 +172,8 @@ class Tail:
         """Changed or deleted units: out of the tail, and the index's documents for them
         out of every answer until the next commit."""
         with self.lock:
+            if self._after is not None:
+                self._after.append(("drop", ids))
             for u in ids:
                 if u not in self.docs and u not in self.replaced:
                     self.main_gone += 1
@@ -176,8 +193,17 @@ class Tail:
                     if not got:
                         del post[x]
 
+    def committed(self) -> None:
+        """The commit started at `mark` is done (call with `lock` held, with the reload):
+        the tail keeps only what came after the mark, as if added to an empty tail."""
+        after, self._after = self._after or [], None
+        self.clear()
+        for op, arg in after:
+            (self.add if op == "add" else self.drop)(arg)
+
     def clear(self) -> None:
         """Everything is committed (call with `lock` held, with the reload)."""
+        self._after = None
         if self.df:
             self.last_tokens = tuple(t for t, _ in self.df.most_common(3))
         self.docs.clear()

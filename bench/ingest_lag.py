@@ -127,11 +127,15 @@ def measure(path: Path, line: str, found: Callable[[], bool], poll: float,
         time.sleep(poll)
 
 
-STAGES = ("wake", "watch", "ingest", "cursor", "prepared", "read", "stored", "index_read", "index_tail", "index_added",
-          "index_commit", "index_reload")
-"""`index_tail`: the units are in the live tail, searchable (no commit needed); the
-commit stages after it come from the tail's policy, seconds later, and are usually past
-the poll's find."""
+STAGES = ("wake", "watch", "ingest", "cursor", "prepared", "read", "stored", "index_read",
+          "index_tail", "index_added", "index_commit", "index_reload")
+"""`wake`: the watch's inotify doorbell rang. `index_tail`: the units are in the live
+tail, searchable (no commit needed); the commit stages come from the tail's policy,
+seconds later, beside the append's way, and are usually past the poll's find."""
+CHAIN = ("watch", "ingest", "cursor", "prepared", "read", "stored", "index_read",
+         "index_tail")
+"""One append's way, in order: each counted only after the one before it (not a
+previous append's late stage)."""
 
 
 def trace_table(log: Path, walls: list[float], lags: list[float | None],
@@ -151,11 +155,16 @@ def trace_table(log: Path, walls: list[float], lags: list[float | None],
         if lag is None:
             continue
         seen: dict[str, float] = {}
-        for t, name in events:
+        after = t0  # the chain's stages each after the one before (not a previous
+        for t, name in events:  # append's later stage)
             if t < t0 or name in seen or name not in at:
                 continue
             if t > t0 + lag:
                 break
+            if name in CHAIN:
+                if t < after or CHAIN.index(name) and CHAIN[CHAIN.index(name) - 1] not in seen:
+                    continue
+                after = t
             seen[name] = t - t0
             at[name].append(t - t0)
         per.append((lag, seen))

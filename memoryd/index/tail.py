@@ -53,17 +53,31 @@ TAIL_COMMIT_S = 5.0      # or when its oldest is this old (and at shutdown)
 
 @dataclass(frozen=True, slots=True)
 class TailPolicy:
-    """When the writer commits what the tail holds. `MEMORYD_TAIL_COMMIT_S` and
-    `MEMORYD_TAIL_COMMIT_DOCS` override the defaults (benches, and tests that hold
-    commits to prove a unit is found before any)."""
+    """When the writer commits what the tail holds: the `[index]` settings
+    `tail_commit_docs` and `tail_commit_s` (the daemon sets them from its config, which
+    validates them). A store opened without a daemon (benches, the fleet's tests) reads
+    the same settings' environment variables, `MEMORYD_INDEX__TAIL_COMMIT_DOCS` and
+    `MEMORYD_INDEX__TAIL_COMMIT_S`; a value that is not a positive number is ignored."""
 
     docs: int = TAIL_COMMIT_DOCS
     seconds: float = TAIL_COMMIT_S
 
     @classmethod
     def from_env(cls, environ: Any = os.environ) -> TailPolicy:
-        return cls(docs=int(environ.get("MEMORYD_TAIL_COMMIT_DOCS", TAIL_COMMIT_DOCS)),
-                   seconds=float(environ.get("MEMORYD_TAIL_COMMIT_S", TAIL_COMMIT_S)))
+        return cls(docs=int(_positive(environ.get(ENV_DOCS), TAIL_COMMIT_DOCS)),
+                   seconds=_positive(environ.get(ENV_S), TAIL_COMMIT_S))
+
+
+ENV_DOCS = "MEMORYD_INDEX__TAIL_COMMIT_DOCS"
+ENV_S = "MEMORYD_INDEX__TAIL_COMMIT_S"
+
+
+def _positive(raw: str | None, default: float) -> float:
+    try:
+        v = float(raw) if raw is not None else default
+    except ValueError:
+        return default
+    return v if v > 0 and v == v and v != float("inf") else default
 
 
 @dataclass(slots=True)

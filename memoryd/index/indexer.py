@@ -14,9 +14,10 @@ commit (a segment written and synced: the slow part) waits until the tail is big
 enough (`TailPolicy`), or the daemon stops. It runs in the bulk thread, not on the
 writer thread: live passes go on meanwhile into the tail (the writer gets their documents
 once the commit is done), so an append never waits for a commit (at load 10-19 one took
-0.1-1.1 s, and the appends that landed in it were the p99 of append -> searchable). A crash loses nothing: the index reports the
-largest unit id it committed, and `index_pending` rows are cleared only after the commit
-that holds them, so the gap is indexed again on start.
+0.1-1.1 s, and the appends that landed in it were the p99 of append -> searchable). A
+crash loses nothing: the index reports the largest unit id it committed, and
+`index_pending` rows are cleared only after the commit that holds them, so the gap is
+indexed again on start.
 
 Bulk work (a backfill, a rebuild) runs at a lower CPU priority (the writer's own worker
 threads inherit it): indexing never delays ingest or a query.

@@ -127,16 +127,21 @@ def measure(path: Path, line: str, found: Callable[[], bool], poll: float,
         time.sleep(poll)
 
 
-STAGES = ("watch", "ingest", "read", "stored", "index_read", "index_tail", "index_added",
-          "index_commit", "index_reload")
-"""`index_tail`: the units are in the live tail, searchable (no commit needed); the
-commit stages after it come from the tail's policy, seconds later, and are usually past
-the poll's find."""
+STAGES = ("wake", "watch", "ingest", "cursor", "prepared", "read", "stored", "index_read",
+          "index_tail", "index_added", "index_commit", "index_reload")
+"""`wake`: the watch's inotify doorbell rang. `index_tail`: the units are in the live
+tail, searchable (no commit needed); the commit stages come from the tail's policy,
+seconds later, beside the append's way, and are usually past the poll's find."""
+CHAIN = ("watch", "ingest", "cursor", "prepared", "read", "stored", "index_read",
+         "index_tail")
+"""One append's way, in order: each counted only after the one before it (not a
+previous append's late stage)."""
 
 
-def trace_table(log: Path, walls: list[float], lags: list[float | None]) -> str:
+def trace_table(log: Path, walls: list[float], lags: list[float | None],
+                slowest: int = 6) -> str:
     """Per stage, ms from the append to the stage's first trace line after it (p50, p90):
-    where memoryd's share of each append went."""
+    where memoryd's share of each append went; then the `slowest` appends' own stages."""
     events: list[tuple[float, str]] = []
     for ln in log.read_text(errors="replace").splitlines():
         parts = ln.split(" lag ", 1)
@@ -145,23 +150,37 @@ def trace_table(log: Path, walls: list[float], lags: list[float | None]) -> str:
             events.append((float(t), name))
     events.sort()
     at: dict[str, list[float]] = {s: [] for s in STAGES}
+    per: list[tuple[float, dict[str, float]]] = []  # each append's own stages
     for t0, lag in zip(walls, lags, strict=True):
         if lag is None:
             continue
-        seen: set[str] = set()
-        for t, name in events:
+        seen: dict[str, float] = {}
+        after = t0  # the chain's stages each after the one before (not a previous
+        for t, name in events:  # append's later stage)
             if t < t0 or name in seen or name not in at:
                 continue
             if t > t0 + lag:
                 break
-            seen.add(name)
+            if name in CHAIN:
+                if t < after or CHAIN.index(name) and CHAIN[CHAIN.index(name) - 1] not in seen:
+                    continue
+                after = t
+            seen[name] = t - t0
             at[name].append(t - t0)
+        per.append((lag, seen))
     rows = [[s, str(len(v)), *(f"{h.percentile(v, q) * 1000:.1f}" if v else "-"
                                for q in (50, 90))] for s, v in at.items()]
     rows.append(["found by the search poll", str(len([x for x in lags if x is not None])),
                  *(f"{h.percentile([x for x in lags if x is not None], q) * 1000:.1f}"
                    for q in (50, 90))])
-    return h.table(rows, ["memoryd stage (ms after the append)", "n", "p50", "p90"])
+    table = h.table(rows, ["memoryd stage (ms after the append)", "n", "p50", "p90"])
+    # the p99 is a few slow appends: where did each of them lose its time
+    slow = sorted(per, key=lambda x: -x[0])[:slowest]
+    lines = [f"  {lag * 1000:6.1f} ms: " + ", ".join(
+        f"{name} {t * 1000:.0f}" for name, t in sorted(st.items(), key=lambda x: x[1]))
+        for lag, st in slow]
+    return table + f"\n\nthe {len(slow)} slowest appends (ms after the append):\n" + \
+        "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

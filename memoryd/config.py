@@ -201,6 +201,15 @@ class StoreSettings(_Section):
                            password_file=self.password_file)
 
 
+class IndexSettings(_Section):
+    """The search index's live tail (`memoryd.index.tail`): a new unit is searchable at
+    once; the tantivy commit that takes it to disk waits until the tail holds
+    `tail_commit_docs` units or its oldest is `tail_commit_s` old (defaults: `TailPolicy`)."""
+
+    tail_commit_docs: int = Field(500, ge=1, le=10_000_000)
+    tail_commit_s: float = Field(5.0, gt=0, le=86_400)
+
+
 class LogSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     file: bool = False
@@ -220,6 +229,7 @@ class Settings(_Section):
     consolidate: ConsolidateSettings = ConsolidateSettings()
     retention: RetentionSettings = RetentionSettings()
     store: StoreSettings = StoreSettings()
+    index: IndexSettings = IndexSettings()
     log: LogSettings = LogSettings()
 
 

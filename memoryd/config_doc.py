@@ -75,6 +75,9 @@ DESCRIPTIONS: dict[str, str] = {
                                "one away longer rebuilds its index when back",
     "store.job_lease_s": "a claimed job's lease (s), renewed while it runs; a dead "
                          "machine's job is taken over after it runs out",
+    "index.tail_commit_docs": "new units are searchable at once; they are committed to "
+                              "the index on disk once this many wait",
+    "index.tail_commit_s": "or once the oldest has waited this many seconds",
     "log.level": "DEBUG, INFO, WARNING or ERROR",
     "log.file": "also log to a rotating file in the log dir",
 }

@@ -29,6 +29,7 @@ from memoryd.db_guard import watch_identity
 from memoryd.errors import AlreadyRunningError, BadRequestError, StoreUnavailableError
 from memoryd.events import EventBus
 from memoryd.forgetting import Forgetting
+from memoryd.index.tail import TailPolicy
 from memoryd.ingest.ingestor import IngestEvent, Ingestor
 from memoryd.ingest.queue import IngestQueue
 from memoryd.ingest.redact import Redactor
@@ -131,6 +132,8 @@ class Daemon:
             target = s.store.target()
             self.store = await Store.open(self.paths.db, target=target)
             self._stack.push_async_callback(self.store.close)
+            self.store.index.tail_policy = TailPolicy(docs=s.index.tail_commit_docs,
+                                                      seconds=s.index.tail_commit_s)
             log.info("store open at %s", self.paths.db if target.kind == "sqlite" else
                      f"{target.masked()} (namespace {target.namespace}, machine "
                      f"{target.machine})")

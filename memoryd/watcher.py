@@ -8,13 +8,16 @@ watch when the set of existing roots changes (a root appears, or is deleted and
 re-created).
 
 The watch itself (`watch_changes`) is watchfiles' Rust notifier driven directly rather
-than through `awatch`, so its wake-up step can change without a new notifier (which
-would miss events in between): `FAST_STEP_MS` while files change (the step bounds how
-soon an appended line is read). Once nothing changed for `QUIET_S` (20 wake-ups a second
-at rest were a third of an idle daemon's CPU) it stops stepping and waits on an inotify
-wake-up (`memoryd.inotify_wake`), so the first change after a quiet spell is read at the
-fast step too; without inotify the step turns to `SLOW_STEP_MS` instead (that first
-change is then seen within two slow steps).
+than through `awatch`, so how it wakes can change without a new notifier (which would
+miss events in between). On Linux it does not step at all: it waits on an inotify
+doorbell (`memoryd.inotify_wake`) and, when that rings, collects the notifier's batch at
+a `QUICK_STEP_MS` step, so a lone appended line reaches the ingest queue ~10 ms after
+its write (a 50 ms step took 50-100 ms, the largest share of append -> searchable), and a
+daemon at rest wakes for nothing. While changes stream in, rings are collected at
+`FAST_STEP_MS` and gathered into fewer batches. Without inotify (another OS, forced
+polling, no watches left) it steps: `FAST_STEP_MS` while files change, `SLOW_STEP_MS`
+once nothing changed for `QUIET_S` (20 wake-ups a second at rest were a third of an idle
+daemon's CPU).
 """
 
 from __future__ import annotations
@@ -40,8 +43,11 @@ from memoryd.sources import Candidates, Source, walk
 
 log = logging.getLogger(__name__)
 
+QUICK_STEP_MS = 5  # a ring after a calm: the notifier's batch in ~2 such steps
 FAST_STEP_MS = 50
 SLOW_STEP_MS = 250
+CALM_S = 0.05  # a ring this long after the last batch is collected at the quick step
+RING_WAIT_MS = 200  # a ring the notifier has nothing for (yet) is dropped after this
 QUIET_S = 60.0
 POLL_DELAY_MS = 300  # watchfiles' default, when polling is forced
 
@@ -170,67 +176,115 @@ class Watcher:
 async def watch_changes(roots: tuple[Path, ...], keep: Callable[[Change, str], bool], *,
                         debounce_ms: int, stop: asyncio.Event, force_polling: bool | None,
                         fast_ms: int = FAST_STEP_MS, slow_ms: int = SLOW_STEP_MS,
-                        quiet_s: float = QUIET_S, wake: bool = True
-                        ) -> AsyncIterator[set[tuple[Change, str]]]:
+                        quiet_s: float = QUIET_S, wake: bool = True,
+                        quick_ms: int = QUICK_STEP_MS) -> AsyncIterator[set[tuple[Change, str]]]:
     """Batches of changes under `roots` that `keep` accepts, until `stop` is set: the
-    Rust notifier's watch in a thread, its step fast while changes come. After `quiet_s`
-    without any it waits on an inotify wake-up (`memoryd.inotify_wake`, Linux) and takes
-    the first change at the fast step; where there is none (or `wake` is off) the step
-    turns slow instead."""
+    Rust notifier's watch in a thread. Where inotify answers (Linux, `wake` on) it rings
+    a doorbell (`memoryd.inotify_wake`) and the watch waits on it without stepping; a
+    ring is collected at `quick_ms` (a change after a calm of `CALM_S`: one appended
+    line) or at the fast step (changes streaming in, gathered into fewer batches).
+    Elsewhere the watch steps: fast while changes come, slow after `quiet_s` without."""
     halt = threading.Event()  # what the notifier's thread polls, each step
     relay = asyncio.create_task(_set_threading_event(stop, halt))
     # a thread of its own: the watch blocks it for as long as the watch lasts
     pool = ThreadPoolExecutor(1, thread_name_prefix="memoryd-watch")
     loop = asyncio.get_running_loop()
     fast = min(fast_ms, debounce_ms)
-    last = time.monotonic()
     polling = _default_force_polling(force_polling)
-    armable = wake and not polling
+    bell = None
+    if wake and not polling:
+        bell = await loop.run_in_executor(pool, inotify_wake.arm, roots)
     try:
         with RustNotify([str(r) for r in roots], False, polling, POLL_DELAY_MS, True,
                         True) as notifier:
-            while not halt.is_set():
-                quiet = time.monotonic() - last >= quiet_s
-                if quiet and armable:
-                    w = await loop.run_in_executor(pool, inotify_wake.arm, roots)
-                    if w is None:
-                        armable = False  # the slow step from now on
-                        continue
-                    try:
-                        # a change from before the wake-up was armed is with the notifier
-                        raw = await loop.run_in_executor(pool, notifier.watch, debounce_ms, 1,
-                                                         1, halt)
-                        if raw == "timeout":
-                            await _readable(w.fd, stop)
-                            lag_trace.stage("wake")
-                            raw = "woken"
-                    finally:
-                        w.close()
-                    last = time.monotonic()  # awake: fast steps until the next quiet spell
-                else:
-                    step = slow_ms if quiet else fast
-                    # fast: return when the quiet spell starts, to slow down or wait
-                    timeout = 0 if quiet else max(1, int((quiet_s - (time.monotonic() - last))
-                                                         * 1000))
-                    try:
-                        raw = await loop.run_in_executor(pool, notifier.watch, debounce_ms,
-                                                         step, timeout, halt)
-                    except asyncio.CancelledError:
-                        halt.set()
-                        raise
-                if raw == "stop":
-                    return
-                if raw in ("timeout", "signal", "woken"):
-                    continue
-                changes = {(Change(c), p) for c, p in raw}
-                changes = {c for c in changes if keep(*c)}
-                if changes:  # what is not kept (memoryd's own files) leaves the step slow
-                    last = time.monotonic()
-                    yield changes
+            step = _Step(notifier, pool, halt, keep, debounce_ms)
+            batches = (_rung(step, bell, stop, fast, quick_ms) if bell is not None
+                       else _stepped(step, fast, slow_ms, quiet_s))
+            async for changes in batches:
+                yield changes
     finally:
         halt.set()
         relay.cancel()
+        if bell is not None:
+            bell.close()
         pool.shutdown(wait=False)
+
+
+class _Step:
+    """One collect of the notifier in the watch's thread: the changes `keep` accepts,
+    an empty set for none of those, or "stop" / "timeout"."""
+
+    def __init__(self, notifier: RustNotify, pool: ThreadPoolExecutor,
+                 halt: threading.Event, keep: Callable[[Change, str], bool],
+                 debounce_ms: int) -> None:
+        self.notifier, self.pool, self.halt = notifier, pool, halt
+        self.keep, self.debounce_ms = keep, debounce_ms
+
+    async def __call__(self, step_ms: int, timeout_ms: int
+                       ) -> set[tuple[Change, str]] | str:
+        try:
+            raw = await asyncio.get_running_loop().run_in_executor(
+                self.pool, self.notifier.watch, self.debounce_ms, step_ms, timeout_ms,
+                self.halt)
+        except asyncio.CancelledError:
+            self.halt.set()
+            raise
+        if raw == "signal":
+            return "timeout"
+        if isinstance(raw, str):
+            return raw
+        return {(c, p) for c, p in ((Change(c), p) for c, p in raw) if self.keep(c, p)}
+
+
+async def _rung(step: _Step, bell: inotify_wake.Wake, stop: asyncio.Event, fast: int,
+                quick: int) -> AsyncIterator[set[tuple[Change, str]]]:
+    """The notifier's batches, each collected after the doorbell rang. A new directory
+    is added to the doorbell (its parent's watch rang for it); if inotify refuses it,
+    the rest of the watch steps."""
+    loop = asyncio.get_running_loop()
+    last = 0.0  # when the last batch was yielded
+    rung = True  # the notifier may hold changes from before the doorbell was armed
+    while not step.halt.is_set():
+        if not rung:
+            await _readable(bell.fd, stop)
+            if stop.is_set():
+                return
+            lag_trace.stage("wake")
+        bell.drain()  # before the collect: a change after this rings again
+        rung = False
+        got = await step(quick if time.monotonic() - last >= CALM_S else fast, RING_WAIT_MS)
+        if got == "stop":
+            return
+        if isinstance(got, str) or not got:
+            continue  # nothing memoryd reads (its own files; a ring for an attribute)
+        last = time.monotonic()
+        for c, p in got:
+            if c == Change.added and os.path.isdir(p) and not await loop.run_in_executor(
+                    step.pool, bell.add_tree, Path(p)):
+                log.warning("inotify refused to watch %s: the watch steps from now on", p)
+                yield got
+                async for more in _stepped(step, fast, SLOW_STEP_MS, QUIET_S):
+                    yield more
+                return
+        yield got
+
+
+async def _stepped(step: _Step, fast: int, slow_ms: int, quiet_s: float
+                   ) -> AsyncIterator[set[tuple[Change, str]]]:
+    """The notifier's batches without a doorbell: a fast step while changes come, the
+    slow one after `quiet_s` without any (memoryd's own files, not kept, leave it slow)."""
+    last = time.monotonic()
+    while not step.halt.is_set():
+        quiet = time.monotonic() - last >= quiet_s
+        # fast: return when the quiet spell starts, to slow down
+        got = await step(slow_ms if quiet else fast, 0 if quiet else max(
+            1, int((quiet_s - (time.monotonic() - last)) * 1000)))
+        if got == "stop":
+            return
+        if isinstance(got, str) or not got:
+            continue
+        last = time.monotonic()
+        yield got
 
 
 async def _readable(fd: int, stop: asyncio.Event) -> None:

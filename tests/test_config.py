@@ -79,3 +79,28 @@ def test_socket_path_length_checked(tmp_path):
 
     with pytest.raises(SocketPathTooLong, match="100-byte"):
         check_socket_path(tmp_path / ("x" * 120) / "memoryd.sock")
+
+
+def test_the_index_tail_commit_policy_is_config(tmp_path):
+    """`[index]` sets when the live tail is committed, from the file or the
+    environment, validated; a store opened without a daemon reads the same variables."""
+    from memoryd.index.tail import TAIL_COMMIT_DOCS, TAIL_COMMIT_S, TailPolicy
+
+    d = load_settings(None, environ={})
+    assert (d.index.tail_commit_docs, d.index.tail_commit_s) == (TAIL_COMMIT_DOCS,
+                                                                 TAIL_COMMIT_S)
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[index]\ntail_commit_docs = 50\ntail_commit_s = 2.5\n")
+    s = load_settings(cfg, environ={"MEMORYD_INDEX__TAIL_COMMIT_S": "0.5"})
+    assert (s.index.tail_commit_docs, s.index.tail_commit_s) == (50, 0.5)
+    with pytest.raises(ConfigError) as e:
+        load_settings(None, environ={"MEMORYD_INDEX__TAIL_COMMIT_S": "0"})
+    assert "MEMORYD_INDEX__TAIL_COMMIT_S" in str(e.value)
+    assert "index.tail_commit_s" in str(e.value)
+    cfg.write_text("[index]\ntail_commit_docs = -1\n")
+    with pytest.raises(ConfigError, match="index.tail_commit_docs"):
+        load_settings(cfg, environ={})
+    env = {"MEMORYD_INDEX__TAIL_COMMIT_DOCS": "7", "MEMORYD_INDEX__TAIL_COMMIT_S": "9"}
+    assert TailPolicy.from_env(env) == TailPolicy(docs=7, seconds=9.0)
+    bad = {"MEMORYD_INDEX__TAIL_COMMIT_DOCS": "x", "MEMORYD_INDEX__TAIL_COMMIT_S": "-1"}
+    assert TailPolicy.from_env(bad) == TailPolicy()

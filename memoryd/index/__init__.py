@@ -162,7 +162,7 @@ class SearchIndex:
         with self.tail.lock, self._lock:  # a reload unmaps merged-away segments
             assert self._index is not None
             self._index.reload()
-            self.tail.clear()
+            self.tail.committed()  # what came while the commit ran stays
             self._stats = None
 
     def commit_due(self) -> float | None:

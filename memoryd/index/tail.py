@@ -53,17 +53,31 @@ TAIL_COMMIT_S = 5.0      # or when its oldest is this old (and at shutdown)
 
 @dataclass(frozen=True, slots=True)
 class TailPolicy:
-    """When the writer commits what the tail holds. `MEMORYD_TAIL_COMMIT_S` and
-    `MEMORYD_TAIL_COMMIT_DOCS` override the defaults (benches, and tests that hold
-    commits to prove a unit is found before any)."""
+    """When the writer commits what the tail holds: the `[index]` settings
+    `tail_commit_docs` and `tail_commit_s` (the daemon sets them from its config, which
+    validates them). A store opened without a daemon (benches, the fleet's tests) reads
+    the same settings' environment variables, `MEMORYD_INDEX__TAIL_COMMIT_DOCS` and
+    `MEMORYD_INDEX__TAIL_COMMIT_S`; a value that is not a positive number is ignored."""
 
     docs: int = TAIL_COMMIT_DOCS
     seconds: float = TAIL_COMMIT_S
 
     @classmethod
     def from_env(cls, environ: Any = os.environ) -> TailPolicy:
-        return cls(docs=int(environ.get("MEMORYD_TAIL_COMMIT_DOCS", TAIL_COMMIT_DOCS)),
-                   seconds=float(environ.get("MEMORYD_TAIL_COMMIT_S", TAIL_COMMIT_S)))
+        return cls(docs=int(_positive(environ.get(ENV_DOCS), TAIL_COMMIT_DOCS)),
+                   seconds=_positive(environ.get(ENV_S), TAIL_COMMIT_S))
+
+
+ENV_DOCS = "MEMORYD_INDEX__TAIL_COMMIT_DOCS"
+ENV_S = "MEMORYD_INDEX__TAIL_COMMIT_S"
+
+
+def _positive(raw: str | None, default: float) -> float:
+    try:
+        v = float(raw) if raw is not None else default
+    except ValueError:
+        return default
+    return v if v > 0 and v == v and v != float("inf") else default
 
 
 @dataclass(slots=True)
@@ -118,6 +132,8 @@ class Tail:
         self.main_gone = 0  # committed documents deleted since (not in `live` any more)
         self.since: float | None = None  # monotonic time of the first add since a commit
         self.last_tokens: tuple[str, ...] = ()  # a few tokens of the last commit (probes)
+        # while a commit is under way (`mark`): what came after it, not in that commit
+        self._after: list[tuple[str, Any]] | None = None
 
     def __len__(self) -> int:
         return len(self.docs)
@@ -138,8 +154,21 @@ class Tail:
                        frozenset(self.analyzer.analyze(one_liner)) if one_liner
                        else frozenset())
 
+    def mark(self) -> None:
+        """A commit of everything held so far starts (the writer's commit runs in another
+        thread while new units keep coming): what is added or dropped from now on stays
+        in the tail after that commit (`committed`)."""
+        with self.lock:
+            self._after = []
+
+    def abort(self) -> None:
+        """The commit begun at `mark` failed: everything stays in the tail."""
+        self._after = None
+
     def add(self, docs: list[TailDoc]) -> None:
         with self.lock:
+            if self._after is not None:
+                self._after.append(("add", docs))
             if docs and self.since is None:
                 self.since = time.monotonic()
             for d in docs:
@@ -157,6 +186,8 @@ class Tail:
         """Changed or deleted units: out of the tail, and the index's documents for them
         out of every answer until the next commit."""
         with self.lock:
+            if self._after is not None:
+                self._after.append(("drop", ids))
             for u in ids:
                 if u not in self.docs and u not in self.replaced:
                     self.main_gone += 1
@@ -176,8 +207,17 @@ class Tail:
                     if not got:
                         del post[x]
 
+    def committed(self) -> None:
+        """The commit started at `mark` is done (call with `lock` held, with the reload):
+        the tail keeps only what came after the mark, as if added to an empty tail."""
+        after, self._after = self._after or [], None
+        self.clear()
+        for op, arg in after:
+            (self.add if op == "add" else self.drop)(arg)
+
     def clear(self) -> None:
         """Everything is committed (call with `lock` held, with the reload)."""
+        self._after = None
         if self.df:
             self.last_tokens = tuple(t for t, _ in self.df.most_common(3))
         self.docs.clear()

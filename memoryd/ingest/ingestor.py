@@ -154,9 +154,12 @@ class Ingestor:
         try:
             # on the writer: never queued behind query readers (a cursor read is tiny)
             cursor = await self.store.write(lambda c: get_cursor(c, key, self.store.machine))
+            lag_trace.stage("cursor")
             if cursor is None:
                 cursor = await self._moved_here(path, root)
-            adapter, cursor = await asyncio.to_thread(self._prepare, path, root, agent, cursor)
+            # one thread hop for both (under load each hop waits for the GIL)
+            adapter, cursor, batch = await asyncio.to_thread(self._prepare_and_read, path,
+                                                             root, agent, cursor)
             if adapter is None:
                 if cursor is not None:
                     await self.store.write(lambda c: save_cursor(c, cursor))
@@ -164,7 +167,9 @@ class Ingestor:
                 return 0
             new = 0
             while True:
-                batch = await asyncio.to_thread(self._read_batch, path, root, adapter, cursor)
+                if batch is None:
+                    batch = await asyncio.to_thread(self._read_batch, path, root, adapter,
+                                                    cursor)
                 lag_trace.stage("read", len(batch.items))
                 added = await self.store.write(lambda c, b=batch: self._commit(c, adapter, b))
                 lag_trace.stage("stored", sum(added.values()))
@@ -176,6 +181,7 @@ class Ingestor:
                 self._remember(cursor, more=not batch.done)
                 if batch.done:
                     break
+                batch = None
             self.stats.units += new
             if (live or new) and cursor.mtime_ns:
                 lag = max(0.0, time.time() * 1000 - cursor.mtime_ns / 1e6)
@@ -253,6 +259,14 @@ class Ingestor:
             self.seen.pop(str(path), None)
 
     # -- worker thread ------------------------------------------------------------------
+
+    def _prepare_and_read(self, path: Path, root: Path, agent: str, cursor: Cursor | None
+                          ) -> tuple[Adapter | None, Cursor | None, Batch | None]:
+        adapter, cursor = self._prepare(path, root, agent, cursor)
+        lag_trace.stage("prepared")
+        if adapter is None or cursor is None:
+            return adapter, cursor, None
+        return adapter, cursor, self._read_batch(path, root, adapter, cursor)
 
     def _prepare(self, path: Path, root: Path, agent: str,
                  cursor: Cursor | None) -> tuple[Adapter | None, Cursor | None]:

@@ -351,8 +351,8 @@ def test_a_follower_finds_another_machines_unit_before_any_commit(tmp_path, pg_u
     """The fleet's live tail: a unit committed to PostgreSQL by another machine is found
     by this machine's search from its tail, with no tantivy commit since (commits held by
     the tail's policy); a delete of it travels the same way; a close commits the tail."""
-    monkeypatch.setenv("MEMORYD_TAIL_COMMIT_S", "3600")
-    monkeypatch.setenv("MEMORYD_TAIL_COMMIT_DOCS", "1000000")
+    monkeypatch.setenv("MEMORYD_INDEX__TAIL_COMMIT_S", "3600")
+    monkeypatch.setenv("MEMORYD_INDEX__TAIL_COMMIT_DOCS", "1000000")
     store = open_store(tmp_path, pg_url, "b")
     try:
         with psycopg.connect(pg_url) as conn:

@@ -4,6 +4,7 @@ several batches with forgets among them is indexed exactly; the writer is kept o
 between close passes and let go once the thread rests. A real store, a real tantivy index."""
 
 import asyncio
+import threading
 import time
 
 import pytest
@@ -83,3 +84,48 @@ async def test_the_writer_stays_open_between_passes_then_goes(store, monkeypatch
         await asyncio.sleep(0.05)
     assert not store.index.has_writer()  # at rest: the writer and its arena are gone
     assert (await ids_of(store, "line"))[0] == 2
+
+
+async def test_appends_and_forgets_during_a_commit_are_searchable_and_kept(store):
+    """The tail's commit runs in the bulk thread: while it is under way (held here by
+    keeping that thread busy), a new unit is searchable at once from the tail, a forget
+    takes a committing unit out of answers, and once the commit is done both stay so,
+    and the next commit holds them."""
+    ix = store.index
+    ix.tail_policy = TailPolicy(docs=10**9, seconds=3600.0)
+    [old, gone] = await store.write(put(["first line: amberword", "to forget: amberword"]))
+    await store.indexed()
+    commits = ix._indexer.commits
+    gate = threading.Event()
+    ix._indexer._bulk.submit(gate.wait, 30)  # the commit queues behind this
+    ix.tail_policy = TailPolicy(docs=1, seconds=0.0)
+    ix.notify_write()
+    deadline = time.monotonic() + 30
+    while ix._indexer._inflight is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert ix._indexer._inflight is not None and ix._indexer.commits == commits
+    [new] = await store.write(put(["during the commit: amberword"], sid="during"))
+    await store.write(lambda c: forget_units(c, [gone]))
+    await store.indexed()
+    deadline = time.monotonic() + 30
+    while (await ids_of(store, "amberword"))[1] != [old, new] and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert await ids_of(store, "amberword") == (2, [old, new])  # from the tail, uncommitted
+    assert ix._indexer.commits == commits
+    ix.tail_policy = TailPolicy(docs=10**9, seconds=3600.0)  # one commit, then hold
+    gate.set()
+    deadline = time.monotonic() + 30
+    while ix._indexer.commits == commits and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert ix._indexer.commits == commits + 1
+    assert new in ix.tail.docs and gone in ix.tail.replaced  # after the commit's start
+    assert await ids_of(store, "amberword") == (2, [old, new])
+    assert ix.docs() == 2
+    ix.tail_policy = TailPolicy(docs=1, seconds=0.0)  # the next commit takes the rest
+    ix.notify_write()
+    deadline = time.monotonic() + 30
+    while (ix._indexer.commits < commits + 2 or len(ix.tail)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert not len(ix.tail) and not ix.tail.replaced
+    assert await ids_of(store, "amberword") == (2, [old, new])
+    assert ix.docs() == 2

@@ -15,7 +15,7 @@ from memoryd.client import MemorydClient
 from tests.helpers import AsyncClient, running_daemon, short_dir, wait_for, write_jsonl
 from tests.reliability.kill9 import _wait, start
 
-HELD = {"MEMORYD_TAIL_COMMIT_S": "3600", "MEMORYD_TAIL_COMMIT_DOCS": "1000000"}
+HELD = {"MEMORYD_INDEX__TAIL_COMMIT_S": "3600", "MEMORYD_INDEX__TAIL_COMMIT_DOCS": "1000000"}
 
 
 def lines(prefix, n, sid):

@@ -80,3 +80,50 @@ def test_no_wake_up_where_inotify_refuses(tmp_path, monkeypatch):
         (tmp_path / "d1" / "x.jsonl").write_text("{}\n")
         assert os.read(w.fd, 65536)  # the kernel said so
         w.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
+async def test_a_rung_change_is_collected_at_the_quick_step(tmp_path):
+    """With every step and the debounce at a minute, only the doorbell and its quick step
+    can bring a change back within the test's bound: a file, then a directory made
+    during the watch, then a file in that directory (which rings only because the new
+    directory was added to the doorbell)."""
+    stop = asyncio.Event()
+    gen = watch_changes((tmp_path,), lambda c, p: True, debounce_ms=60_000, stop=stop,
+                        force_polling=None, fast_ms=60_000, slow_ms=60_000, quiet_s=60)
+    first = asyncio.ensure_future(_next(gen, 30))
+    await asyncio.sleep(0.5)  # armed, waiting on the doorbell
+    (tmp_path / "a.jsonl").write_text('{"role": "user", "content": "one"}\n')
+    assert any(p == str(tmp_path / "a.jsonl") for _, p in await first)
+    await asyncio.sleep(0.2)  # a calm: the next ring is collected at the quick step
+    second = asyncio.ensure_future(_next(gen, 30))
+    (tmp_path / "later").mkdir()
+    assert any(p == str(tmp_path / "later") for _, p in await second)
+    await asyncio.sleep(0.2)
+    third = asyncio.ensure_future(_next(gen, 30))
+    (tmp_path / "later" / "b.jsonl").write_text('{"role": "user", "content": "two"}\n')
+    assert any(p == str(tmp_path / "later" / "b.jsonl") for _, p in await third)
+    stop.set()
+    with pytest.raises(StopAsyncIteration):
+        await asyncio.wait_for(gen.__anext__(), 30)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
+async def test_the_watch_steps_when_inotify_refuses_a_new_directory(tmp_path, monkeypatch):
+    """No watches left for a directory made during the watch: the watch goes on by
+    stepping, and still sees changes in it."""
+    monkeypatch.setattr(inotify_wake, "MAX_DIRS", 2)
+    stop = asyncio.Event()
+    gen = watch_changes((tmp_path,), lambda c, p: True, debounce_ms=20, stop=stop,
+                        force_polling=None, fast_ms=20, slow_ms=100, quiet_s=60)
+    first = asyncio.ensure_future(_next(gen, 30))
+    await asyncio.sleep(0.5)
+    (tmp_path / "d1" / "d2").mkdir(parents=True)  # the third directory: refused
+    assert any(p.startswith(str(tmp_path / "d1")) for _, p in await first)
+    await asyncio.sleep(0.3)
+    second = asyncio.ensure_future(_next(gen, 30))
+    (tmp_path / "d1" / "d2" / "c.jsonl").write_text('{"role": "user", "content": "x"}\n')
+    seen: set[str] = set()
+    while str(tmp_path / "d1" / "d2" / "c.jsonl") not in seen:
+        seen |= {p for _, p in await (second if not seen else _next(gen, 30))}
+    stop.set()

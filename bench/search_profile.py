@@ -57,6 +57,10 @@ def instrument() -> None:
     SearchIndex.matched_ids = timed("matched_ids", SearchIndex.matched_ids)
     SearchIndex.field_scores = timed("field_scores", SearchIndex.field_scores)
     retrieval._rows = timed("rows", retrieval._rows)
+    retrieval._score = timed("score", retrieval._score)
+    retrieval._ranked_top = timed("dedupe+diverse", retrieval._ranked_top)
+    retrieval._hits = timed("hits (with matched_ids)", retrieval._hits)
+    retrieval.plan_query = timed("plan_query", retrieval.plan_query)
     search_mod._results = timed("results", search_mod._results)
 
 
@@ -89,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
 
         def answer(c):
-            t1 = time.perf_counter()
+            t1, c1 = time.perf_counter(), time.thread_time()
             if profiling:  # the reader thread's own profile
                 prof.enable()
             r = retrieval.retrieve_sync(c, store.index, req.query, k=req.max_results,
@@ -98,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             if profiling:
                 prof.disable()
             _cur["retrieve_sync+results"] += time.perf_counter() - t1
+            _cur["  its CPU (thread time)"] += time.thread_time() - c1
             return r, res
 
         r, res = store.read_sync(answer)
@@ -108,9 +113,11 @@ def main(argv: list[str] | None = None) -> int:
         _cur["total"] += time.perf_counter() - t0
         assert body
         if raw_ix is not None:
-            t3 = time.perf_counter()
+            t3, c3 = time.perf_counter(), time.thread_time()
             do_bare(raw_ix, q, mode)
             _cur["raw"] += time.perf_counter() - t3
+            _cur["  its CPU (thread time)"] += 0.0
+            _cur["raw CPU (thread time)"] += time.thread_time() - c3
         for k, v in _cur.items():
             STAGES[k].append(v)
 

@@ -569,6 +569,19 @@ class Memoryd:
         self.stop()
 
 
+def proc_cpu_s(pid: int) -> float:
+    """CPU seconds a process has run so far, all of its threads, to the nanosecond (the
+    scheduler's own account, /proc/<pid>/task/*/schedstat; /proc/<pid>/stat counts in
+    10 ms ticks). A thread that ended meanwhile drops out of the sum."""
+    total = 0
+    for t in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((t / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1e9
+
+
 def peak_rss_mb(pid: int) -> float | None:
     """VmHWM (peak resident set) of a live process, from /proc (Linux only)."""
     try:

@@ -98,6 +98,7 @@ async def run(args: argparse.Namespace, dir: Path, info: dict) -> None:
     times: dict[str, list[float]] = defaultdict(list)
     by_class: dict[tuple[str, str], list[float]] = defaultdict(list)
     totals: dict[str, list[int]] = defaultdict(list)
+    cpu_s: dict[str, list[float]] = defaultdict(list)
     with h.short_dir() as sd:
         # the copied store's sessions are all idle and unsummarized: with automatic
         # summaries on, the daemon works through that backlog while it is measured
@@ -133,12 +134,23 @@ async def run(args: argparse.Namespace, dir: Path, info: dict) -> None:
             orders += [o[::-1] for o in orders]
             warm = [x for x in impls if x[0] in ("raw", "inproc")]
 
-            async def call(fn, q: str, mode: str, match: str) -> tuple[float, int]:
-                t0 = time.perf_counter()
+            pid = d.proc.pid
+
+            async def call(fn, q: str, mode: str, match: str, name: str = ""
+                           ) -> tuple[float, int]:
+                # CPU: the daemon's (all its threads) for a socket search, this thread's
+                # for bare tantivy, this process's (the loop and the store's threads)
+                # in process: a figure the machine's load does not stretch
+                cpu = (lambda: h.proc_cpu_s(pid)) if name == "socket" else \
+                    time.thread_time if name == "raw" else time.process_time
+                c0, t0 = cpu(), time.perf_counter()
                 r = fn(q, mode, match)
                 if asyncio.iscoroutine(r):
                     r = await r
-                return time.perf_counter() - t0, r
+                dt = time.perf_counter() - t0
+                if name in ("raw", "inproc", "socket"):
+                    cpu_s[name].append(cpu() - c0)
+                return dt, r
 
             t_start = time.perf_counter()
             for rep in range(args.repeat):
@@ -151,7 +163,7 @@ async def run(args: argparse.Namespace, dir: Path, info: dict) -> None:
                             await call(fn, q, mode, match)
                     for j in orders[(i + 3 * rep) % len(orders)]:
                         name, fn = impls[j]
-                        dt, r = await call(fn, q, mode, match)
+                        dt, r = await call(fn, q, mode, match, name)
                         times[name].append(dt)
                         by_class[(name, group(cls))].append(dt)
                         if name == "inproc":
@@ -186,6 +198,12 @@ async def run(args: argparse.Namespace, dir: Path, info: dict) -> None:
     print(h.table(rows, ["search latency (ms)", "p50", "p90", "p99", "max", "p50 ratio",
                          "p99 ratio"]))
     print("(ratios against the first row, the baseline as specified)")
+    raw_cpu = statistics.fmean(cpu_s["raw"])
+    print("CPU per search, mean ms (bare tantivy: its thread; in process: the whole bench "
+          "process; over the socket: the daemon, all threads): " + ", ".join(
+              f"{n} {statistics.fmean(cpu_s[n]) * 1000:.2f}"
+              + ("" if n == "raw" else f" ({h.ratio(statistics.fmean(cpu_s[n]), raw_cpu)})")
+              for n in ("raw", "inproc", "socket")))
     if times["rg"]:
         rg, sock = h.summary(times["rg"]), h.summary(times["socket"])
         print(f"rg / memoryd over the socket: p50 {h.ratio(rg['p50'], sock['p50'])}")

@@ -15,6 +15,7 @@ import os
 import re
 import sqlite3
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ OPEN = ("<memoryd-context>\n"
 CLOSE = "</memoryd-context>"
 MIN_ITEM_TOKENS = 24  # an item trimmed below this is cut instead
 SHARES = {"session_summary": 0.25, "long_term": 0.2, "daily": 0.2}  # caps; recalled gets the rest
+FILES_WAIT_S = 60.0  # the reader's wait for MEMORY.md and the notes (a stuck disk)
 
 
 @dataclass
@@ -49,6 +51,11 @@ class Section:
     @property
     def tokens(self) -> int:
         return sum(i["tokens"] for i in self.items)
+
+
+def include_of(req: ContextRequest) -> set[str]:
+    """The sections asked for (by default all but the daily notes)."""
+    return set(req.include or ("long_term", "session_summary", "recalled"))
 
 
 def git_root(cwd: str) -> str:
@@ -92,37 +99,60 @@ class ContextBuilder:
             return await self._build(req)
 
     async def _build(self, req: ContextRequest) -> dict[str, Any]:
-        include = set(req.include or ("long_term", "session_summary", "recalled"))
+        include = include_of(req)
         query = (req.query or "").strip()
 
-        stale = False
+        # MEMORY.md and the daily notes are read while the reader recalls; the reader
+        # then waits for them (they are local files: done long before the recall) and
+        # fits the block itself, so the pack comes back in one trip to a thread. Under
+        # load each hop to a thread waits its turn: a second trip, to fit the block
+        # (the tokenizer runs many times: never on the loop), cost a core's wait more.
+        files: Future[tuple[tuple[Section, list[tuple[Entry, str]]], Section]] = Future()
+        local = asyncio.ensure_future(self._files(query, include))
+        local.add_done_callback(lambda t: _hand_over(t, files))
 
-        async def from_store() -> tuple[str | None, dict[str, Any] | None, Section]:
-            nonlocal stale
-            try:  # the project, the session and the recall: one trip to the reader
-                return await self.store.read(lambda c: self._from_store(c, req, query,
-                                                                        include))
-            except StoreUnavailableError:  # fleet mode, the database away: MEMORY.md and
-                stale = True  # the notes are local files; recall ranks on the local index
-                root = await asyncio.to_thread(git_root, req.cwd) if req.cwd else None
-                return root, None, await self._recalled_offline(req, query, root, include)
+        def from_store(c: sqlite3.Connection) -> dict[str, Any]:
+            root, session, recalled = self._from_store(c, req, query, include)
+            (long_term, ranked), daily = files.result(timeout=FILES_WAIT_S)
+            return self._fit(req, root, session, recalled, long_term, ranked, daily)
 
-        # the store, MEMORY.md and the daily notes are read at the same time: under load
-        # each hop to a thread waits its turn, and one after the other they added up
-        (root, session, recalled), (long_term, ranked), daily = await asyncio.gather(
-            from_store(), self._long_term(query, include), self._daily(include, query))
+        try:
+            return await self.store.read(from_store)
+        except StoreUnavailableError:  # fleet mode, the database away: MEMORY.md and
+            pass  # the notes are local files; recall ranks on the local index
+        except BaseException:
+            local.cancel()  # nothing waits for it now (or it failed: the error raised)
+            if local.done() and not local.cancelled():
+                local.exception()
+            raise
+        root = await asyncio.to_thread(git_root, req.cwd) if req.cwd else None
+        recalled = await self._recalled_offline(req, query, root, include)
+        (long_term, ranked), daily = await local
+        pack = await asyncio.to_thread(self._fit, req, root, None, recalled, long_term,
+                                       ranked, daily)
+        pack["stale"], pack["store"] = True, "unreachable"
+        return pack
+
+    async def _files(self, query: str, include: set[str]
+                     ) -> tuple[tuple[Section, list[tuple[Entry, str]]], Section]:
+        """MEMORY.md's section and the daily notes', read at the same time."""
+        long_term, daily = await asyncio.gather(self._long_term(query, include),
+                                                self._daily(include, query))
+        return long_term, daily
+
+    def _fit(self, req: ContextRequest, root: str | None, session: dict[str, Any] | None,
+             recalled: Section, long_term: Section, ranked: list[tuple[Entry, str]],
+             daily: Section) -> dict[str, Any]:
+        """The sections fitted into the budget and rendered (a thread's work: the
+        tokenizer)."""
         _scope_long_term(long_term, ranked, root)
         sections = {
-            "session_summary": self._summary_section(req, session, include),
+            "session_summary": self._summary_section(req, session, include_of(req)),
             "long_term": long_term,
             "recalled": recalled,
             "daily": daily,
         }
-        # fitting runs the tokenizer many times (and loads it the first time): off the loop
-        pack = await asyncio.to_thread(self._assemble, req, sections, root)
-        if stale:
-            pack["stale"], pack["store"] = True, "unreachable"
-        return pack
+        return self._assemble(req, sections, root)
 
     def _from_store(self, conn: sqlite3.Connection, req: ContextRequest, query: str,
                     include: set[str]) -> tuple[str | None, dict[str, Any] | None, Section]:
@@ -298,6 +328,19 @@ class ContextBuilder:
             out[n] = s.items[0] if n == "session_summary" and s.items else (
                 None if n == "session_summary" else s.items)
         return out
+
+
+def _hand_over(task: asyncio.Task[Any], out: Future[Any]) -> None:
+    """The task's outcome to a thread's future (a cancelled task cancels it: the thread
+    waiting on it never waits out its timeout)."""
+    if out.done():
+        return
+    if task.cancelled():
+        out.cancel()
+    elif (e := task.exception()) is not None:
+        out.set_exception(e)
+    else:
+        out.set_result(task.result())
 
 
 def _session(conn: sqlite3.Connection, session_id: str | None,

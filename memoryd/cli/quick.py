@@ -94,10 +94,51 @@ def socket_path(opts: "dict[str, Any]") -> str:
         return str(opts["socket"])
     if os.environ.get("MEMORYD_SOCKET"):
         return os.environ["MEMORYD_SOCKET"]
-    from memoryd.paths import resolve_paths
+    got = plain_dirs(opts.get("home"), os.environ)
+    if got is None:  # anything unusual: memoryd.paths decides (pathlib, platformdirs)
+        from memoryd.paths import resolve_paths
 
-    paths = resolve_paths(opts.get("home"))
-    return configured_socket(str(paths.config_file)) or str(paths.socket)
+        paths = resolve_paths(opts.get("home"))
+        config, sock = str(paths.config_file), str(paths.socket)
+    else:
+        config, sock = got
+    return configured_socket(config) or sock
+
+
+def plain_dirs(home: "str | None", environ: "Any") -> "tuple[str, str] | None":
+    """(config file, default socket) as `memoryd.paths.resolve_paths` places them, from
+    strings alone, for the usual cases: a home (--home, $MEMORYD_HOME), or Linux's XDG
+    defaults. None for the rest (another OS, a relative $HOME, a path Path would
+    normalize), which the caller leaves to `memoryd.paths`. Importing memoryd.paths costs
+    dataclasses (inspect, re), pathlib and platformdirs (tempfile, shutil, fnmatch): more
+    than the rest of this process's imports together. Tested equal to resolve_paths."""
+    home = home or environ.get("MEMORYD_HOME")
+    if home:
+        h = os.path.expanduser(home)
+        h = h if h.startswith("/") else os.getcwd() + "/" + h
+        return _plain(h + "/config/config.toml", h + "/run/memoryd.sock")
+    if not sys.platform.startswith("linux") or hasattr(sys, "getandroidapilevel") \
+            or "ANDROID_DATA" in environ or not environ.get("HOME", "/").startswith("/"):
+        return None
+    config = _xdg(environ, "XDG_CONFIG_HOME", "~/.config")
+    state = _xdg(environ, "XDG_STATE_HOME", "~/.local/state")
+    base = environ.get("XDG_RUNTIME_DIR")
+    run = base + "/memoryd" if base and os.path.isdir(base) and os.access(base, os.W_OK) \
+        else state
+    return _plain(config + "/config.toml", run + "/memoryd.sock")
+
+
+def _xdg(environ: "Any", name: str, default: str) -> str:
+    base = environ.get(name, "")
+    return (base if base.startswith("/") else os.path.expanduser(default)) + "/memoryd"
+
+
+def _plain(config: str, sock: str) -> "tuple[str, str] | None":
+    """Both paths when str(Path(p)) is the same string for each, else None."""
+    for p in (config, sock):
+        if not p.startswith("/") or "//" in p or "/./" in p or "/../" in p:
+            return None
+    return config, sock
 
 
 def configured_socket(config: str) -> "str | None":

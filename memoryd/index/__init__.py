@@ -31,6 +31,7 @@ from memoryd.index.query import (
     estimate,
     filter_clauses,
     ids_query,
+    match_query,
     restricted,
     term_tokens,
     text_query,
@@ -338,7 +339,7 @@ class SearchIndex:
         for lo in range(0, len(terms), MASK_TERMS):
             group = []
             for i, t in enumerate(terms[lo:lo + MASK_TERMS]):
-                q = text_query(self.schema, self.analyzer, s, [t], "or")
+                q = match_query(self.schema, self.analyzer, s, t)
                 if q is not None:
                     group.append((tantivy.Occur.Should,
                                   tantivy.Query.const_score_query(q, float(1 << i))))

@@ -147,6 +147,25 @@ def text_query(schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer,
     return Q.boolean_query(clauses)
 
 
+def match_query(schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer,
+                searcher: tantivy.Searcher, term: str) -> tantivy.Query | None:
+    """The units one term matches in the body or the one-liner, as `text_query` matches
+    it, without its scoring (`matched_ids` scores each term a constant): no IDF, no
+    weights, so no document frequencies read but `_may_match`'s. None when nothing of
+    it is searchable."""
+    tokens = term_tokens(analyzer, term)
+    clauses = []
+    for f in ("body", "one_liner"):
+        if f == "one_liner" and not _may_match(searcher, f, term, tokens):
+            continue
+        q = term_clause(schema, f, term, tokens)
+        if q is not None:
+            clauses.append((Occur.Should, q))
+    if not clauses:
+        return None
+    return clauses[0][1] if len(clauses) == 1 else Q.boolean_query(clauses)
+
+
 def _may_match(searcher: tantivy.Searcher, fname: str, term: str, tokens: list[str]
                ) -> bool:
     """Whether a term can match in a field: False when one of its tokens is in no

@@ -63,6 +63,11 @@ async def test_outage_two_daemons_stay_up_answer_stale_and_catch_up_exactly_once
             r = await laptop.search(query="quokka")
             assert r["stale"] is True and r["store"] == "unreachable"
             assert r["total"] >= 6 and r["shown"] == 6 and "unreachable" in r["message"]
+            # context too: recalled from the local index, MEMORY.md fitted beside it
+            ctx = await laptop.request("POST", "/v1/context", {"query": "quokka",
+                                                               "budget_tokens": 600})
+            assert ctx["stale"] is True and ctx["store"] == "unreachable"
+            assert ctx["recalled"] and "quokka" in ctx["rendered"]
             code, out, _ = await ctl(capsys, d / "laptop.sock", "status")
             assert code == 0 and "store: unreachable since" in out and "caught_up: false" in out
             _, doctor, _ = await ctl(capsys, d / "laptop.sock", "doctor")

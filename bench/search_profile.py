@@ -1,0 +1,146 @@
+"""Where a search's time goes, in process, on a built store: each stage of
+`retrieve_sync` and of building the response, timed per query beside a bare tantivy
+top-15 of the same query (the baseline of bench/search.py), and a cProfile of the whole.
+
+Works on an existing home (a copy of bench/search.py's built store; nothing is written
+to it but what opening the store does), so it adds no build:
+
+    .venv/bin/python bench/search_profile.py --home /path/to/copied/home --queries 100
+    .venv/bin/python bench/search_profile.py --home ... --cprofile 30   # top 30 functions
+
+Stages are timed by wrapping the functions retrieval calls (this script only; memoryd
+runs unchanged): index.ranked (tantivy search + fast fields), the hits' rows from SQLite,
+matched_ids, field_scores, the rest of retrieve_sync (planning, reranking), the
+results' snippets, and the JSON encoding of the response.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import random
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness as h  # noqa: E402
+from search import do_bare  # noqa: E402
+from bigstore import bare_tantivy  # noqa: E402
+
+import memoryd.retrieval as retrieval  # noqa: E402
+import memoryd.search as search_mod  # noqa: E402
+from memoryd.api import SearchResponse  # noqa: E402
+from memoryd.index import SearchIndex  # noqa: E402
+from memoryd.paths import resolve_paths  # noqa: E402
+from memoryd.store import Store  # noqa: E402
+
+STAGES: dict[str, list[float]] = defaultdict(list)
+_cur: dict[str, float] = defaultdict(float)
+
+
+def timed(name: str, fn):
+    def wrap(*a, **kw):
+        t0 = time.perf_counter()
+        try:
+            return fn(*a, **kw)
+        finally:
+            _cur[name] += time.perf_counter() - t0
+    return wrap
+
+
+def instrument() -> None:
+    SearchIndex.ranked = timed("ranked", SearchIndex.ranked)
+    SearchIndex.matched_ids = timed("matched_ids", SearchIndex.matched_ids)
+    SearchIndex.field_scores = timed("field_scores", SearchIndex.field_scores)
+    retrieval._rows = timed("rows", retrieval._rows)
+    retrieval._score = timed("score", retrieval._score)
+    retrieval._ranked_top = timed("dedupe+diverse", retrieval._ranked_top)
+    retrieval._hits = timed("hits (with matched_ids)", retrieval._hits)
+    retrieval.plan_query = timed("plan_query", retrieval.plan_query)
+    search_mod._results = timed("results", search_mod._results)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--home", type=Path, required=True)
+    p.add_argument("--raw", type=Path, help="the bare tantivy twin (search.py's raw-tantivy)")
+    p.add_argument("--queries", type=int, default=100)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--cprofile", type=int, default=0, help="print the top N by own time")
+    args = p.parse_args(argv)
+    print(f"search profile: {h.machine()}")
+    gen = h.TextGen(args.seed)
+    queries = gen.queries(random.Random(args.seed * 101), args.queries)
+    paths = resolve_paths(args.home)
+    store = Store.open_sync(paths.db)
+    raw_ix = bare_tantivy(args.raw, create=False) if args.raw else None
+    while not store.index.searchable():
+        time.sleep(0.1)
+    prof = cProfile.Profile()
+    profiling = False
+    if not args.cprofile:
+        instrument()
+
+    def one(q: str, mode: str) -> None:
+        from memoryd.api import SearchRequest
+        req = SearchRequest(query=q, mode=mode)
+        _cur.clear()
+        t0 = time.perf_counter()
+
+        def answer(c):
+            t1, c1 = time.perf_counter(), time.thread_time()
+            if profiling:  # the reader thread's own profile
+                prof.enable()
+            r = retrieval.retrieve_sync(c, store.index, req.query, k=req.max_results,
+                                        mode=req.mode, count=True)
+            res = search_mod._results(r.hits, r.plan.terms)
+            if profiling:
+                prof.disable()
+            _cur["retrieve_sync+results"] += time.perf_counter() - t1
+            _cur["  its CPU (thread time)"] += time.thread_time() - c1
+            return r, res
+
+        r, res = store.read_sync(answer)
+        t2 = time.perf_counter()
+        body = SearchResponse(total=r.total, shown=len(res), message="x",
+                              results=res).model_dump_json()
+        _cur["encode"] += time.perf_counter() - t2
+        _cur["total"] += time.perf_counter() - t0
+        assert body
+        if raw_ix is not None:
+            t3, c3 = time.perf_counter(), time.thread_time()
+            do_bare(raw_ix, q, mode)
+            _cur["raw"] += time.perf_counter() - t3
+            _cur["  its CPU (thread time)"] += 0.0
+            _cur["raw CPU (thread time)"] += time.thread_time() - c3
+        for k, v in _cur.items():
+            STAGES[k].append(v)
+
+    for _, q, mode in queries:  # warm
+        if retrieval.plan_query(q, mode).match:
+            one(q, mode)
+    STAGES.clear()
+    profiling = bool(args.cprofile)
+    for _ in range(args.repeat):
+        for _, q, mode in queries:
+            if retrieval.plan_query(q, mode).match:
+                one(q, mode)
+    if args.cprofile:
+        pstats.Stats(prof).sort_stats("tottime").print_stats(args.cprofile)
+        pstats.Stats(prof).sort_stats("cumtime").print_stats(args.cprofile)
+    n = len(STAGES["total"])
+    print(f"{n} searches; per stage p50 / mean ms (a stage absent in a query counts 0)")
+    for k, v in STAGES.items():
+        v = v + [0.0] * (n - len(v))
+        print(f"  {k:24s} {statistics.median(v) * 1000:8.2f} {statistics.fmean(v) * 1000:8.2f}")
+    store.close_sync()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

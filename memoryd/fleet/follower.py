@@ -50,7 +50,8 @@ class Follower:
                  health: Health | None = None, batch: int = 2000,
                  poll_interval_s: float = 2.0, report_every_s: float = 30.0,
                  listen: bool = True, listen_url: str | None = None,
-                 connect: Callable[..., Any] = psycopg.connect) -> None:
+                 connect: Callable[..., Any] = psycopg.connect,
+                 durable: Callable[[], cf.Position | None] | None = None) -> None:
         cf.quote_schema(schema)
         self.url = url
         self.schema = schema
@@ -60,6 +61,9 @@ class Follower:
         self.batch = batch
         self.poll_interval_s = poll_interval_s
         self.report_every_s = report_every_s
+        # the position `apply` has made durable, when that is not every committed batch
+        # (an index that commits later): only that is reported, for pruning
+        self.durable = durable
         self.listen = listen
         self.listen_url = listen_url or url  # e.g. the server itself behind a PgBouncer
         self._connect = connect
@@ -128,7 +132,13 @@ class Follower:
             self.report()
 
     def report(self) -> None:
-        settled = self.position.settled
+        """Tell the fleet the position this machine needs the feed from, for pruning:
+        the durable one (`durable`), never one only applied in memory, or a crash before
+        that is made durable would find the changes it must apply again pruned."""
+        pos = self.durable() if self.durable is not None else self.position
+        if pos is None:
+            return
+        settled = pos.settled
         if settled == self._reported:
             self._reported_at = time.monotonic()
             return

@@ -68,6 +68,7 @@ class Follower:
         self.listen_url = listen_url or url  # e.g. the server itself behind a PgBouncer
         self._connect = connect
         self._conn: Any = None
+        self._conn_born = 0          # health.outages when the poll connection was begun
         self._listener: Any = None
         self._listen_down = False    # logged once per loss
         self._listen_retry_at = 0.0
@@ -83,9 +84,19 @@ class Follower:
         return self._connect(url or self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
                              application_name=f"memoryd-follower {self.machine}"[:63])
 
+    def _drop_outlived(self) -> None:
+        """While the database is down, only a new connection may say it is back: one
+        from before the outage is dropped (as the store's threads do)."""
+        if (self._conn is not None and not self.health.reachable
+                and self._conn_born < self.health.outages):
+            self._drop("_conn")
+
     def _poll_conn(self) -> Any:
+        self._drop_outlived()
         if self._conn is None or self._conn.closed:
+            born = self.health.outages
             self._conn = self._open()
+            self._conn_born = born
         return self._conn
 
     def _drop(self, which: str) -> None:
@@ -110,6 +121,7 @@ class Follower:
         if self.listen and self._listener is None:
             self._try_listen()  # before the poll: a commit after it must wake us
         while True:
+            self._drop_outlived()
             stale = self._conn is not None and not self._conn.closed
             try:
                 b = cf.read_batch(self._poll_conn(), self.schema, self.position, self.batch)
@@ -121,7 +133,7 @@ class Follower:
                     raise
                 # a connection from before a blip: a fresh one decides (as a pool's check)
         self.polls += 1
-        self.health.ok()
+        self.health.ok(self._conn_born)
         return b
 
     def commit(self, batch: cf.Batch) -> None:

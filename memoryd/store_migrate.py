@@ -234,6 +234,8 @@ class Migration:
             else:
                 self._count_rows(t.name, 1, 0)
             pairs.append((r[0], new))
+        if t.same:  # a row copied now is the copy of its source row, not another's
+            self.taken.update(new for _, new in pairs)
         return pairs
 
     def _taken(self, t: Table) -> set[int]:

@@ -306,7 +306,10 @@ def test_issue_14_a_moved_home_and_the_way_back_double_no_keyless_row(tmp_path, 
 
     before = counts(sqlite_fn, db)
     assert before == {"summaries": 3, "served_context": 1, "llm_usage": 2, "jobs": 3}
-    assert migrate(capsys, home, "--to", pg_url, "--machine", "laptop")[0] == 0
+    # one row per batch: the twins meet in two batches, and stay two
+    subprocess.run([sys.executable, "-m", "memoryd.store_migrate", "--home", str(home),
+                    "--to", pg_url, "--machine", "laptop", "--batch", "1"],
+                   capture_output=True, check=True)
     moved_in = counts(pg_fn, pg_url)
     assert moved_in == {**before, "jobs": 2}  # the done job stays behind
 

@@ -11,6 +11,10 @@ transaction as the rows themselves. That one table makes the copy
 - idempotent: a row already mapped is not copied again, and a row whose natural key the
   destination already holds (a session by agent and id, a unit by session and record,
   a file by machine and path, a memory entry by key) is mapped to that row, not doubled;
+  a row of a table with no unique key (a summary, a served-context or LLM usage record,
+  a job) is the same row when the destination holds one with the same values in its
+  `same` columns (references mapped) that no other source row took: so the same history
+  copied again from a moved home, or back into the home it came from, doubles nothing;
 - consistent: foreign keys (a unit's session and file, a summary's session, a memory
   entry's sessions and the unit ids of its provenance, a job's `session:N` target) are
   rewritten through the map.
@@ -46,12 +50,15 @@ MAP_DDL = ("CREATE TABLE IF NOT EXISTS _migrate_map (src text NOT NULL, tbl text
 @dataclass(frozen=True)
 class Table:
     """One table to copy: its natural key (to map a row the destination already holds),
-    the columns that hold another table's id, and which rows are worth copying."""
+    the columns that hold another table's id, and which rows are worth copying. A table
+    with no unique key names `same`, the columns whose values make a row the same row
+    copied before, the first of them indexed (the lookup)."""
 
     name: str
     key: tuple[str, ...] = ()
     refs: dict[str, str] = field(default_factory=dict)  # column -> referenced table
     where: str = ""
+    same: tuple[str, ...] = ()
 
 
 # in dependency order: a table's references are copied before it
@@ -59,14 +66,18 @@ TABLES = [
     Table("sessions", ("agent", "machine", "session_id")),
     Table("files", ("machine", "path")),
     Table("units", ("session_pk", "record_id"), {"session_pk": "sessions", "file_id": "files"}),
-    Table("summaries", (), {"session_pk": "sessions"}),
+    Table("summaries", (), {"session_pk": "sessions"},
+          same=("session_pk", "from_seq", "upto_seq", "created_at", "made_by", "summary")),
     Table("memory_items", ("item_key",)),
-    Table("served_context"),
+    Table("served_context",
+          same=("ts", "via", "agent", "session_id", "query", "tokens", "budget_tokens")),
     Table("exclusions", ("machine", "kind", "value")),
-    Table("llm_usage"),
+    Table("llm_usage", same=("day", "ts", "model", "purpose", "target", "input_tokens",
+                             "output_tokens", "outcome")),
     # finished jobs are history the destination does not need; pending and failed ones
     # are work still owed (a summary to write, a consolidation that failed)
-    Table("jobs", (), {}, "state IN ('pending', 'failed')"),
+    Table("jobs", (), {}, "state IN ('pending', 'failed')",
+          same=("kind", "target", "created_at")),
 ]
 # tables without an id of their own: keyed by the (mapped) ids they hold
 LINKS = {"memory_item_sessions": {"item_id": "memory_items", "session_pk": "sessions"},
@@ -90,6 +101,7 @@ class Migration:
             self.machine_map = {machine: ""}
         self.copied: dict[str, int] = {}
         self.mapped: dict[str, int] = {}  # rows the destination already held
+        self.taken: set[int] = set()  # destination ids of the table being copied, mapped
 
     def _count_rows(self, table: str, copied: int, there: int) -> None:
         self.copied[table] = self.copied.get(table, 0) + copied
@@ -160,6 +172,7 @@ class Migration:
         cols = [c for c in self.src.columns(t.name) if c != "id" and c in dst_cols]
         after = self._resume_after(t.name)
         done = self._done_before(t, after)
+        self.taken = self._taken(t) if t.same else set()
         insert = (f"INSERT INTO {t.name} ({', '.join(quote_col(c) for c in cols)}) VALUES "
                   f"({', '.join('?' * len(cols))}) ON CONFLICT DO NOTHING RETURNING id")
         for rows in self._source_rows(t, after, cols):
@@ -203,11 +216,17 @@ class Migration:
             if target is not None:
                 v[target] = self._job_target(v[target])
             values.append(v)
-        new_ids = (self.dst.insert_staged(t.name, cols, values) if self.dst.engine == "postgresql"
-                   else self.dst.insert_many(insert, values))
+        there = self._same_there(t, cols, values) if t.same else [None] * len(values)
+        fresh = [v for v, d in zip(values, there, strict=True) if d is None]
+        made = iter(self.dst.insert_staged(t.name, cols, fresh)
+                    if self.dst.engine == "postgresql" else self.dst.insert_many(insert, fresh))
         pairs = []
-        for r, v, new in zip(rows, values, new_ids, strict=True):
-            if new is None and t.key:  # the destination holds this row already
+        for r, v, old in zip(rows, values, there, strict=True):
+            new = None if old is not None else next(made)
+            if old is not None:  # the same row, copied before from elsewhere
+                new = old
+                self._count_rows(t.name, 0, 1)
+            elif new is None and t.key:  # the destination holds this row already
                 new = self._by_key(t, cols, v)
                 self._count_rows(t.name, 0, 1)
             elif new is None:  # a pending job the destination already owes
@@ -215,7 +234,43 @@ class Migration:
             else:
                 self._count_rows(t.name, 1, 0)
             pairs.append((r[0], new))
+        if t.same:  # a row copied now is the copy of its source row, not another's
+            self.taken.update(new for _, new in pairs)
         return pairs
+
+    def _taken(self, t: Table) -> set[int]:
+        """The destination ids already mapped from this source (a resumed run): each
+        stands for one source row and is not matched to another."""
+        rows = self.dst.conn.execute("SELECT dst_id FROM _migrate_map WHERE src = ? AND "
+                                     "tbl = ?", (self.src.label, t.name)).fetchall()
+        if self.dst.engine == "postgresql":
+            self.dst.rollback()
+        return {int(r[0]) for r in rows}
+
+    def _same_there(self, t: Table, cols: list[str], values: list[list[Any]]
+                    ) -> list[int | None]:
+        """For each row of the batch (references already mapped), the id of the same row
+        in the destination, if it holds one not taken yet; else None. Rows the same in
+        every `same` column are matched one to one, so a history holding two identical
+        rows keeps two."""
+        at = [cols.index(c) for c in t.same]
+        probe = sorted({v[at[0]] for v in values if v[at[0]] is not None})
+        names = ", ".join(quote_col(c) for c in t.same)
+        there: dict[tuple[Any, ...], list[int]] = {}
+        for i in range(0, len(probe), 500):
+            chunk = probe[i:i + 500]
+            for r in self.dst.conn.execute(
+                    f"SELECT id, {names} FROM {t.name} WHERE {quote_col(t.same[0])} IN "
+                    f"({','.join('?' * len(chunk))}) ORDER BY id", chunk).fetchall():
+                if r[0] not in self.taken:
+                    there.setdefault(tuple(r[1:]), []).append(int(r[0]))
+        out: list[int | None] = []
+        for v in values:
+            ids = there.get(tuple(v[i] for i in at))
+            out.append(ids.pop(0) if ids else None)
+            if out[-1] is not None:
+                self.taken.add(out[-1])
+        return out
 
     def _by_key(self, t: Table, cols: list[str], v: list[Any]) -> int:
         cond = " AND ".join(f"{quote_col(k)} = ?" for k in t.key)

@@ -69,6 +69,7 @@ WRITER_IDLE_S = 30.0
 # applied in large batches at least BUSY_GAP_S apart and at most a fifth of the time
 # (BUSY_DUTY): ingest into the store comes first, every machine's index after.
 MAX_GAP_S = 1.0
+REPORT_S = 30.0  # the position stored with the last commit, reported for pruning
 BUSY_GAP_S = 5.0
 BUSY_DUTY = 0.2
 
@@ -89,6 +90,7 @@ class FleetIndex(SearchIndex):
         self.busy: Any = lambda: False
         self.busy_gap_s = BUSY_GAP_S
         self.waiters = 0  # callers waiting for everything to be searchable: no pacing
+        self.report_every_s = REPORT_S  # how often the fleet hears the stored position
 
     @contextlib.contextmanager
     def waited(self) -> Any:
@@ -312,7 +314,8 @@ class FeedIndexer(IndexWriterThread):
         assert self.pos is not None
         return Follower(url, t.schema, t.machine, self.pos, health=ix.health,
                         poll_interval_s=ix.poll_interval_s, connect=connect,
-                        report_every_s=30.0)
+                        report_every_s=ix.report_every_s,
+                        durable=ix.saved_position)  # not what the tail holds uncommitted
 
     def _follow(self, conn: Any) -> float:
         ix = self.ix

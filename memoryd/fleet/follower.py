@@ -50,7 +50,8 @@ class Follower:
                  health: Health | None = None, batch: int = 2000,
                  poll_interval_s: float = 2.0, report_every_s: float = 30.0,
                  listen: bool = True, listen_url: str | None = None,
-                 connect: Callable[..., Any] = psycopg.connect) -> None:
+                 connect: Callable[..., Any] = psycopg.connect,
+                 durable: Callable[[], cf.Position | None] | None = None) -> None:
         cf.quote_schema(schema)
         self.url = url
         self.schema = schema
@@ -60,10 +61,14 @@ class Follower:
         self.batch = batch
         self.poll_interval_s = poll_interval_s
         self.report_every_s = report_every_s
+        # the position `apply` has made durable, when that is not every committed batch
+        # (an index that commits later): only that is reported, for pruning
+        self.durable = durable
         self.listen = listen
         self.listen_url = listen_url or url  # e.g. the server itself behind a PgBouncer
         self._connect = connect
         self._conn: Any = None
+        self._conn_born = 0          # health.outages when the poll connection was begun
         self._listener: Any = None
         self._listen_down = False    # logged once per loss
         self._listen_retry_at = 0.0
@@ -79,9 +84,19 @@ class Follower:
         return self._connect(url or self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
                              application_name=f"memoryd-follower {self.machine}"[:63])
 
+    def _drop_outlived(self) -> None:
+        """While the database is down, only a new connection may say it is back: one
+        from before the outage is dropped (as the store's threads do)."""
+        if (self._conn is not None and not self.health.reachable
+                and self._conn_born < self.health.outages):
+            self._drop("_conn")
+
     def _poll_conn(self) -> Any:
+        self._drop_outlived()
         if self._conn is None or self._conn.closed:
+            born = self.health.outages
             self._conn = self._open()
+            self._conn_born = born
         return self._conn
 
     def _drop(self, which: str) -> None:
@@ -106,6 +121,7 @@ class Follower:
         if self.listen and self._listener is None:
             self._try_listen()  # before the poll: a commit after it must wake us
         while True:
+            self._drop_outlived()
             stale = self._conn is not None and not self._conn.closed
             try:
                 b = cf.read_batch(self._poll_conn(), self.schema, self.position, self.batch)
@@ -117,7 +133,7 @@ class Follower:
                     raise
                 # a connection from before a blip: a fresh one decides (as a pool's check)
         self.polls += 1
-        self.health.ok()
+        self.health.ok(self._conn_born)
         return b
 
     def commit(self, batch: cf.Batch) -> None:
@@ -128,7 +144,13 @@ class Follower:
             self.report()
 
     def report(self) -> None:
-        settled = self.position.settled
+        """Tell the fleet the position this machine needs the feed from, for pruning:
+        the durable one (`durable`), never one only applied in memory, or a crash before
+        that is made durable would find the changes it must apply again pruned."""
+        pos = self.durable() if self.durable is not None else self.position
+        if pos is None:
+            return
+        settled = pos.settled
         if settled == self._reported:
             self._reported_at = time.monotonic()
             return

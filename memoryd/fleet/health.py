@@ -7,6 +7,13 @@ error with any password scrubbed out) and hands out the delay before the next at
 exponential backoff with jitter, capped, so a fleet does not hammer a database that is
 coming back up, and restarts in step.
 
+Only a connection begun after the outage was seen says the database is back. While a
+server stops (`pg_ctl -m fast` ends its backends one by one), a round trip on a
+connection from before can still succeed, or its success be reported by its thread
+after another thread saw the outage: callers pass `ok(born)`, the outage count when the
+connection was begun, and such a late success is not news. Without that the status
+flapped: down, "reachable again", down again, two lines each way for one outage.
+
 The log gets one WARNING when the database goes away and one INFO when it comes back,
 however many attempts fail in between (those are DEBUG): an outage of an hour is two
 lines, not a traceback storm. No traceback is logged for an unreachable server; the
@@ -66,11 +73,16 @@ class Health:
         # error on first use after the recovery is not news (see `stale`)
         self.outages = 0
 
-    def ok(self) -> None:
-        """A round trip worked: reachable again (logged once if it had gone away)."""
+    def ok(self, born: int | None = None) -> None:
+        """A round trip worked: reachable again (logged once if it had gone away).
+        `born` is `outages` as it was when the round trip's connection was begun; a
+        connection begun before the latest outage proves nothing about it (see above).
+        None: a caller that does not know (counted)."""
         with self._lock:
             if self.reachable:
                 self.failures = 0
+                return
+            if born is not None and born < self.outages:
                 return
             lasted = self._clock() - self._down_at
             attempts = self.failures

@@ -255,6 +255,7 @@ class PgRunner:
         if self.raw is not None and not self.raw.closed:
             return self.raw
         psycopg, _ = driver()
+        born = self.health.outages  # before connecting: a reply may be read after an outage
         url, kwargs = conninfo(self.target)
         for key, value in _LIBPQ_DEFAULTS.items():
             if key not in url:  # the URL's own settings win
@@ -271,7 +272,7 @@ class PgRunner:
                 raise
             raise StoreError(f"cannot connect to {self.target.masked()}: "
                              f"{self.target.scrub(str(e)).strip()}") from None
-        self.raw, self.born = raw, self.health.outages
+        self.raw, self.born = raw, born
         return raw
 
     def run(self, fn: Callable[[Any], T]) -> T:
@@ -305,7 +306,7 @@ class PgRunner:
                     lost = unreachable(e2) or raw.broken
             if not lost:
                 if _answered(e):
-                    self.health.ok()  # the server answered, with an SQL error
+                    self.health.ok(self.born)  # the server answered, with an SQL error
                 raise
             stale = raw is not None and self.health.stale(self.born)
             self._drop()
@@ -313,7 +314,7 @@ class PgRunner:
                 raise _Stale from None
             self.health.failed(e)
             raise StoreUnavailableError(self._down()) from None
-        self.health.ok()
+        self.health.ok(self.born)
         return result
 
     def _down(self) -> str:

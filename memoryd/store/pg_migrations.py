@@ -4,7 +4,11 @@ namespace is one schema, `memoryd_<namespace>`.
 
 The first daemon of a newer version migrates, holding an advisory lock on the schema's
 name so two daemons starting at once do not both try; a daemon that finds migrations it
-does not know (a newer memoryd migrated the shared store) refuses to write.
+does not know (a newer memoryd migrated the shared store) refuses to write. A daemon
+that finds the schema current (the usual start) reads that without the lock, so a
+fleet's daemons do not queue behind each other, or behind a long migration's lock, to
+learn that there is nothing to do; only one with work to do takes the lock, and looks
+again under it.
 
 Ids are `bigint` identities, as SQLite's integer primary keys: a change feed reads
 units by id. An identity never hands an id out twice, so SQLite's reused-id triggers
@@ -281,7 +285,7 @@ def install_extra(conn: Any, extra: list[str]) -> None:
     the order every writer takes them in."""
     if not extra:
         return
-    digest = hashlib.sha256("\n".join(extra).encode()).hexdigest()[:16]
+    digest = _digest(extra)
     conn.execute("CREATE TABLE IF NOT EXISTS _extra_ddl "
                  "(digest text PRIMARY KEY, applied_at double precision NOT NULL)")
     if conn.execute("SELECT 1 FROM _extra_ddl WHERE digest = %s", (digest,)).fetchone():
@@ -294,13 +298,63 @@ def install_extra(conn: Any, extra: list[str]) -> None:
                      (digest, time.time()))
 
 
+def _digest(extra: list[str]) -> str:
+    return hashlib.sha256("\n".join(extra).encode()).hexdigest()[:16]
+
+
+def _use_schema(conn: Any, schema: str) -> None:
+    """Refuse a schema this role may not use; then put only that schema on the search
+    path (a table missing there must not be found elsewhere)."""
+    from psycopg import sql
+
+    if not conn.execute("SELECT has_schema_privilege(%s, 'USAGE')", (schema,)).fetchone()[0]:
+        raise StoreError(f"permission denied for schema {schema}: this database role "
+                         "may not use that namespace (docs/fleet.md, Isolation)")
+    conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+
+
+def _refuse_newer(schema: str, done: list[str], known: list[str]) -> None:
+    newer = sorted(set(done) - set(known))
+    if newer:
+        raise StoreError(
+            f"the store's schema {schema} was migrated by a newer memoryd "
+            f"(migrations {', '.join(newer)} are unknown to this one): upgrade memoryd "
+            "on this machine; it will not write to a newer schema")
+
+
+def is_current(conn: Any, schema: str, known: list[str], extra: list[str]) -> bool:
+    """Whether `schema` already holds every migration in `known` and this version of the
+    extra DDL, read without the lock and without writing (a role that may only use its
+    schema can answer it). Raises StoreError when a newer memoryd migrated it."""
+    if not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
+                        (schema,)).fetchone():
+        return False
+    _use_schema(conn, schema)
+    tables = conn.execute("SELECT to_regclass('_migrations') IS NOT NULL, "
+                          "to_regclass('_extra_ddl') IS NOT NULL").fetchone()
+    if not tables[0]:
+        return False
+    done = [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY name")]
+    _refuse_newer(schema, done, known)
+    if set(known) - set(done):
+        return False
+    if not extra:
+        return True
+    return bool(tables[1]) and conn.execute(
+        "SELECT 1 FROM _extra_ddl WHERE digest = %s", (_digest(extra),)).fetchone() is not None
+
+
 def migrate(conn: Any, schema: str, known: list[str] | None = None) -> list[str]:
     """Create or bring up to date the schema `schema` on `conn` (a psycopg connection in
     autocommit mode); returns the migrations applied. Raises StoreError when the schema
-    was migrated by a newer memoryd."""
+    was migrated by a newer memoryd. A current schema is seen without the advisory lock;
+    the lock is taken only to migrate, and everything is looked at again under it."""
     from psycopg import sql
 
     known = NAMES if known is None else known
+    extra = extra_ddl()
+    if is_current(conn, schema, known, extra):
+        return []
     ident = sql.Identifier(schema)
     key = f"memoryd:{schema}"
     conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
@@ -309,21 +363,11 @@ def migrate(conn: Any, schema: str, known: list[str] | None = None) -> list[str]
                               (schema,)).fetchone()
         if not exists:
             conn.execute(sql.SQL("CREATE SCHEMA {}").format(ident))
-        if not conn.execute("SELECT has_schema_privilege(%s, 'USAGE')",
-                            (schema,)).fetchone()[0]:
-            raise StoreError(f"permission denied for schema {schema}: this database role "
-                             "may not use that namespace (docs/fleet.md, Isolation)")
-        # only the namespace's schema: a table missing there must not be found elsewhere
-        conn.execute(sql.SQL("SET search_path TO {}").format(ident))
+        _use_schema(conn, schema)
         conn.execute("CREATE TABLE IF NOT EXISTS _migrations "
                      "(name text PRIMARY KEY, applied_at double precision NOT NULL)")
         done = [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY name")]
-        newer = sorted(set(done) - set(known))
-        if newer:
-            raise StoreError(
-                f"the store's schema {schema} was migrated by a newer memoryd "
-                f"(migrations {', '.join(newer)} are unknown to this one): upgrade memoryd "
-                "on this machine; it will not write to a newer schema")
+        _refuse_newer(schema, done, known)
         applied = []
         for name in known:
             if name in done:
@@ -335,7 +379,7 @@ def migrate(conn: Any, schema: str, known: list[str] | None = None) -> list[str]
                 conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (%s, %s)",
                              (name, time.time()))
             applied.append(name)
-        install_extra(conn, extra_ddl())
+        install_extra(conn, extra)
         return applied
     finally:
         conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))

@@ -4,11 +4,16 @@ back. (The same against a real server stopped and started: test_follower.py.)"""
 from __future__ import annotations
 
 import logging
+import threading
+import time
 
 import psycopg
 import pytest
 
+from memoryd.errors import StoreUnavailableError
 from memoryd.fleet.health import Health, scrub
+from memoryd.store.pg import PgRunner
+from memoryd.store_target import StoreTarget
 
 
 @pytest.mark.parametrize(("text", "secret"), [
@@ -80,3 +85,66 @@ def test_health_attempts_are_due_only_after_the_backoff():
     assert h.failed("down") == 2.0 and not h.due()
     h.ok()
     assert h.due() and h.status()["down_s"] == 0.0
+
+
+def test_health_a_connection_from_before_the_outage_does_not_bring_it_back():
+    h = Health("store", rng=lambda: 0.0)
+    born = h.outages
+    h.failed("the database system is shutting down")
+    h.ok(born)  # a round trip on a connection begun before the outage was seen
+    assert h.reachable is False and h.failures == 1
+    h.ok(h.outages)  # one begun since
+    assert h.reachable is True
+    h.ok(born)  # while up, any success is just a success
+    assert h.reachable is True and h.failures == 0
+
+
+def test_issue_14_a_reply_read_after_the_outage_was_seen_does_not_flap_the_status(
+        pg_url, caplog):
+    """`pg_ctl -m fast` ends the server's backends one by one: one thread's connection
+    is gone (the outage is seen) while another thread's round trip, begun before, still
+    commits and reports success after. That success said "reachable again", and the
+    next failure "unreachable" again: the status flapped. Here the first backend is
+    ended as the shutdown ends it (SIGTERM, pg_terminate_backend); the other thread's
+    round trip completes after: the store stays down until a connection made since
+    works, and the log has one line down and one back."""
+    caplog.set_level(logging.DEBUG, logger="memoryd.fleet.health")
+    health = Health("store", base_s=0.05, cap_s=0.1)
+    target = StoreTarget(url=pg_url, namespace="flap")
+    writer, reader = PgRunner(target, True, health), PgRunner(target, False, health)
+    try:
+        pid = writer.run(lambda c: c.execute("SELECT pg_backend_pid()").fetchone()[0])
+        inside, go = threading.Event(), threading.Event()
+        got: list[int] = []
+
+        def long_read(c):
+            n = c.execute("SELECT 41 + 1").fetchone()[0]
+            inside.set()
+            go.wait(30)
+            return n
+
+        t = threading.Thread(target=lambda: got.append(reader.run(long_read)))
+        t.start()
+        assert inside.wait(30)
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            assert admin.execute("SELECT pg_terminate_backend(%s, 10000)",
+                                 (pid,)).fetchone()[0]
+        with pytest.raises(StoreUnavailableError):
+            writer.run(lambda c: c.execute("SELECT 1"))
+        assert health.reachable is False
+        go.set()
+        t.join(30)
+        assert got == [42]  # it worked, on a connection from before the outage...
+        assert health.reachable is False  # ...which says nothing about the outage
+        deadline = time.monotonic() + 30
+        while not health.due() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert writer.run(lambda c: c.execute("SELECT 1").fetchone()[0]) == 1
+        assert health.reachable is True  # a connection made since: back
+    finally:
+        go.set()
+        writer.close()
+        reader.close()
+    loud = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    assert len(loud) == 2 and "store unreachable" in loud[0], loud
+    assert "reachable again" in loud[1]

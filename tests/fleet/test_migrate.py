@@ -282,3 +282,46 @@ def test_the_same_history_from_another_path_is_mapped_onto_the_rows_already_ther
     assert pg_rows(pg_url, "SELECT count(*) FROM sessions") == [(3,)]
     assert pg_rows(pg_url, "SELECT count(*) FROM memory_item_sessions") == [(1,)]
     assert provenance_units(pg_fn, pg_url) == [("sess-0", "r0"), ("sess-0", "r1")]
+
+
+def test_issue_14_a_moved_home_and_the_way_back_double_no_keyless_row(tmp_path, pg_url,
+                                                                      capsys):
+    """Summaries, the served-context log, LLM usage and owed jobs have no unique key:
+    the same history migrated again from a moved home (another source label, no id map
+    to resume from), or copied back into the home it came from, maps them onto the rows
+    already there instead of doubling them. Two identical usage rows stay two."""
+    import shutil
+
+    home = tmp_path / "home"
+    db = home / "data" / "memoryd.db"
+    make_history(db, sessions=3, units_per_session=10)
+    conn = connect(db)
+    conn.execute("INSERT INTO llm_usage (ts, day, model, purpose, outcome) "
+                 "SELECT ts, day, model, purpose, outcome FROM llm_usage")  # a twin
+    conn.close()
+    keyless = ("summaries", "served_context", "llm_usage", "jobs")
+
+    def counts(rows_fn, where) -> dict[str, int]:
+        return {t: rows_fn(where, f"SELECT count(*) FROM {t}")[0][0] for t in keyless}
+
+    before = counts(sqlite_fn, db)
+    assert before == {"summaries": 3, "served_context": 1, "llm_usage": 2, "jobs": 3}
+    # one row per batch: the twins meet in two batches, and stay two
+    subprocess.run([sys.executable, "-m", "memoryd.store_migrate", "--home", str(home),
+                    "--to", pg_url, "--machine", "laptop", "--batch", "1"],
+                   capture_output=True, check=True)
+    moved_in = counts(pg_fn, pg_url)
+    assert moved_in == {**before, "jobs": 2}  # the done job stays behind
+
+    moved = tmp_path / "moved"
+    (moved / "data").mkdir(parents=True)
+    shutil.copyfile(db, moved / "data" / "memoryd.db")
+    rc, out = migrate(capsys, moved, "--to", pg_url, "--machine", "laptop")
+    assert rc == 0 and "0 rows copied (nothing new)" in out, out
+    assert counts(pg_fn, pg_url) == moved_in
+
+    # the way back, into the home it all came from: everything is there already
+    rc, out = migrate(capsys, home, "--to", "sqlite", "--from", pg_url, "--machine", "laptop")
+    assert rc == 0 and "0 rows copied (nothing new)" in out, out
+    assert counts(sqlite_fn, db) == before
+    assert history_of(sqlite_fn, db)["summaries"] == history_of(pg_fn, pg_url)["summaries"]

@@ -194,3 +194,51 @@ def test_a_second_daemon_starts_while_the_first_holds_a_write_on_units(tmp_path,
     finally:
         for s in [first, *second]:
             s.close_sync()
+
+
+async def test_issue_14_a_daemon_starts_while_another_holds_the_schema_lock(
+        tmp_path, pg_url, memoryd_home):
+    """With the schema current, a starting daemon reads that without the advisory lock:
+    a fleet's daemons do not queue behind each other (or behind one that holds the lock)
+    to learn there is nothing to migrate. A schema that needs work still waits for it."""
+    from memoryd.daemon import Daemon
+    from memoryd.paths import resolve_paths
+    from memoryd.store import pg_migrations
+    from tests.fleet.daemons import fleet_settings
+    from tests.helpers import short_dir
+
+    Store.open_sync(tmp_path / "first" / "memoryd.db",
+                    target=StoreTarget(url=pg_url, namespace="team")).close_sync()
+    with short_dir() as d, psycopg.connect(pg_url, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(hashtext('memoryd:memoryd_team'))")
+        root = tmp_path / "src"
+        root.mkdir()
+        dm = Daemon(fleet_settings(root, d / "b.sock", pg_url, "b"),
+                    resolve_paths(tmp_path / "b"), environ={})
+        start = asyncio.ensure_future(dm.start())
+        await asyncio.wait({start}, timeout=20)
+        started = start.done()
+        # a schema one migration behind waits for the lock, and migrates once it has it
+        def migrate_next() -> None:
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                pg_migrations.migrate(conn, "memoryd_team",
+                                      known=[*pg_migrations.NAMES, "m999_next"])
+
+        behind = threading.Thread(target=migrate_next, daemon=True)
+        pg_migrations.DDL["m999_next"] = "CREATE TABLE next_one (x int)"
+        try:
+            behind.start()
+            behind.join(1.0)
+            waited = behind.is_alive()
+        finally:
+            holder.execute("SELECT pg_advisory_unlock(hashtext('memoryd:memoryd_team'))")
+            behind.join(30)
+            del pg_migrations.DDL["m999_next"]
+        await start
+        await dm.stop()
+    assert started, "the daemon waited for the schema lock with nothing to migrate"
+    assert waited, "a migration ran without the lock"
+    with psycopg.connect(pg_url) as conn:
+        names = [r[0] for r in conn.execute(
+            "SELECT name FROM memoryd_team._migrations ORDER BY name")]
+    assert names[-1] == "m999_next"

@@ -143,14 +143,10 @@ class Ingestor:
                 total += max(0, st.st_size - (seen.offset if st.st_ino == seen.inode else 0))
         return total
 
-    async def ingest_file(self, path: Path, root: Path, agent: str, *, live: bool = False,
-                          after: asyncio.Future[Any] | None = None) -> int:
+    async def ingest_file(self, path: Path, root: Path, agent: str, *, live: bool = False) -> int:
         """Read what is new in `path`; `agent` is a format name or "auto". Returns the
         number of new units. Never raises for a bad or vanished file; a file that fails
-        is recorded in `failures` and not tried again until its backoff has passed.
-        With `after` (the ingest of the file before it, `IngestQueue`), the first batch
-        is read at once but stored only when that one is done: the file is read while
-        the one before it is stored, and units are stored in the same order."""
+        is recorded in `failures` and not tried again until its backoff has passed."""
         key = str(path)
         if not self.failures.due(key):
             return 0
@@ -175,9 +171,6 @@ class Ingestor:
                     batch = await asyncio.to_thread(self._read_batch, path, root, adapter,
                                                     cursor)
                 lag_trace.stage("read", len(batch.items))
-                if after is not None:
-                    await asyncio.wait([after])  # its outcome is its own
-                    after = None
                 added = await self.store.write(lambda c, b=batch: self._commit(c, adapter, b))
                 lag_trace.stage("stored", sum(added.values()))
                 new += sum(added.values())

@@ -19,8 +19,12 @@ crash loses nothing: the index reports the largest unit id it committed, and
 `index_pending` rows are cleared only after the commit that holds them, so the gap is
 indexed again on start.
 
-Bulk work (a backfill, a rebuild) runs at a lower CPU priority (the writer's own worker
-threads inherit it): indexing never delays ingest or a query.
+A rebuild (a missing or older index, `memoryctl reindex`) runs at a lower CPU priority
+(the writer's own worker threads inherit it): background work never delays ingest or a
+query. A backfill's own units are indexed at the daemon's priority: their indexing is
+the second half of ingesting them (a unit is not found until it is indexed), and a niced
+indexer got the least CPU on a busy machine, so the index trailed ingest and the backfill
+ended tens of seconds after its last line was stored (bench/README, backfill pass 2).
 """
 
 from __future__ import annotations
@@ -114,8 +118,10 @@ class Indexer(IndexWriterThread):
     """Follows SQLite by unit id. A small pass (live appends, at most `LIVE_UNITS`)
     adds what it finds to the writer and to the live tail, searchable at once, and the
     commit waits for the tail's policy; a large one (a backfill, a rebuild) keeps adding
-    batches and commits every `COMMIT_EVERY_S` in a helper thread at `NICE`, whose
-    commits make tantivy's worker threads niced as well (a commit takes the tail along).
+    batches and commits every `COMMIT_EVERY_S` (a commit takes the tail along). A
+    rebuild's passes (and the tail's commits) run in a helper thread at `NICE`, whose
+    commits make tantivy's worker threads niced as well; a backfill's run here, at the
+    daemon's priority (its commits start tantivy's workers again at that priority).
     The writer stays open while work keeps coming and is let go after `WRITER_IDLE_S`
     without any."""
 
@@ -245,9 +251,13 @@ class Indexer(IndexWriterThread):
         if not first[0] and not first[1]:
             return False
         lag_trace.stage("index_read", len(first[1]))
-        if self.ix.state == "rebuilding" or len(first[1]) + len(first[2]) > LIVE_UNITS:
+        rebuild = self.ix.state == "rebuilding"
+        if rebuild or len(first[1]) + len(first[2]) > LIVE_UNITS:
             self._reap(wait=True)  # the writer is needed
-            upto, done = self._bulk.submit(self._add, conn, pos, first).result()
+            if rebuild:  # background work, niced
+                upto, done = self._bulk.submit(self._add, conn, pos, first).result()
+            else:  # a backfill: the rest of its ingest
+                upto, done = self._add(conn, pos, first)
             self.commits += 1
             self.ix.committed()  # searchers see the commit before anyone is told it is done
             lag_trace.stage("index_reload")

@@ -4,8 +4,10 @@ several batches with forgets among them is indexed exactly; the writer is kept o
 between close passes and let go once the thread rests. A real store, a real tantivy index."""
 
 import asyncio
+import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -129,3 +131,36 @@ async def test_appends_and_forgets_during_a_commit_are_searchable_and_kept(store
     assert not len(ix.tail) and not ix.tail.replaced
     assert await ids_of(store, "amberword") == (2, [old, new])
     assert ix.docs() == 2
+
+
+def tantivy_workers_nice():
+    """The nice values of this process's tantivy indexing threads (Linux /proc)."""
+    out = set()
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            comm = (task / "comm").read_text().strip()
+            stat = (task / "stat").read_text()
+        except OSError:  # the thread ended meanwhile
+            continue
+        if comm.startswith("thrd-tantivy-in"):
+            out.add(int(stat.rsplit(")", 1)[1].split()[16]))
+    return out
+
+
+async def test_a_backfill_is_indexed_at_the_daemons_priority_a_rebuild_niced(store,
+                                                                            monkeypatch):
+    monkeypatch.setattr(indexer_mod, "WRITER_IDLE_S", 600.0)  # the writer's threads stay
+    here = os.getpriority(os.PRIO_PROCESS, 0)
+    await store.indexed()  # ready: what follows is a backfill, not a rebuild
+    n = indexer_mod.LIVE_UNITS + 50
+    await store.write(put([f"backfilled line {i}" for i in range(n)]))
+    await store.indexed()
+    assert tantivy_workers_nice() == {here}
+    store.index.request_rebuild()  # background work
+    await store.indexed()
+    assert tantivy_workers_nice() == {min(19, here + indexer_mod.NICE)}
+    await store.write(put([f"more history {i}" for i in range(n)], sid="later"))
+    await store.indexed()
+    assert tantivy_workers_nice() == {here}
+    assert (await ids_of(store, "backfilled"))[0] == n
+    assert (await ids_of(store, "history"))[0] == n

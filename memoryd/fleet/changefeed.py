@@ -142,11 +142,44 @@ def ddl(schema: str) -> str:
     return ";\n".join(st.replace("{s}", s) for st in _STATEMENTS) + ";\n"
 
 
+# Session attributes that search and context read (`memoryd.fleet.row_cache`) change
+# without a unit sometimes (a summary's mark, a project, a forget): such a change goes
+# into the same feed as the change of unit `-session_pk` (the ids of units are positive),
+# so every machine's row cache follows it with the same never-skip guarantee, woken by
+# the same NOTIFY. A follower that predates this reads no unit with a negative id and
+# drops nothing for it. Session updates that come with units (next_seq, last_ts) are
+# not listed: the units' changes re-read their session.
+_SESSION_COLUMNS = ("agent", "session_id", "project", "summary", "summary_upto",
+                    "summary_by", "state")
+SESSION_STATEMENTS = [
+    """CREATE OR REPLACE FUNCTION {s}session_changed() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $memoryd$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        INSERT INTO {s}changes (unit_id, op) VALUES (-OLD.id, 'delete');
+    ELSE
+        INSERT INTO {s}changes (unit_id, op) VALUES (-NEW.id, 'upsert');
+    END IF;
+    PERFORM pg_notify(TG_TABLE_SCHEMA, '');
+    RETURN NULL;
+END $memoryd$""",
+    """DROP TRIGGER IF EXISTS sessions_changes_update ON {s}sessions""",
+    f"""CREATE TRIGGER sessions_changes_update AFTER UPDATE ON {{s}}sessions FOR EACH ROW
+    WHEN (({", ".join("OLD." + c for c in _SESSION_COLUMNS)})
+          IS DISTINCT FROM ({", ".join("NEW." + c for c in _SESSION_COLUMNS)}))
+    EXECUTE FUNCTION {{s}}session_changed()""",
+    """DROP TRIGGER IF EXISTS sessions_changes_delete ON {s}sessions""",
+    """CREATE TRIGGER sessions_changes_delete AFTER DELETE ON {s}sessions FOR EACH ROW
+    EXECUTE FUNCTION {s}session_changed()""",
+]
+
 # The same statements unqualified, for the store's PostgreSQL migration
 # (`memoryd.store.pg_migrations.extra_ddl`), which runs them one by one with the
 # search_path set to the namespace's schema. The trigger functions keep that search_path
-# (SET search_path FROM CURRENT), whoever inserts the units later.
-DDL: list[str] = [st.replace("{s}", "") for st in _STATEMENTS]
+# (SET search_path FROM CURRENT), whoever inserts the units later. The store's schema
+# has `sessions`, so its feed carries session changes too (`ddl` alone does not: a bare
+# feed over `units` needs no sessions table).
+DDL: list[str] = [st.replace("{s}", "") for st in _STATEMENTS + SESSION_STATEMENTS]
 
 
 @dataclass(frozen=True)

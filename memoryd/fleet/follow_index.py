@@ -21,6 +21,12 @@ Following, a small batch goes to the writer and to the live tail (`memoryd.index
 without a commit: searchable at once. The commit (and the position written after it)
 waits for the tail's policy (`TailPolicy`) or the daemon's stop; a crash meanwhile
 applies the changes since the last stored position again.
+
+Each apply (and each build batch) first writes the changed units' rows, their sessions
+and files into the row cache (`memoryd.fleet.row_cache`, `rows.sqlite` beside the
+index), which search and context read once the index is ready; changes of `-pk` are
+session attribute changes and touch only the cache. The cache goes with the index: a
+reset empties both, and a missing or older cache makes the index rebuild.
 """
 
 from __future__ import annotations

@@ -143,24 +143,26 @@ def ddl(schema: str) -> str:
 
 
 # Session attributes that search and context read (`memoryd.fleet.row_cache`) change
-# without a unit sometimes (a summary's mark, a project, a forget): such a change goes
-# into the same feed as the change of unit `-session_pk` (the ids of units are positive),
-# so every machine's row cache follows it with the same never-skip guarantee, woken by
-# the same NOTIFY. A follower that predates this reads no unit with a negative id and
-# drops nothing for it. Session updates that come with units (next_seq, last_ts) are
-# not listed: the units' changes re-read their session.
+# without a unit sometimes (a summary's mark, a project): such a change goes into the
+# feed as an `upsert` of the session's last unit, whose re-read (joined with its
+# session) carries the new attributes to every machine's row cache, with the feed's
+# never-skip guarantee and its NOTIFY. Any follower, of any version, re-indexes one
+# unit for it, harmlessly; a session without units has nothing to search. Session
+# updates that come with units (next_seq, last_ts) are not listed: the units' own
+# changes re-read their session. A forgotten session's units are deleted, which the
+# feed carries; the cache drops a session with its last unit.
 _SESSION_COLUMNS = ("agent", "session_id", "project", "summary", "summary_upto",
                     "summary_by", "state")
 SESSION_STATEMENTS = [
     """CREATE OR REPLACE FUNCTION {s}session_changed() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $memoryd$
+DECLARE n bigint;
 BEGIN
-    IF TG_OP = 'DELETE' THEN
-        INSERT INTO {s}changes (unit_id, op) VALUES (-OLD.id, 'delete');
-    ELSE
-        INSERT INTO {s}changes (unit_id, op) VALUES (-NEW.id, 'upsert');
-    END IF;
-    PERFORM pg_notify(TG_TABLE_SCHEMA, '');
+    INSERT INTO {s}changes (unit_id, op)
+        SELECT id, 'upsert' FROM {s}units WHERE session_pk = NEW.id
+         ORDER BY seq DESC LIMIT 1;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN PERFORM pg_notify(TG_TABLE_SCHEMA, ''); END IF;
     RETURN NULL;
 END $memoryd$""",
     """DROP TRIGGER IF EXISTS sessions_changes_update ON {s}sessions""",
@@ -168,9 +170,6 @@ END $memoryd$""",
     WHEN (({", ".join("OLD." + c for c in _SESSION_COLUMNS)})
           IS DISTINCT FROM ({", ".join("NEW." + c for c in _SESSION_COLUMNS)}))
     EXECUTE FUNCTION {{s}}session_changed()""",
-    """DROP TRIGGER IF EXISTS sessions_changes_delete ON {s}sessions""",
-    """CREATE TRIGGER sessions_changes_delete AFTER DELETE ON {s}sessions FOR EACH ROW
-    EXECUTE FUNCTION {s}session_changed()""",
 ]
 
 # The same statements unqualified, for the store's PostgreSQL migration

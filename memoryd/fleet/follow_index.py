@@ -24,8 +24,9 @@ applies the changes since the last stored position again.
 
 Each apply (and each build batch) first writes the changed units' rows, their sessions
 and files into the row cache (`memoryd.fleet.row_cache`, `rows.sqlite` beside the
-index), which search and context read once the index is ready; changes of `-pk` are
-session attribute changes and touch only the cache. The cache goes with the index: a
+index), which search and context read once the index is ready (a session's attribute
+change comes as a change of its last unit, re-read with its session). The cache goes
+with the index: a
 reset empties both, and a missing or older cache makes the index rebuild.
 """
 
@@ -431,15 +432,12 @@ class FeedIndexer(IndexWriterThread):
         tail, and searchers reload (True)."""
         ix = self.ix
         latest = batch.latest()
-        ids = sorted(u for u in latest if u > 0)  # -pk: a session's change (row_cache)
+        ids = sorted(latest)
         upserts = [u for u in ids if latest[u] == "upsert"]
-        sessions = [-u for u in latest if u < 0]
-        rows, srows = read_changed(conn, upserts, [pk for pk in sessions
-                                                   if latest[-pk] == "upsert"], IN_CHUNK)
+        rows = read_changed(conn, upserts, IN_CHUNK)
         # the row cache first: searchable units have their rows, gone ones lose them
         found = {r["unit_id"] for r in rows}
-        ix.rows.apply(rows, [u for u in ids if u not in found], srows,
-                      [pk for pk in sessions if pk not in {s["id"] for s in srows}])
+        ix.rows.apply(rows, [u for u in ids if u not in found])
         # a unit above the index's largest id cannot be in it: only the others are
         # deleted first (a delete is applied to every segment at the commit)
         drop = [u for u in ids if u <= ix.upto]

@@ -12,10 +12,13 @@ and writes them into this SQLite file (`rows.sqlite` in the index's directory) i
 same apply, before the index makes them searchable. A unit gone from the store leaves
 this file first, then the index. The build from `units` writes it the same way.
 
-Session attributes change without a unit too (a summary's mark, a project, a forget): the
-change feed carries them as changes of `-session_pk` (`changefeed.SESSION_DDL`), read
-and applied here the same way. With a unit batch the unit's session row is re-read
-anyway (its `next_seq`, `last_ts`), in the same statement.
+Session attributes change without a unit too (a summary's mark, a project): a trigger
+on `sessions` puts an upsert of the session's last unit into the feed
+(`changefeed.SESSION_STATEMENTS`), and that unit's re-read brings its session row, as
+every unit batch does (its `next_seq`, `last_ts` come the same way). Why not a feed of
+sessions of its own: a change row every follower version already applies (re-indexing
+one unit, harmlessly) keeps a mixed-version fleet following. A session leaves the cache
+with its last unit (a forget deletes the units; the feed carries the deletes).
 
 Search and context run the same query functions over this file (`read_rows`) once the
 index is ready; while the index rebuilds they read PostgreSQL as before. A missing,
@@ -50,8 +53,6 @@ FEED_ROWS = (
     "FROM units u JOIN sessions s ON s.id = u.session_pk "
     "LEFT JOIN files f ON f.id = u.file_id "
 )
-SESSION_ROWS = ("SELECT id, agent, session_id, project, summary, summary_upto, summary_by, "
-                "next_seq, last_ts, state FROM sessions ")
 
 _UNIT_COLS = ("id", "session_pk", "file_id", "record_id", "seq", "turn", "role", "kind",
               "ts", "content", "one_liner", "tool_name", "chars", "offset")
@@ -155,25 +156,28 @@ class RowCache:
 
     # -- writing (the feed's thread) -----------------------------------------------------
 
-    def apply(self, rows: Iterable[Any], gone_units: Iterable[int] = (),
-              sessions: Iterable[Any] = (), gone_sessions: Iterable[int] = ()) -> None:
+    def apply(self, rows: Iterable[Any], gone_units: Iterable[int] = ()) -> None:
         """In one transaction: units (rows of `FEED_ROWS`) and their sessions and files
-        written, `gone_units` and `gone_sessions` (with their units) deleted."""
+        written, `gone_units` deleted, and the sessions they leave empty."""
         conn = self._writer
         if conn is None:
             raise RuntimeError("the row cache is not open")
         rows = list(rows)
         sess = {r["session_pk"]: tuple(r[c] for c in _SESSION_COLS[1:]) for r in rows}
-        sess.update({s["id"]: tuple(s[c] for c in _SESSION_COLS[1:]) for s in sessions})
         files = {r["file_id"]: r["path"] for r in rows if r["file_id"] is not None}
+        gone = list(gone_units)
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for ids, sql in ((list(gone_units), "DELETE FROM units WHERE id IN ({})"),
-                             (list(gone_sessions), "DELETE FROM units WHERE session_pk IN ({})"),
-                             (list(gone_sessions), "DELETE FROM sessions WHERE id IN ({})")):
-                for i in range(0, len(ids), 500):
-                    part = ids[i:i + 500]
-                    conn.execute(sql.format(",".join("?" * len(part))), part)
+            emptied: set[int] = set()
+            for i in range(0, len(gone), 500):
+                part = gone[i:i + 500]
+                marks = ",".join("?" * len(part))
+                emptied.update(r[0] for r in conn.execute(
+                    f"SELECT DISTINCT session_pk FROM units WHERE id IN ({marks})", part))
+                conn.execute(f"DELETE FROM units WHERE id IN ({marks})", part)
+            for pk in emptied - sess.keys():
+                conn.execute("DELETE FROM sessions WHERE id = ? AND NOT EXISTS "
+                             "(SELECT 1 FROM units WHERE session_pk = ?)", (pk, pk))
             conn.executemany(
                 f"INSERT OR REPLACE INTO sessions ({', '.join(_SESSION_COLS)}) "
                 f"VALUES ({', '.join('?' * len(_SESSION_COLS))})",
@@ -240,14 +244,9 @@ async def read_rows(store: Any, fn: Callable[[Any], T]) -> tuple[T, bool]:
     return out, not store.health.reachable
 
 
-def read_changed(conn: Any, units: list[int], sessions: list[int], chunk: int = 500
-                 ) -> tuple[list[Any], list[Any]]:
-    """The current rows (`FEED_ROWS`) of these units and of these sessions, from the
-    store (the feed's thread, a PostgreSQL connection): one statement per `chunk` ids."""
-    rows = [r for i in range(0, len(units), chunk) for r in conn.execute(
+def read_changed(conn: Any, units: list[int], chunk: int = 500) -> list[Any]:
+    """The current rows (`FEED_ROWS`) of these units, from the store (the feed's
+    thread, a PostgreSQL connection): one statement per `chunk` ids."""
+    return [r for i in range(0, len(units), chunk) for r in conn.execute(
         FEED_ROWS + "WHERE u.id IN (" + ",".join("?" * len(units[i:i + chunk])) + ")",
         units[i:i + chunk]).fetchall()]
-    sess = [r for i in range(0, len(sessions), chunk) for r in conn.execute(
-        SESSION_ROWS + "WHERE id IN (" + ",".join("?" * len(sessions[i:i + chunk])) + ")",
-        sessions[i:i + chunk]).fetchall()]
-    return rows, sess

@@ -93,6 +93,9 @@ async def test_a_sessions_new_project_reaches_the_other_machines_filters(tmp_pat
             ("/src/new", 1)], 30, "the session change reaches b's cache")
         assert (await search(b, in_new)).total == 1
         assert (await search(b, in_old)).total == 0
+        with psycopg.connect(pg_url) as conn:  # as a change of a real unit: any follower
+            # version applies it (re-indexing that unit)
+            assert conn.execute(f"SELECT min(unit_id) FROM {SCHEMA}.changes").fetchone()[0] > 0
         r = await search(b, in_new)
         assert r.results[0].project == "/src/new"
     finally:

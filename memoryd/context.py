@@ -25,6 +25,7 @@ from memoryd.background import QUERIES
 from memoryd.idle_release import RELEASE
 from memoryd.errors import StoreUnavailableError
 from memoryd.fleet.offline import offline_hits, stale_note
+from memoryd.fleet.row_cache import read_rows
 from memoryd.memory import Entry, MemoryFile, newest_first
 from memoryd.memory import search as search_entries
 from memoryd.retrieval import Hit, plan_query, retrieve_sync
@@ -116,8 +117,11 @@ class ContextBuilder:
             (long_term, ranked), daily = files.result(timeout=FILES_WAIT_S)
             return self._fit(req, root, session, recalled, long_term, ranked, daily)
 
-        try:
-            return await self.store.read(from_store)
+        try:  # in fleet mode from this machine's row cache once the index is ready
+            pack, stale = await read_rows(self.store, from_store)
+            if stale:  # complete as of the last change this machine applied
+                pack["stale"], pack["store"] = True, "unreachable"
+            return pack
         except StoreUnavailableError:  # fleet mode, the database away: MEMORY.md and
             pass  # the notes are local files; recall ranks on the local index
         except BaseException:

@@ -9,7 +9,8 @@ from memoryd.api import SearchRequest, SearchResponse, SearchResult
 from memoryd.background import QUERIES
 from memoryd.idle_release import RELEASE
 from memoryd.errors import StoreUnavailableError
-from memoryd.fleet.offline import offline_hits, stale_note
+from memoryd.fleet.offline import cached_note, offline_hits, stale_note
+from memoryd.fleet.row_cache import read_rows
 from memoryd.index.text import snippet
 from memoryd.retrieval import Hit, Retrieval, plan_query, retrieve_sync
 from memoryd.store import Store
@@ -31,9 +32,9 @@ async def _search(store: Store, req: SearchRequest) -> SearchResponse:
         store.recent.remember(r.hits)
         return r, _results(r.hits, r.plan.terms)
 
-    try:
-        r, results = await store.read(answer)
-    except StoreUnavailableError:  # fleet mode, the database away: the local index
+    try:  # fleet mode: the rows from this machine's row cache once the index is ready
+        (r, results), stale = await read_rows(store, answer)
+    except StoreUnavailableError:  # fleet mode, the database away, the index rebuilding
         return await _stale(store, req)
     if r.plan.match is None:
         return SearchResponse(total=0, shown=0, message="no searchable words in the query",
@@ -44,6 +45,10 @@ async def _search(store: Store, req: SearchRequest) -> SearchResponse:
         message = "about " + message
     if not store.index.searchable():
         message += " (index: rebuilding; searched the most recent units only)"
+    if stale:  # complete as of the last change this machine applied
+        return SearchResponse(total=r.total, shown=len(results), results=results,
+                              message=message + "; " + cached_note(store.health.status()),
+                              stale=True, store="unreachable")
     return SearchResponse(total=r.total, shown=len(results), message=message,
                           results=results)
 

@@ -16,5 +16,8 @@ How the rest of memoryd uses it:
   `Follower.next_batch()` -> apply (re-read the units by id) -> commit the index, then
   `batch.position` into its meta -> `Follower.commit(batch)` -> `Follower.wait()`.
   `FeedGapError` means rebuild (search says `index: rebuilding`).
+- The same applies keep `row_cache.RowCache` (the rows search and context read, in a
+  local SQLite file): `row_cache.read_rows(store, fn)` runs `fn` over it once the index
+  is ready, over the store's reader otherwise.
 - Every daemon's scheduler runs `changefeed.prune` hourly (`FleetIndex.prune_changes`).
 """

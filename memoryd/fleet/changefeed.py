@@ -142,11 +142,43 @@ def ddl(schema: str) -> str:
     return ";\n".join(st.replace("{s}", s) for st in _STATEMENTS) + ";\n"
 
 
+# Session attributes that search and context read (`memoryd.fleet.row_cache`) change
+# without a unit sometimes (a summary's mark, a project): such a change goes into the
+# feed as an `upsert` of the session's last unit, whose re-read (joined with its
+# session) carries the new attributes to every machine's row cache, with the feed's
+# never-skip guarantee and its NOTIFY. Any follower, of any version, re-indexes one
+# unit for it, harmlessly; a session without units has nothing to search. Session
+# updates that come with units (next_seq, last_ts) are not listed: the units' own
+# changes re-read their session. A forgotten session's units are deleted, which the
+# feed carries; the cache drops a session with its last unit.
+_SESSION_COLUMNS = ("agent", "session_id", "project", "summary", "summary_upto",
+                    "summary_by", "state")
+SESSION_STATEMENTS = [
+    """CREATE OR REPLACE FUNCTION {s}session_changed() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $memoryd$
+DECLARE n bigint;
+BEGIN
+    INSERT INTO {s}changes (unit_id, op)
+        SELECT id, 'upsert' FROM {s}units WHERE session_pk = NEW.id
+         ORDER BY seq DESC LIMIT 1;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN PERFORM pg_notify(TG_TABLE_SCHEMA, ''); END IF;
+    RETURN NULL;
+END $memoryd$""",
+    """DROP TRIGGER IF EXISTS sessions_changes_update ON {s}sessions""",
+    f"""CREATE TRIGGER sessions_changes_update AFTER UPDATE ON {{s}}sessions FOR EACH ROW
+    WHEN (({", ".join("OLD." + c for c in _SESSION_COLUMNS)})
+          IS DISTINCT FROM ({", ".join("NEW." + c for c in _SESSION_COLUMNS)}))
+    EXECUTE FUNCTION {{s}}session_changed()""",
+]
+
 # The same statements unqualified, for the store's PostgreSQL migration
 # (`memoryd.store.pg_migrations.extra_ddl`), which runs them one by one with the
 # search_path set to the namespace's schema. The trigger functions keep that search_path
-# (SET search_path FROM CURRENT), whoever inserts the units later.
-DDL: list[str] = [st.replace("{s}", "") for st in _STATEMENTS]
+# (SET search_path FROM CURRENT), whoever inserts the units later. The store's schema
+# has `sessions`, so its feed carries session changes too (`ddl` alone does not: a bare
+# feed over `units` needs no sessions table).
+DDL: list[str] = [st.replace("{s}", "") for st in _STATEMENTS + SESSION_STATEMENTS]
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,13 @@ Following, a small batch goes to the writer and to the live tail (`memoryd.index
 without a commit: searchable at once. The commit (and the position written after it)
 waits for the tail's policy (`TailPolicy`) or the daemon's stop; a crash meanwhile
 applies the changes since the last stored position again.
+
+Each apply (and each build batch) first writes the changed units' rows, their sessions
+and files into the row cache (`memoryd.fleet.row_cache`, `rows.sqlite` beside the
+index), which search and context read once the index is ready (a session's attribute
+change comes as a change of its last unit, re-read with its session). The cache goes
+with the index: a
+reset empties both, and a missing or older cache makes the index rebuild.
 """
 
 from __future__ import annotations
@@ -41,12 +48,12 @@ from memoryd.errors import StoreUnavailableError
 from memoryd.fleet import changefeed as cf
 from memoryd.fleet.follower import UNREACHABLE, Follower
 from memoryd.fleet.health import Health
+from memoryd.fleet.row_cache import FEED_ROWS, RowCache, read_changed
 from memoryd.index import META, SearchIndex
 from memoryd.index.indexer import (
     BATCH,
     LIVE_UNITS,
     NICE,
-    UNIT_ROWS,
     IndexWriterThread,
     live_docs,
     unit_docs,
@@ -91,6 +98,26 @@ class FleetIndex(SearchIndex):
         self.busy_gap_s = BUSY_GAP_S
         self.waiters = 0  # callers waiting for everything to be searchable: no pacing
         self.report_every_s = REPORT_S  # how often the fleet hears the stored position
+        # the rows search and context read, kept by the same applies (row_cache)
+        self.rows = RowCache(root)
+
+    def open(self, clear_pending: Any) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        if self.rows.open() and self._read_meta():
+            # a missing or older row cache: the index is rebuilt with it, so the index
+            # never holds a unit whose row the cache lacks
+            log.info("search index: the row cache at %s is new; rebuilding with it",
+                     self.rows.path)
+            self._store_meta({"complete": False, "feed": None})
+        super().open(clear_pending)
+
+    def close(self) -> None:
+        super().close()
+        self.rows.close()
+
+    def reset(self) -> None:
+        super().reset()
+        self.rows.clear()
 
     @contextlib.contextmanager
     def waited(self) -> Any:
@@ -290,10 +317,11 @@ class FeedIndexer(IndexWriterThread):
     def _build(self, conn: Any) -> bool:
         """Index the next units by id; False when there are none left."""
         ix = self.ix
-        rows = conn.execute(UNIT_ROWS + "WHERE u.id > ? ORDER BY u.id LIMIT ?",
+        rows = conn.execute(FEED_ROWS + "WHERE u.id > ? ORDER BY u.id LIMIT ?",
                             (ix.upto, BATCH)).fetchall()
         if not rows:
             return False
+        ix.rows.apply(rows)  # the rows first: the index never holds a unit they lack
         w = ix.writer()
         for d in unit_docs(rows):
             w.add_document(d)
@@ -406,9 +434,10 @@ class FeedIndexer(IndexWriterThread):
         latest = batch.latest()
         ids = sorted(latest)
         upserts = [u for u in ids if latest[u] == "upsert"]
-        rows = [r for i in range(0, len(upserts), IN_CHUNK) for r in conn.execute(
-            UNIT_ROWS + "WHERE u.id IN (" + ",".join("?" * len(upserts[i:i + IN_CHUNK]))
-            + ")", upserts[i:i + IN_CHUNK]).fetchall()]
+        rows = read_changed(conn, upserts, IN_CHUNK)
+        # the row cache first: searchable units have their rows, gone ones lose them
+        found = {r["unit_id"] for r in rows}
+        ix.rows.apply(rows, [u for u in ids if u not in found])
         # a unit above the index's largest id cannot be in it: only the others are
         # deleted first (a delete is applied to every segment at the commit)
         drop = [u for u in ids if u <= ix.upto]

@@ -1,11 +1,13 @@
 """Answering search and context while the shared database is unreachable.
 
-The local tantivy index still ranks every unit it holds, but it keeps no text (issue 11:
-the truth keeps it). So each daemon remembers the hits it served last (`RecentHits`, a
-bounded cache by unit id, a few MB), and while the store is away a query is ranked by the
-index and answered with the ranked units whose text it remembers, marked stale and saying
-how many more matched. Filters on session attributes (agent, project, session) are
-applied to those remembered hits, since the sessions table is out of reach too.
+Once the local index is ready, the rows search and context read are in this machine's
+row cache (`memoryd.fleet.row_cache`), so answers stay complete, marked stale
+(`cached_note`). While the index is still being built (the cache with it), the index
+ranks what it holds but keeps no text (issue 11: the truth keeps it). For that case each
+daemon remembers the hits it served last (`RecentHits`, a bounded cache by unit id, a
+few MB), and a query is ranked by the index and answered with the ranked units whose
+text it remembers, marked stale and saying how many more matched. Filters on session
+attributes (agent, project, session) are applied to those remembered hits.
 """
 
 from __future__ import annotations
@@ -85,3 +87,9 @@ def stale_note(health: dict[str, Any], total: int, shown: int) -> str:
     return (f"the store is unreachable since {health.get('unreachable_since')}: answered "
             f"from this machine's index (stale); {total} units match, {shown} shown (the "
             "ones whose text this daemon served recently)")
+
+
+def cached_note(health: dict[str, Any]) -> str:
+    return (f"stale: the store is unreachable since {health.get('unreachable_since')}; "
+            "answered from this machine's index and row cache, as of the last change it "
+            "applied")

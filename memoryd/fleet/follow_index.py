@@ -235,17 +235,21 @@ class FeedIndexer(IndexWriterThread):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
         ix = self.ix
         conn: Any = None
+        born = 0  # the outage count when `conn` was made
         try:
             while not self._stop:
                 self._wake.clear()
                 try:
                     if conn is None or conn.raw.closed:
+                        born = ix.health.outages
                         conn = ix.connect()
-                    delay = self._step(conn)
+                    delay = self._step(conn, born)
                 except (*UNREACHABLE, StoreUnavailableError) as e:  # the store's threads too
                     with contextlib.suppress(Exception):
                         conn.close()
                     conn = None
+                    if ix.health.stale(born):
+                        continue  # a connection from before the last outage: not news
                     # the follower reports its own failures; ours count once per outage
                     self._wait(ix.health.failed(e) if ix.health.reachable
                                else ix.health.delay())
@@ -277,7 +281,7 @@ class FeedIndexer(IndexWriterThread):
         if not self._stop:
             self._wake.wait(seconds)
 
-    def _step(self, conn: Any) -> float:
+    def _step(self, conn: Any, born: int | None = None) -> float:
         """One step of work; returns how long to wait before the next (0: go on)."""
         ix = self.ix
         if ix.rebuild_requested():
@@ -290,7 +294,7 @@ class FeedIndexer(IndexWriterThread):
             if self._build(conn):
                 return 0.0
             ix.caught_up()  # the build is complete: search uses the index from now on
-            ix.health.ok()
+            ix.health.ok(born)
         return self._follow(conn)
 
     def _reset(self) -> None:

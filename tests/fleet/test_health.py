@@ -148,3 +148,39 @@ def test_issue_14_a_reply_read_after_the_outage_was_seen_does_not_flap_the_statu
     loud = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
     assert len(loud) == 2 and "store unreachable" in loud[0], loud
     assert "reachable again" in loud[1]
+
+
+def test_the_feed_indexer_takes_its_old_connections_error_after_a_recovery_as_no_outage(
+        tmp_path, pg_url):
+    """An outage seen and over (another thread's connection failed, a new one worked)
+    while the feed indexer held its connection: that connection, dropped by the server
+    then, fails on its next use after the recovery. It is the old outage's echo: the
+    indexer connects again and goes on; the store does not turn unreachable again."""
+    from tests.fleet.test_follow_index import (
+        caught,
+        indexed_ids,
+        insert_units,
+        open_store,
+        session,
+        until,
+    )
+
+    b = open_store(tmp_path, pg_url, "b")
+    try:
+        until(lambda: caught(b), 30, "b's index is ready")
+        health = b.index.health
+        health.failed("seen on another thread's connection")
+        health.ok()  # ...and a connection made since worked
+        assert (health.reachable, health.outages) == (True, 1)
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            ended = admin.execute(
+                "SELECT count(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity "
+                "WHERE application_name = 'memoryd@b'").fetchone()[0]
+        assert ended >= 1
+        with psycopg.connect(pg_url) as conn:  # a change wakes the indexer: its next use
+            pk = session(conn, "echo", machine="a")
+            (unit,) = insert_units(conn, pk, ["the echo of an old outage"])
+        until(lambda: unit in indexed_ids(b), 30, "the indexer connected again")
+        assert (health.reachable, health.outages) == (True, 1)
+    finally:
+        b.close_sync()

@@ -34,6 +34,7 @@ import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,6 +43,7 @@ T = TypeVar("T")
 FILE = "rows.sqlite"
 VERSION = 1
 CACHE_KIB = 1024  # each connection's page cache
+READERS = 2  # threads reading it, as the store has (memoryd.store.READERS)
 
 # what the index needs (indexer.UNIT_ROWS) and what search and context read of a unit,
 # its session and its file: one statement per batch of changed units
@@ -105,6 +107,11 @@ class RowCache:
         self._conns: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self.generation = 0  # bumped when the file is made anew: readers reconnect
+        # the readers' own threads, as the store's readers are: a context read waits in
+        # its thread for MEMORY.md and the notes, which the loop reads on the default
+        # executor; reading here on that executor too could take all of its threads
+        # with waiters, and the files they wait for would never be read
+        self.readers = ThreadPoolExecutor(READERS, thread_name_prefix="memoryd-rows")
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -144,6 +151,7 @@ class RowCache:
         self._make()
 
     def close(self) -> None:
+        self.readers.shutdown(wait=False)
         with self._lock:
             conns, self._conns = self._conns, []
         for c in conns:
@@ -240,7 +248,7 @@ async def read_rows(store: Any, fn: Callable[[Any], T]) -> tuple[T, bool]:
     rows = cache_of(store)
     if rows is None:
         return await store.read(fn), False
-    out = await asyncio.to_thread(rows.read_sync, fn)
+    out = await asyncio.get_running_loop().run_in_executor(rows.readers, rows.read_sync, fn)
     return out, not store.health.reachable
 
 

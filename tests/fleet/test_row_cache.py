@@ -175,3 +175,40 @@ def test_an_older_cache_is_made_anew(tmp_path):
     torn = RowCache(root)
     assert torn.open() is True
     torn.close()
+
+
+async def test_context_from_the_cache_leaves_the_loops_thread_pool_to_the_files(
+        tmp_path, pg_url):
+    """A context read waits in its thread for MEMORY.md and the daily notes, which the
+    loop reads on its default executor. Read on that same executor, busy requests took
+    all of its threads with waiters and the files were never read (each request then
+    waited out its bound): here the executor has one thread."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from memoryd.api import ContextRequest
+    from memoryd.context import ContextBuilder
+    from memoryd.memory import MemoryFile
+
+    b = open_store(tmp_path, pg_url, "b")
+    memory_dir = tmp_path / "memory"
+    memory_dir.mkdir()
+    (memory_dir / "MEMORY.md").write_text("# Memory\n\n- the narwhal deploy goes out on fridays\n")
+    pool = ThreadPoolExecutor(1)
+    try:
+        with psycopg.connect(pg_url) as conn:
+            pk = session(conn, "s1", machine="a")
+            insert_units(conn, pk, ["the narwhal deploy plan is written down"])
+        until(lambda: caught(b) and len(indexed_ids(b)) == 1, 30, "b follows")
+        asyncio.get_running_loop().set_default_executor(pool)
+        builder = ContextBuilder(b, MemoryFile(memory_dir / "MEMORY.md", poll_interval=0),
+                                 memory_dir)
+        req = ContextRequest(query="narwhal deploy",
+                             include=["long_term", "recalled", "daily"])
+        packs = await asyncio.wait_for(asyncio.gather(*(builder.build(req)
+                                                        for _ in range(3))), 30)
+        for pack in packs:  # all three answered (MEMORY.md's and the notes' reads done)
+            assert "narwhal deploy plan" in pack["rendered"]
+    finally:
+        b.close_sync()
+        pool.shutdown(wait=False)

@@ -1,0 +1,143 @@
+"""Where tantivy's time goes in the query memoryd builds: the same queries timed in other
+shapes against one index (a copy of bench/search.py's bare-tantivy twin, or memoryd's
+own index directory), per query class, CPU of this thread per search.
+
+tantivy's block-max WAND prunes a top-level union of plain term scorers (a boost on a
+term query keeps it a term scorer); a const-score wrapper or a nested boolean makes the
+union score every match. Shapes:
+
+  memoryd      text_query as memoryd builds it (as of this run), top 15, no count
+  memoryd-75   the same, top 75 (what `ranked` asks for k=15), no count
+  memoryd-cnt  the same, top 75, counted (count=True: exhaustive)
+  no-1liner    text_query over the body only
+  no-wrap      body and one-liner as plain term queries, no WEAK boost, no const score
+  flat         a flat OR of every term's body tokens (AND mode: a flat AND)
+  flat+1l      flat, with the one-liner's tokens as further plain term clauses
+
+    .venv/bin/python bench/query_shapes.py --index /path/to/tantivy-dir --queries 150
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness as h  # noqa: E402
+from bigstore import bare_tantivy  # noqa: E402
+
+import tantivy  # noqa: E402
+
+from memoryd.index import query as mq  # noqa: E402
+from memoryd.index.schema import build_analyzer, build_schema  # noqa: E402
+from memoryd.retrieval import plan_query  # noqa: E402
+
+Q, Occur = tantivy.Query, tantivy.Occur
+SCHEMA = build_schema()
+AN = build_analyzer()
+
+
+def _flat(s: tantivy.Searcher, terms: list[str], mode: str, one_liner: bool
+          ) -> tantivy.Query | None:
+    occur = Occur.Must if mode == "and" else Occur.Should
+    clauses = []
+    for t in terms:
+        toks = mq.term_tokens(AN, t)
+        if not toks:
+            continue
+        if mode == "and":
+            clauses += [(occur, Q.term_query(SCHEMA, "body", x)) for x in dict.fromkeys(toks)]
+        else:
+            clauses += [(occur, Q.term_query(SCHEMA, "body", x)) for x in dict.fromkeys(toks)]
+            if one_liner:
+                clauses += [(Occur.Should, Q.term_query(SCHEMA, "one_liner", x))
+                            for x in dict.fromkeys(toks) if s.doc_freq("one_liner", x)]
+    return Q.boolean_query(clauses) if clauses else None
+
+
+def _no_wrap(s: tantivy.Searcher, terms: list[str], mode: str) -> tantivy.Query | None:
+    occur = Occur.Must if mode == "and" else Occur.Should
+    clauses = []
+    for t in terms:
+        toks = mq.term_tokens(AN, t)
+        per = []
+        for f in ("body", "one_liner"):
+            if f == "one_liner" and not mq._may_match(s, f, t, toks):
+                continue
+            q = mq.term_clause(SCHEMA, f, t, toks)
+            if q is not None:
+                per.append((Occur.Should, q))
+        if per:
+            clauses.append((occur, per[0][1] if len(per) == 1 else Q.boolean_query(per)))
+    return Q.boolean_query(clauses) if clauses else None
+
+
+def shapes() -> dict[str, tuple[Callable, int, bool]]:
+    """name -> (build(searcher, terms, mode), top k, count)."""
+    def memoryd(s, terms, mode):
+        return mq.text_query(SCHEMA, AN, s, terms, mode)
+
+    return {
+        "memoryd": (memoryd, 15, False),
+        "memoryd-75": (memoryd, 75, False),
+        "memoryd-cnt": (memoryd, 75, True),
+        "no-1liner": (lambda s, t, m: mq.text_query(SCHEMA, AN, s, t, m, fields=("body",)),
+                      15, False),
+        "no-wrap": (_no_wrap, 15, False),
+        "flat": (lambda s, t, m: _flat(s, t, m, False), 15, False),
+        "flat+1l": (lambda s, t, m: _flat(s, t, m, True), 15, False),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--index", type=Path, required=True, help="a tantivy index directory")
+    p.add_argument("--queries", type=int, default=150)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--only", default="", help="comma-separated shapes")
+    args = p.parse_args(argv)
+    print(f"query shapes: {h.machine()}")
+    idx = bare_tantivy(args.index, create=False)
+    s = idx.searcher()
+    print(f"{s.num_docs:,} docs in {s.num_segments} segments")
+    gen = h.TextGen(args.seed)
+    qs = [(cls, plan_query(q, mode).terms, mode)
+          for cls, q, mode in gen.queries(random.Random(args.seed * 101), args.queries)]
+    qs = [(("en-and" if "-and-" in c else c), t, m) for c, t, m in qs if t]
+    sh = shapes()
+    if args.only:
+        sh = {k: v for k, v in sh.items() if k in args.only.split(",")}
+    cpu: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for rep in range(args.repeat + 1):  # the first pass warms the page cache
+        for i, (cls, terms, mode) in enumerate(qs):
+            names = list(sh)
+            k = (i + rep) % len(names)
+            for name in names[k:] + names[:k]:
+                build, top, count = sh[name]
+                c0 = time.thread_time()
+                q = build(s, terms, mode)
+                if q is not None:
+                    s.search(q, top, count=count)
+                if rep:
+                    cpu[(name, cls)].append(time.thread_time() - c0)
+                    cpu[(name, "all")].append(time.thread_time() - c0)
+    classes = sorted({c for _, c in cpu} - {"all"}) + ["all"]
+    rows = []
+    for name in sh:
+        rows.append([name] + [f"{statistics.median(cpu[(name, c)]) * 1000:.2f} / "
+                              f"{statistics.fmean(cpu[(name, c)]) * 1000:.2f}"
+                              for c in classes])
+    n = {c: len(cpu[("memoryd", c)]) // args.repeat for c in classes}
+    print(h.table(rows, ["CPU ms p50 / mean"] + [f"{c} ({n[c]})" for c in classes]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

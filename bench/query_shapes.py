@@ -2,13 +2,17 @@
 shapes against one index (a copy of bench/search.py's bare-tantivy twin, or memoryd's
 own index directory), per query class, CPU of this thread per search.
 
-tantivy's block-max WAND prunes a top-level union of plain term scorers (a boost on a
-term query keeps it a term scorer); a const-score wrapper or a nested boolean makes the
-union score every match. Shapes:
+tantivy's block-max WAND prunes a top-level union of plain term scorers, but only under
+a bare `TopDocs` collector: tantivy-py's `Searcher.search` always collects through a
+`MultiCollector`, so every shape scores every match (bench/README.md, "wand" section:
+the shapes cost the same, CPU grows with the postings walked). Shapes:
 
   memoryd      text_query as memoryd builds it (as of this run), top 15, no count
-  memoryd-75   the same, top 75 (what `ranked` asks for k=15), no count
-  memoryd-cnt  the same, top 75, counted (count=True: exhaustive)
+  memoryd-30   the same, top 30 (what `ranked` asks for k=15 since the `wand` pass)
+  maxscore-30  what `ranked` runs for an OR query: `memoryd.index.maxscore` where its cost
+               model says pruning pays, else the plain query; top 30
+  memoryd-75   the same, top 75 (what `ranked` asked for k=15 before), no count
+  memoryd-cnt  the same, top 75, counted
   no-1liner    text_query over the body only
   no-wrap      body and one-liner as plain term queries, no WEAK boost, no const score
   flat         a flat OR of every term's body tokens (AND mode: a flat AND)
@@ -34,7 +38,8 @@ from bigstore import bare_tantivy  # noqa: E402
 
 import tantivy  # noqa: E402
 
-from memoryd.index import query as mq  # noqa: E402
+from memoryd.index import maxscore, query as mq  # noqa: E402
+from memoryd.index.bm25 import main_stats  # noqa: E402
 from memoryd.index.schema import build_analyzer, build_schema  # noqa: E402
 from memoryd.retrieval import plan_query  # noqa: E402
 
@@ -78,13 +83,35 @@ def _no_wrap(s: tantivy.Searcher, terms: list[str], mode: str) -> tantivy.Query 
     return Q.boolean_query(clauses) if clauses else None
 
 
+_N: list[int] = []
+
+
+def _n_docs(s: tantivy.Searcher) -> int:
+    if not _N:
+        _N.append(main_stats(s, SCHEMA).docs)
+    return _N[0]
+
+
 def shapes() -> dict[str, tuple[Callable, int, bool]]:
-    """name -> (build(searcher, terms, mode), top k, count)."""
+    """name -> (build(searcher, terms, mode), top k, count); count None: build(searcher,
+    terms, mode, k) searches itself."""
     def memoryd(s, terms, mode):
         return mq.text_query(SCHEMA, AN, s, terms, mode)
 
+    def pruned(s, terms, mode, k):
+        if mode == "or":
+            body, always = maxscore.parts(SCHEMA, AN, s, s, terms, n_docs=_n_docs(s),
+                                          w_body=1.0, w_one_liner=3.0, boost=None)
+            got = maxscore.top(s, body, always, [], k)
+            if got is not None:
+                return got
+        q = memoryd(s, terms, mode)
+        return s.search(q, k, count=False).hits if q is not None else []
+
     return {
         "memoryd": (memoryd, 15, False),
+        "memoryd-30": (memoryd, 30, False),
+        "maxscore-30": (pruned, 30, None),
         "memoryd-75": (memoryd, 75, False),
         "memoryd-cnt": (memoryd, 75, True),
         "no-1liner": (lambda s, t, m: mq.text_query(SCHEMA, AN, s, t, m, fields=("body",)),
@@ -122,8 +149,9 @@ def main(argv: list[str] | None = None) -> int:
             for name in names[k:] + names[:k]:
                 build, top, count = sh[name]
                 c0 = time.thread_time()
-                q = build(s, terms, mode)
-                if q is not None:
+                if count is None:  # searches itself
+                    build(s, terms, mode, top)
+                elif (q := build(s, terms, mode)) is not None:
                     s.search(q, top, count=count)
                 if rep:
                     cpu[(name, cls)].append(time.thread_time() - c0)
@@ -134,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append([name] + [f"{statistics.median(cpu[(name, c)]) * 1000:.2f} / "
                               f"{statistics.fmean(cpu[(name, c)]) * 1000:.2f}"
                               for c in classes])
-    n = {c: len(cpu[("memoryd", c)]) // args.repeat for c in classes}
+    n = {c: len(cpu[(next(iter(sh)), c)]) // args.repeat for c in classes}
     print(h.table(rows, ["CPU ms p50 / mean"] + [f"{c} ({n[c]})" for c in classes]))
     return 0
 

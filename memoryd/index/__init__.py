@@ -308,7 +308,7 @@ class SearchIndex:
             clauses = filter_clauses(self.schema, f, pks)
             guess = estimate(s, self.analyzer, terms, mode) if count and not clauses else None
             exact = count and guess is None
-            prune = mode == "or" and not exact
+            prune = mode == "or" and not exact and len(terms) > 1
             if prune:  # the top k without scoring every match
                 body, always = maxscore.parts(
                     self.schema, self.analyzer, scoring, s, terms,

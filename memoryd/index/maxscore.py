@@ -107,7 +107,9 @@ def top(searcher: tantivy.Searcher, body: list[Part], always: list[Part],
     if not force and sum(p.postings for p in body) <= FEW_POSTINGS:
         return None
     ranked = sorted(body, key=lambda p: -p.bound)
-    if not force and not pays(ranked[:1], ranked[1:]):
+    rest = sum(p.bound for p in ranked[1:])
+    if not force and (rest >= LIKELY_THETA * ranked[0].bound
+                      or not pays(ranked[:1], ranked[1:])):
         return None
 
     def run(required: list[Part], optional: list[Part]) -> list[tuple[float, object]]:
@@ -119,7 +121,7 @@ def top(searcher: tantivy.Searcher, body: list[Part], always: list[Part],
 
     hits = run(ranked[:1], ranked[1:])
     theta = hits[-1][0] if len(hits) >= limit else 0.0
-    if sum(p.bound for p in ranked[1:]) < theta:
+    if rest < theta:
         return hits  # the rest cannot reach the top k alone
     optional, acc = [], 0.0
     for p in reversed(ranked):  # the smallest bounds first
@@ -135,6 +137,11 @@ def top(searcher: tantivy.Searcher, body: list[Part], always: list[Part],
     return run(required, optional)
 
 
+LIKELY_THETA = 0.6
+"""A first pass is tried only when the other terms' bounds add up to less than this share
+of the top term's bound: the k-th score it finds is 0.5-0.67 of that bound (1M units,
+top 30), and a first pass that cannot end the search costs more than it saves (a second
+pass seeks the other terms' postings: bench/query_shapes.py)."""
 SEEK_COST = 4.0
 """What seeking one optional term's postings to a required document costs, in postings
 walked (bench/query_shapes.py at 1M units: a seek costs several times a step)."""

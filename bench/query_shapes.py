@@ -19,6 +19,7 @@ the shapes cost the same, CPU grows with the postings walked). Shapes:
   flat+1l      flat, with the one-liner's tokens as further plain term clauses
 
     .venv/bin/python bench/query_shapes.py --index /path/to/tantivy-dir --queries 150
+    .venv/bin/python bench/query_shapes.py --index ... --collector   # does search prune?
 """
 
 from __future__ import annotations
@@ -122,6 +123,39 @@ def shapes() -> dict[str, tuple[Callable, int, bool]]:
     }
 
 
+def collector_check(docs: int = 400_000) -> None:
+    """Whether `Searcher.search` prunes at all: one term in every document, the first 15
+    scoring highest (five times the term in a shorter text). A pruning top 15 stops after
+    the first block; an exhaustive one walks all postings, as a count does."""
+    import tempfile
+
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("body", index_option="freq")
+    schema = sb.build()
+    with tempfile.TemporaryDirectory() as d:
+        idx = tantivy.Index(schema, path=d)
+        w = idx.writer(heap_size=100_000_000, num_threads=1)
+        for i in range(docs):
+            doc = tantivy.Document()
+            doc.add_text("body", "alpha alpha alpha alpha alpha beta" if i < 15
+                         else "alpha beta gamma delta epsilon zeta")
+            w.add_document(doc)
+        w.commit()
+        w.wait_merging_threads()
+        idx.reload()
+        s = idx.searcher()
+        q = Q.term_query(schema, "body", "alpha")
+        for label, kw in (("top 15", {"count": False}), ("top 15 + count", {"count": True}),
+                          ("top 1", {"count": False, "limit": 1})):
+            kw.setdefault("limit", 15)
+            s.search(q, **kw)
+            c0 = time.thread_time()
+            for _ in range(20):
+                s.search(q, **kw)
+            print(f"  one term in {docs:,} docs ({s.num_segments} segment), {label}: "
+                  f"{(time.thread_time() - c0) / 20 * 1000:.2f} ms CPU")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--index", type=Path, required=True, help="a tantivy index directory")
@@ -129,8 +163,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--only", default="", help="comma-separated shapes")
+    p.add_argument("--collector", action="store_true",
+                   help="first check whether tantivy-py's search prunes at all")
     args = p.parse_args(argv)
     print(f"query shapes: {h.machine()}")
+    if args.collector:
+        collector_check()
     idx = bare_tantivy(args.index, create=False)
     s = idx.searcher()
     print(f"{s.num_docs:,} docs in {s.num_segments} segments")

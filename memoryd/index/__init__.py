@@ -245,19 +245,23 @@ class SearchIndex:
                                 count=True).count or 0
             return s.num_docs - gone + len(t.docs)
 
-    def _view(self, idx: tantivy.Index) -> tuple[tantivy.Searcher, MainStats | None]:
+    def _view(self, idx: tantivy.Index, terms: list[str]
+              ) -> tuple[tantivy.Searcher, MainStats | None]:
         """The searcher, and the index's statistics when the tail has anything (call
-        with `tail.lock` held: the searcher and the tail from the same side of a commit)."""
+        with `tail.lock` held: the searcher and the tail from the same side of a commit;
+        `terms`: the query's, whose rarest token reads the statistics cheaply)."""
         s = idx.searcher()
         if not self.tail.docs:
             return s, None
-        return s, self._main_stats(s)
+        return s, self._main_stats(s, terms)
 
-    def _main_stats(self, s: tantivy.Searcher) -> MainStats:
+    def _main_stats(self, s: tantivy.Searcher, terms: list[str]) -> MainStats:
         """The committed index's BM25 statistics (call with `tail.lock` held: kept until
         the next commit or reset)."""
         if self._stats is None:
-            self._stats = main_stats(s, self.schema, self.tail.last_tokens)
+            probes = [x for t in terms if not is_cjk(t) or len(t) > 1
+                      for x in term_tokens(self.analyzer, t)]
+            self._stats = main_stats(s, self.schema, (*probes, *self.tail.last_tokens))
         return self._stats
 
     def searchable(self) -> bool:
@@ -290,7 +294,7 @@ class SearchIndex:
             if not pks:
                 return 0, [], False
         with self.tail.lock:
-            s, stats = self._view(idx)
+            s, stats = self._view(idx, terms)
             replaced = set(self.tail.replaced)
             live: list[dict[str, Any]] = []
             scoring: Any = s  # the searcher text_query reads frequencies from
@@ -312,7 +316,7 @@ class SearchIndex:
             if prune:  # the top k without scoring every match
                 body, always = maxscore.parts(
                     self.schema, self.analyzer, scoring, s, terms,
-                    n_docs=(stats or self._main_stats(s)).docs, w_body=w_body,
+                    n_docs=(stats or self._main_stats(s, terms)).docs, w_body=w_body,
                     w_one_liner=w_one_liner, boost=boost)
         hits = maxscore.top(s, body, always, clauses, limit + len(replaced),
                             force=self.force_prune) if prune else None
@@ -344,7 +348,7 @@ class SearchIndex:
             return {}
         out: dict[int, set[int]] = {}
         with self.tail.lock:
-            s, stats = self._view(idx)
+            s, stats = self._view(idx, terms)
             t = self.tail
             if stats is not None:
                 out = t.matched(t.plan(s, stats, terms, w_body=1.0, w_one_liner=1.0), ids)
@@ -398,7 +402,7 @@ class SearchIndex:
             return {}
         live: dict[int, tuple[float, float]] = {}
         with self.tail.lock:
-            s, stats = self._view(idx)
+            s, stats = self._view(idx, terms)
             t = self.tail
             if stats is not None:
                 live = t.field_scores(t.plan(s, stats, terms, w_body=w_body,

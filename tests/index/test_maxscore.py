@@ -9,7 +9,7 @@ import tantivy
 
 from memoryd.index import Filters, maxscore
 from memoryd.index.bm25 import main_stats
-from memoryd.index.query import text_query
+from memoryd.index.query import ids_query, text_query
 from memoryd.index.schema import ANALYZER, build_analyzer, build_schema, document
 from memoryd.index.tail import TailPolicy
 from memoryd.index.text import index_text
@@ -115,3 +115,25 @@ async def test_a_pruned_search_ranks_as_the_plain_one_with_a_live_tail(tmp_path)
     finally:
         store.index.force_prune = False
         await store.close()
+
+
+def test_the_statistics_are_read_through_the_rarest_probe_a_live_document_holds(tmp_path):
+    """`main_stats` reads N and the average length from one hit of its rarest probe (a
+    query's token: cheap), passing over a probe whose documents are all deleted."""
+    schema, analyzer = build_schema(), build_analyzer()
+    idx = tantivy.Index(schema, path=str(tmp_path))
+    idx.register_tokenizer(ANALYZER, analyzer)
+    w = idx.writer(heap_size=16_000_000, num_threads=1)
+    for i in range(50):
+        row = {"unit_id": i + 1, "session_pk": 1, "seq": i, "ts": 1.7e9 + i}
+        w.add_document(document(row, "only here" if i == 7 else f"deploy cluster {i}", ""))
+    w.commit()
+    w.delete_documents_by_query(ids_query(schema, [8]))  # the one holding "only"
+    w.commit()
+    w.wait_merging_threads()
+    idx.reload()
+    s = idx.searcher()
+    assert s.doc_freq("body", "onli") == 1 and s.num_docs == 49  # counted, not live
+    want = main_stats(s, schema)
+    got = main_stats(s, schema, ("onli", "cluster"))
+    assert got == want and got.docs == 50 and got.live == 49 and got.tokens > 0

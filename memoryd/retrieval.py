@@ -60,8 +60,8 @@ class Params:
     """Ranking knobs. Defaults were set on the retrieval benchmark's dev split
     (bench/eval_ranker.py) and kept only where they are generic."""
 
-    candidates: int = 50          # index matches re-scored, at least ...
-    candidates_per_hit: int = 5   # ... this many per requested hit,
+    candidates: int = 30          # index matches re-scored, at least ...
+    candidates_per_hit: int = 2   # ... this many per requested hit,
     max_candidates: int = 3000    # ... and at most this many
     w_body: float = 1.0           # BM25 column weights
     w_one_liner: float = 3.0

@@ -23,7 +23,7 @@ from typing import Any
 import tantivy
 
 from memoryd.idle_release import RELEASE
-from memoryd.index import fallback, pages
+from memoryd.index import fallback, maxscore, pages
 from memoryd.index.bm25 import Combined, MainStats, main_stats
 from memoryd.index.indexer import Indexer
 from memoryd.index.query import (
@@ -70,6 +70,7 @@ class SearchIndex:
         self.tail = Tail(self.analyzer)  # added since the last commit: searched beside it
         self.tail_policy = TailPolicy.from_env()
         self._stats: MainStats | None = None  # the committed index's BM25 statistics
+        self.force_prune = False  # tests: prune top-k searches whenever possible, cost aside
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -244,15 +245,24 @@ class SearchIndex:
                                 count=True).count or 0
             return s.num_docs - gone + len(t.docs)
 
-    def _view(self, idx: tantivy.Index) -> tuple[tantivy.Searcher, MainStats | None]:
+    def _view(self, idx: tantivy.Index, terms: list[str]
+              ) -> tuple[tantivy.Searcher, MainStats | None]:
         """The searcher, and the index's statistics when the tail has anything (call
-        with `tail.lock` held: the searcher and the tail from the same side of a commit)."""
+        with `tail.lock` held: the searcher and the tail from the same side of a commit;
+        `terms`: the query's, whose rarest token reads the statistics cheaply)."""
         s = idx.searcher()
         if not self.tail.docs:
             return s, None
+        return s, self._main_stats(s, terms)
+
+    def _main_stats(self, s: tantivy.Searcher, terms: list[str]) -> MainStats:
+        """The committed index's BM25 statistics (call with `tail.lock` held: kept until
+        the next commit or reset)."""
         if self._stats is None:
-            self._stats = main_stats(s, self.schema, self.tail.last_tokens)
-        return s, self._stats
+            probes = [x for t in terms if not is_cjk(t) or len(t) > 1
+                      for x in term_tokens(self.analyzer, t)]
+            self._stats = main_stats(s, self.schema, (*probes, *self.tail.last_tokens))
+        return self._stats
 
     def searchable(self) -> bool:
         return self.state == "ready" and self._index is not None
@@ -284,37 +294,47 @@ class SearchIndex:
             if not pks:
                 return 0, [], False
         with self.tail.lock:
-            s, stats = self._view(idx)
+            s, stats = self._view(idx, terms)
             replaced = set(self.tail.replaced)
             live: list[dict[str, Any]] = []
-            q = None
+            scoring: Any = s  # the searcher text_query reads frequencies from
+            boost = None
             if stats is not None:
                 plan = self.tail.plan(s, stats, terms, w_body=w_body,
                                       w_one_liner=w_one_liner)
                 live = self.tail.search(plan, f, pks, mode)
                 c = Combined(s, self.tail, stats)  # the index scored as after the commit
-                q = text_query(self.schema, self.analyzer, c, terms, mode, w_body=w_body,
-                               w_one_liner=w_one_liner, boost=c.boost)
-        if stats is None:
-            q = text_query(self.schema, self.analyzer, s, terms, mode, w_body=w_body,
-                           w_one_liner=w_one_liner)
-        if q is None:
-            return 0, [], False
-        clauses = filter_clauses(self.schema, f, pks)
-        guess = estimate(s, self.analyzer, terms, mode) if count and not clauses else None
-        exact = count and guess is None
-        res = s.search(restricted(q, clauses), limit + len(replaced), count=exact)
-        addrs = [a for _, a in res.hits]
+                scoring, boost = c, c.boost
+            q = text_query(self.schema, self.analyzer, scoring, terms, mode, w_body=w_body,
+                           w_one_liner=w_one_liner, boost=boost)
+            if q is None:
+                return 0, [], False
+            clauses = filter_clauses(self.schema, f, pks)
+            guess = estimate(s, self.analyzer, terms, mode) if count and not clauses else None
+            exact = count and guess is None
+            prune = mode == "or" and not exact and len(terms) > 1
+            if prune:  # the top k without scoring every match
+                body, always = maxscore.parts(
+                    self.schema, self.analyzer, scoring, s, terms,
+                    n_docs=(stats or self._main_stats(s, terms)).docs, w_body=w_body,
+                    w_one_liner=w_one_liner, boost=boost)
+        hits = maxscore.top(s, body, always, clauses, limit + len(replaced),
+                            force=self.force_prune) if prune else None
+        res_count = None
+        if hits is None:
+            res = s.search(restricted(q, clauses), limit + len(replaced), count=exact)
+            hits, res_count = res.hits, res.count
+        addrs = [a for _, a in hits]
         cols = [s.fast_field_values(name, addrs) for name in RANK_FIELDS]
         found = [dict(zip(RANK_FIELDS, vals, strict=True), bm25=float(sc))
-                 for (sc, _), *vals in zip(res.hits, *cols, strict=True)]
+                 for (sc, _), *vals in zip(hits, *cols, strict=True)]
         if replaced or live:
             found, gone = merge(found, live, replaced, limit)
         else:
             gone = 0
         if guess is not None:
             return max(guess + len(live), len(found)), found, True
-        total = res.count if exact and res.count is not None else len(found)
+        total = res_count if exact and res_count is not None else len(found)
         return (max(total + len(live) - gone, len(found)) if exact else len(found)), found, False
 
     def matched_ids(self, terms: list[str], ids: list[int]) -> dict[int, set[int]]:
@@ -328,7 +348,7 @@ class SearchIndex:
             return {}
         out: dict[int, set[int]] = {}
         with self.tail.lock:
-            s, stats = self._view(idx)
+            s, stats = self._view(idx, terms)
             t = self.tail
             if stats is not None:
                 out = t.matched(t.plan(s, stats, terms, w_body=1.0, w_one_liner=1.0), ids)
@@ -382,7 +402,7 @@ class SearchIndex:
             return {}
         live: dict[int, tuple[float, float]] = {}
         with self.tail.lock:
-            s, stats = self._view(idx)
+            s, stats = self._view(idx, terms)
             t = self.tail
             if stats is not None:
                 live = t.field_scores(t.plan(s, stats, terms, w_body=w_body,

@@ -60,19 +60,27 @@ PROBES = ("the", "to", "a", "i", "is", "and", "it", "you", "of", "in")
 def main_stats(searcher: tantivy.Searcher, schema: tantivy.Schema,
                probes: tuple[str, ...] = ()) -> MainStats:
     """Read the index's statistics from tantivy's own explanation of one BM25 hit (the
-    bindings do not give them out otherwise): a term any committed body holds is found
-    among `probes` (the last commit's tokens) or common words, else the term dictionary."""
+    bindings do not give them out otherwise): of `probes` (a query's tokens, the last
+    commit's) and common words, the one the fewest committed bodies hold, else the term
+    dictionary's first. The rarest: the search for that one hit walks all of the term's
+    postings (31 ms for "the" at 1M units, under 1 ms for a rare word)."""
     live = searcher.num_docs
     if not live:
         return MainStats()
-    tok = next((t for t in (*probes, *PROBES) if searcher.doc_freq("body", t)), None)
-    if tok is None:
-        top = searcher.terms_with_prefix("body", "", limit=1)
-        if not top:
-            return MainStats(live, live, 0.0)
-        tok = top[0][0]
-    q = tantivy.Query.term_query(schema, "body", tok)
-    hits = searcher.search(q, 1, count=False).hits
+    held = sorted((df, t) for t in dict.fromkeys((*probes, *PROBES))
+                  if (df := searcher.doc_freq("body", t)))
+    def tokens() -> Any:
+        yield from (t for _, t in held)
+        # the dictionary's first term: its walk is slow (2 s at 1M units), seldom needed
+        yield from (t for t, _ in searcher.terms_with_prefix("body", "", limit=1))
+
+    for tok in tokens():  # a term held only by deleted documents finds no hit
+        q = tantivy.Query.term_query(schema, "body", tok)
+        hits = searcher.search(q, 1, count=False).hits
+        if hits:
+            break
+    else:
+        return MainStats(live, live, 0.0)
     got: dict[str, float] = {}
 
     def walk(node: dict[str, Any]) -> None:

@@ -1,0 +1,139 @@
+"""Pruned top-k OR searches (`memoryd.index.maxscore`, issue 11): the same hits with the
+same scores as the plain query, in a real tantivy index and through a real store whose
+live tail shifts the statistics; and the pruning does happen."""
+
+import random
+
+import pytest
+import tantivy
+
+from memoryd.index import Filters, maxscore
+from memoryd.index.bm25 import main_stats
+from memoryd.index.query import ids_query, text_query
+from memoryd.index.schema import ANALYZER, build_analyzer, build_schema, document
+from memoryd.index.tail import TailPolicy
+from memoryd.index.text import index_text
+from memoryd.ingest.adapters.base import Record
+from memoryd.store import Store
+from memoryd.store.sessions import session_pk
+from memoryd.store.summaries import save_one_liners
+from memoryd.store.units import store_record
+
+VOCAB = ("deploy cluster rollback database migration schema index query latency cache "
+         "redis postgres tantivy search token budget context summary agent session memory "
+         "watcher socket daemon config retention export parseJsonLine 部署 集群 数据库 "
+         "a 4 don't").split()
+RARE = [f"rare{i}" for i in range(40)]
+QUERIES = [["deploy", "rare3"], ["cluster", "rollback"], ["rare1", "rare2", "deploy"],
+           ["database", "migration", "schema", "rare7"], ["redis", "4"], ["a", "cache"],
+           ["parseJsonLine", "config"], ["部署", "数据库"], ["don't", "memory", "rare9"],
+           ["socket", "daemon", "watcher", "session"], ["nothere", "deploy"]]
+
+
+def text(rng: random.Random) -> str:
+    words = [VOCAB[min(int(rng.paretovariate(0.9)) - 1, len(VOCAB) - 1)]
+             for _ in range(rng.randint(3, 40))]
+    if rng.random() < 0.05:
+        words.append(rng.choice(RARE))
+    return " ".join(words)
+
+
+def plain(s, schema, analyzer, terms, k, **kw):
+    return s.search(text_query(schema, analyzer, s, terms, "or", **kw), k, count=False).hits
+
+
+def test_pruned_top_k_is_the_plain_top_k(tmp_path):
+    schema, analyzer = build_schema(), build_analyzer()
+    idx = tantivy.Index(schema, path=str(tmp_path))
+    idx.register_tokenizer(ANALYZER, analyzer)
+    w = idx.writer(heap_size=16_000_000, num_threads=1)
+    rng = random.Random(7)
+    for i in range(4000):
+        row = {"unit_id": i + 1, "session_pk": i % 9, "seq": i, "ts": 1.7e9 + i}
+        one = index_text(text(rng)) if i % 11 == 0 else ""
+        w.add_document(document(row, index_text(text(rng)), one))
+        if i % 1500 == 1499:
+            w.commit()  # several segments
+    w.commit()
+    w.wait_merging_threads()
+    idx.reload()
+    s = idx.searcher()
+    n = main_stats(s, schema).docs
+    pruned = 0
+    for terms in QUERIES:
+        for k in (5, 20):
+            body, always = maxscore.parts(schema, analyzer, s, s, terms, n_docs=n,
+                                          w_body=1.0, w_one_liner=3.0, boost=None)
+            got = maxscore.top(s, body, always, [], k, force=True)
+            want = plain(s, schema, analyzer, terms, k)
+            if got is None:
+                continue
+            pruned += 1
+            assert [(d.segment_ord, d.doc) for _, d in got] == \
+                [(d.segment_ord, d.doc) for _, d in want], (terms, k)
+            assert [sc for sc, _ in got] == pytest.approx([sc for sc, _ in want], rel=1e-5)
+            # not forced: the cost model may decline, never change the answer
+            free = maxscore.top(s, body, always, [], k)
+            assert free is None or [sc for sc, _ in free] == pytest.approx(
+                [sc for sc, _ in want], rel=1e-5)
+    assert pruned >= 12  # pruning ran for most two-or-more-term queries
+
+
+def put(texts_, sid):
+    def run(c):
+        pk = session_pk(c, "generic", sid, project=f"/p/{sid}")
+        return [store_record(c, pk, Record("user" if i % 2 else "assistant", t,
+                                           ts=1.7e9 + 60 * i), f"{sid}-{i}", None, 0).unit_id
+                for i, t in enumerate(texts_)]
+    return run
+
+
+async def test_a_pruned_search_ranks_as_the_plain_one_with_a_live_tail(tmp_path):
+    store = await Store.open(tmp_path / "m.db")
+    store.index.tail_policy = TailPolicy(docs=10**9, seconds=3600.0)
+    rng = random.Random(3)
+    try:
+        await store.write(put([text(rng) for _ in range(1500)], "base"))  # committed
+        await store.indexed()
+        new = await store.write(put([text(rng) for _ in range(40)], "live"))
+        await store.indexed()
+        await store.write(lambda c: save_one_liners(
+            c, [(u, "deploy rare3 summary", "test", "v1") for u in new[::4]]))
+        await store.indexed()
+        assert len(store.index.tail) == 40  # the tail's statistics count in the scores
+        ix = store.index
+        for f in (Filters(), Filters(project="/p/base")):
+            for terms in QUERIES:
+                def ask(c, force, terms=terms, f=f):
+                    ix.force_prune = force
+                    return ix.ranked(c, terms, f, mode="or", limit=15, count=False)
+                a = await store.read(lambda c: ask(c, True))
+                b = await store.read(lambda c: ask(c, False))
+                assert [c["unit_id"] for c in a[1]] == [c["unit_id"] for c in b[1]], terms
+                assert [c["bm25"] for c in a[1]] == pytest.approx(
+                    [c["bm25"] for c in b[1]], rel=1e-5)
+    finally:
+        store.index.force_prune = False
+        await store.close()
+
+
+def test_the_statistics_are_read_through_the_rarest_probe_a_live_document_holds(tmp_path):
+    """`main_stats` reads N and the average length from one hit of its rarest probe (a
+    query's token: cheap), passing over a probe whose documents are all deleted."""
+    schema, analyzer = build_schema(), build_analyzer()
+    idx = tantivy.Index(schema, path=str(tmp_path))
+    idx.register_tokenizer(ANALYZER, analyzer)
+    w = idx.writer(heap_size=16_000_000, num_threads=1)
+    for i in range(50):
+        row = {"unit_id": i + 1, "session_pk": 1, "seq": i, "ts": 1.7e9 + i}
+        w.add_document(document(row, "only here" if i == 7 else f"deploy cluster {i}", ""))
+    w.commit()
+    w.delete_documents_by_query(ids_query(schema, [8]))  # the one holding "only"
+    w.commit()
+    w.wait_merging_threads()
+    idx.reload()
+    s = idx.searcher()
+    assert s.doc_freq("body", "onli") == 1 and s.num_docs == 49  # counted, not live
+    want = main_stats(s, schema)
+    got = main_stats(s, schema, ("onli", "cluster"))
+    assert got == want and got.docs == 50 and got.live == 49 and got.tokens > 0

@@ -1,12 +1,12 @@
 """CPU per request by daemon thread over the Unix socket (the event loop's share apart
 from the reader's), against a bare aiohttp server in the same run, and where the loop's
-share goes (py-spy).
+share goes (cProfile of the loop thread on its CPU clock, `--profile`).
 
 The daemon serves a small generated corpus (or a copy of a store bench/bigstore.py built,
 `--home`): the loop's work per request does not depend on the store's size, the reader's
 does. Requests are sent one at a time as `memoryctl` sends them (`MemorydClient`: a new
-connection per request, `Connection: close`), alternating search and context. CPU is the
-scheduler's account per thread (`/proc/<pid>/task/<tid>/schedstat`), summed over the
+connection per request, `Connection: close`): health, search and context in turn. CPU is
+the scheduler's account per thread (`/proc/<pid>/task/<tid>/schedstat`), summed over the
 batch and divided by its requests; the loop is the main thread, the other threads are
 named by `py-spy dump` (grouped: reader, writer, index, other).
 
@@ -51,13 +51,15 @@ BARE = textwrap.dedent("""
     answers = json.loads(open(sys.argv[2]).read())
 
     async def handle(request):
-        json.loads(await request.read())
+        if request.method == "POST":
+            json.loads(await request.read())
         return web.Response(body=answers[request.path].encode(),
                             content_type="application/json")
 
     app = web.Application()
     app.router.add_post("/v1/search", handle)
     app.router.add_post("/v1/context", handle)
+    app.router.add_get("/v1/health", handle)
     web.run_app(app, path=sys.argv[1], print=None, handle_signals=True)
 """)
 
@@ -113,23 +115,31 @@ def requests(n: int, seed: int, projects: list[str]) -> list[tuple[str, dict]]:
     out = []
     for i in range(n):
         q = qs[i % len(qs)]
+        out.append(("/v1/health", None))
         out.append(("/v1/search", {"query": q}))
         out.append(("/v1/context", {"query": q, "cwd": projects[i % len(projects)],
                                     "budget_tokens": 2000}))
     return out
 
 
+ROUTES = ("/v1/health", "/v1/search", "/v1/context")
+
+
+def call(client: MemorydClient, route: str, body: dict | None) -> object:
+    return client.request("GET" if body is None else "POST", route, body)
+
+
 def measure(client: MemorydClient, pid: int, names: dict[int, str],
             reqs: list[tuple[str, dict]]) -> dict[str, dict]:
     """Per route: wall times and CPU per request by thread group."""
     res: dict[str, dict] = {}
-    for route in ("/v1/search", "/v1/context"):
+    for route in ROUTES:
         mine = [b for r, b in reqs if r == route]
         wall = []
         c0 = thread_cpu(pid)
         for body in mine:
             t0 = time.perf_counter()
-            client.request("POST", route, body)
+            call(client, route, body)
             wall.append(time.perf_counter() - t0)
         cpu = by_group(c0, thread_cpu(pid), names)
         res[route] = {"wall": wall, "cpu": {k: v / len(mine) for k, v in cpu.items()}}
@@ -146,7 +156,7 @@ def _profiled(run_home: Path, src: Path, sd: Path, reqs: list[tuple[str, dict]],
         d.wait_ready(300)
         d.wait_caught_up(300)
         for route, body in reqs:
-            d.client.request("POST", route, body)
+            call(d.client, route, body)
     finally:
         d.stop()
     st = pstats.Stats(str(out))
@@ -237,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--profile", action="store_true",
                    help="then cProfile the loop thread over the same requests")
+    p.add_argument("--route", choices=("all", "health", "search", "context"), default="all",
+                   help="the requests profiled")
     args = p.parse_args(argv)
 
     with h.short_dir() as sd:
@@ -269,13 +281,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"{st['units']:,} units; "
                   f"load {os.getloadavg()[0]:.1f}")
             reqs = requests(args.requests, args.seed, projects)
-            for route, body in reqs[:20]:  # warm: first-use loads, caches
-                d.client.request("POST", route, body)
+            for route, body in reqs[:30]:  # warm: first-use loads, caches
+                call(d.client, route, body)
             names = thread_names(pid)
             answers = {}
-            for route in ("/v1/search", "/v1/context"):
+            for route in ROUTES:
                 body = next(b for r, b in reqs if r == route)
-                answers[route] = json.dumps(d.client.request("POST", route, body))
+                answers[route] = json.dumps(call(d.client, route, body))
             (sd / "answers.json").write_text(json.dumps(answers))
             (sd / "bare.py").write_text(BARE)
             bare_proc = subprocess.Popen([sys.executable, str(sd / "bare.py"),
@@ -284,8 +296,8 @@ def main(argv: list[str] | None = None) -> int:
             deadline = time.monotonic() + 60
             while not (sd / "b.sock").exists() and time.monotonic() < deadline:
                 time.sleep(0.05)
-            for route, body in reqs[:20]:
-                bare.request("POST", route, body)
+            for route, body in reqs[:30]:
+                call(bare, route, body)
             bnames = {bare_proc.pid: "loop"}
             for rnd in range(args.rounds):
                 load0 = os.getloadavg()[0]
@@ -297,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.profile:
                 print()
                 d.stop()
-                print(profile(run_home, src, sd, reqs, h.OUT / "loop_cpu.prof"))
+                only = [(r, b) for r, b in reqs if args.route in ("all", r.rsplit("/", 1)[1])]
+                print(profile(run_home, src, sd, only, h.OUT / "loop_cpu.prof"))
         finally:
             if bare_proc is not None:
                 bare_proc.terminate()

@@ -484,17 +484,19 @@ class Memoryd:
 
     def __init__(self, home: Path, src: Path, sock: Path, *, log_path: Path | None = None,
                  log_level: str = "WARNING", env: dict[str, str] | None = None,
-                 new_session: bool = False) -> None:
+                 new_session: bool = False, python_args: Sequence[str] = ()) -> None:
         """`new_session`: the daemon in a session of its own, as a service manager starts
         one (and as PostgreSQL's backends are): with the kernel's autogroup scheduling
         each session gets its own fair share of the CPUs, not one share for all the
-        daemons a bench starts (bench/README, issue 14)."""
+        daemons a bench starts (bench/README, issue 14). `python_args` go before `-m
+        memoryd` (bench/loop_cpu.py: a script that runs it under cProfile)."""
         self.home, self.src, self.sock = home, src, sock
         self.log_path = log_path or Path(f"{home}.log")
         self.client = MemorydClient(sock)
         self.started = 0.0
-        cmd = [sys.executable, "-m", "memoryd", "--no-default-sources", "--source",
-               f"generic={src}", "--socket", str(sock), "--port", "0", "--log-level", log_level]
+        cmd = [sys.executable, *python_args, "-m", "memoryd", "--no-default-sources",
+               "--source", f"generic={src}", "--socket", str(sock), "--port", "0",
+               "--log-level", log_level]
         full_env = {**os.environ, "MEMORYD_HOME": str(home), **(env or {})}
         full_env.pop("MEMORYD_SOCKET", None)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -18,6 +16,7 @@ class Metrics:
         self.latency = Histogram("memoryd_request_seconds", "HTTP request latency",
                                  ["method", "route", "status"], registry=r,
                                  buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5))
+        self._children: dict[tuple[str, str, int], Any] = {}
         self.units = Gauge("memoryd_units", "Units stored", registry=r)
         self.sessions = Gauge("memoryd_sessions", "Sessions stored", registry=r)
         self.files = Gauge("memoryd_files", "Transcript files tracked", registry=r)
@@ -85,25 +84,18 @@ class Metrics:
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
-    def middleware(self) -> Callable[..., Any]:
-        @web.middleware
-        async def timing(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
-            t0 = time.perf_counter()
-            status = 500
-            try:
-                resp = await handler(request)
-                status = resp.status
-                return resp
-            except web.HTTPException as e:
-                status = e.status
-                raise
-            finally:
-                route = request.match_info.route.resource
-                name = route.canonical if route is not None else "unmatched"
-                self.latency.labels(request.method, name, str(status)).observe(
-                    time.perf_counter() - t0)
+    def observe_request(self, request: web.Request, status: int, seconds: float) -> None:
+        """One request's latency, by method, route and status (each label set's child
+        looked up once: `labels()` takes a lock and builds the key every time)."""
+        route = request.match_info.route.resource
+        name = route.canonical if route is not None else "unmatched"
+        key = (request.method, name, status)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = self.latency.labels(request.method, name,
+                                                              str(status))
+        child.observe(seconds)
 
-        return timing
 
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST

@@ -4,7 +4,7 @@ the figure people watch (injected context costs them tokens on every turn)."""
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -40,16 +40,21 @@ def served_items(pack: dict[str, Any]) -> list[dict[str, Any]]:
     return items
 
 
+def _nothing(conn: Any) -> None:
+    return None
+
+
 class ServedLog:
     """Each served block is written in the background: the agent gets its context without
     waiting for the store's writer (which, during a backfill, is busy with ingest
     batches for up to seconds). The write is queued on the writer at once, so a later
-    `forget` still finds it; reads of the log and `close` wait for what is queued."""
+    `forget` still finds it; nothing comes back to the event loop for it, and the index
+    writer is not woken (it writes no unit). Reads of the log and `close` wait for what
+    is queued."""
 
     def __init__(self, store: Store, keep_days: int,
                  clock: Callable[[], float] = time.time) -> None:
         self.store, self.keep_days, self.clock = store, keep_days, clock
-        self._pending: set[asyncio.Task[None]] = set()
 
     async def record(self, *, via: str, agent: str | None, session_id: str | None,
                      query: str | None, budget_tokens: int, pack: dict[str, Any]) -> None:
@@ -64,27 +69,25 @@ class ServedLog:
         cutoff = now - self.keep_days * DAY_S
 
         def write(c: Any) -> None:
-            record_served(c, ts=now, day=day, via=via, agent=agent, session_id=session_id,
-                          query=query, items=items, tokens=tokens, budget_tokens=budget_tokens)
-            prune_served(c, cutoff)
+            try:
+                record_served(c, ts=now, day=day, via=via, agent=agent,
+                              session_id=session_id, query=query, items=items,
+                              tokens=tokens, budget_tokens=budget_tokens)
+                prune_served(c, cutoff)
+            except StoreUnavailableError:  # the outage is logged once by the store's health
+                log.debug("served context not logged: the store is unreachable")
+                raise  # rolled back
+            except Exception:
+                log.warning("could not log served context", exc_info=True)
+                raise
 
-        task = asyncio.ensure_future(self._write(write))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
-        await asyncio.sleep(0)  # the write reaches the writer's queue before we return
-
-    async def _write(self, write: Callable[[Any], None]) -> None:
-        try:
-            await self.store.write(write)
-        except StoreUnavailableError:  # the outage is logged once by the store's health
-            log.debug("served context not logged: the store is unreachable")
-        except Exception:
-            log.warning("could not log served context", exc_info=True)
+        self.store.post(write)
 
     async def flush(self) -> None:
-        """Until every block recorded so far is written (or failed and logged)."""
-        while self._pending:
-            await asyncio.gather(*list(self._pending), return_exceptions=True)
+        """Until every block recorded so far is written (or failed and logged): the
+        writer runs in order, so an empty write queued now ends after them."""
+        with contextlib.suppress(Exception):  # a failed one was logged by its write
+            await self.store.write(_nothing)
 
     async def entries(self, *, session_id: str | None, agent: str | None, last: int,
                       days: int) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import errno
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,20 @@ def overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     return out
 
 
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop (libuv, in C) where it is installed: the loop's own work per
+    request (its iterations, the socket transports, callbacks) is most of the event loop
+    thread's CPU per search or context request (bench/loop_cpu.py). `MEMORYD_LOOP=asyncio`
+    keeps the standard library's loop."""
+    if os.environ.get("MEMORYD_LOOP", "").lower() == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:  # a platform without it: the standard loop
+        return None
+    return uvloop.new_event_loop
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -85,8 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = logging.getLogger("memoryd")
     log.info("config: %s", config if config.exists() else "defaults (no config file)")
     try:
-        return asyncio.run(Daemon(settings, paths, load_settings=lambda: load_settings(
-            config, os.environ, overrides(args))).run())
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
+            return runner.run(Daemon(settings, paths, load_settings=lambda: load_settings(
+                config, os.environ, overrides(args))).run())
     except ConfigError as e:
         print(f"memoryd: bad configuration: {e}", file=sys.stderr)
         return EXIT_CONFIG

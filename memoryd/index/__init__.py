@@ -224,7 +224,8 @@ class SearchIndex:
         out: dict[str, Any] = {"state": self.state, "units": self.docs(), "upto": self.upto,
                                "caught_up": self.is_caught_up(conn),
                                "tail": len(self.tail),
-                               "commits": getattr(self._indexer, "commits", 0)}
+                               "commits": getattr(self._indexer, "commits", 0),
+                               "wakes": getattr(self._indexer, "wakes", 0)}
         if self._indexer is not None and self._indexer.error:
             out["error"] = self._indexer.error
         return out

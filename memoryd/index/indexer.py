@@ -97,6 +97,7 @@ class IndexWriterThread:
                                         daemon=True)
         self.error: str | None = None
         self.commits = 0
+        self.wakes = 0  # `wake` calls: the store's writes that may have left it work
 
     def _main(self) -> None:
         raise NotImplementedError
@@ -105,6 +106,7 @@ class IndexWriterThread:
         self._thread.start()
 
     def wake(self) -> None:
+        self.wakes += 1
         self._wake.set()
 
     def stop(self, timeout: float = 10.0) -> None:

@@ -9,6 +9,7 @@ import hmac
 import json
 import logging
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,12 +17,13 @@ from typing import Any
 
 from aiohttp import web
 from pydantic import ValidationError
+from pydantic_core import to_json
 
 from memoryd.api import IngestRequest, IngestResponse
 from memoryd.errors import BadRequestError, MemorydError, StorageFullError
-from memoryd.server.limiter import QueryLimiter
 from memoryd.events import EventBus
 from memoryd.metrics import Metrics
+from memoryd.server.limiter import QUERY_PATHS, QueryLimiter
 from memoryd.store import Store
 
 log = logging.getLogger(__name__)
@@ -85,33 +87,38 @@ def disk_full(e: BaseException) -> bool:
     return False
 
 
-@web.middleware
-async def error_middleware(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except ValidationError as e:
+def error_response(request: web.Request, e: BaseException) -> web.Response:
+    """The JSON error envelope for what a handler (or the body's read, or the router)
+    raised; HTTP redirects (status < 400) are raised again."""
+    if isinstance(e, ValidationError):
         err = validation_error(e)
-        return web.json_response(error_body(err.code, err.message, err.field), status=400)
-    except MemorydError as e:
+        return json_reply(error_body(err.code, err.message, err.field), status=400)
+    if isinstance(e, MemorydError):
         if e.status >= 500 and not getattr(e, "quiet", False):
-            log.exception("request %s %s failed", request.method, request.path)
-        return web.json_response(error_body(e.code, e.message, e.field), status=e.status)
-    except web.HTTPException as e:
+            log.error("request %s %s failed", request.method, request.path, exc_info=e)
+        return json_reply(error_body(e.code, e.message, e.field), status=e.status)
+    if isinstance(e, web.HTTPException):
         if e.status < 400:
-            raise
+            raise e
         code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(
             e.status, "http_error")
-        return web.json_response(error_body(code, e.reason), status=e.status)
-    except Exception as e:
-        if disk_full(e):
-            log.error("request %s %s failed: the disk is full (%s)", request.method,
-                      request.path, e)
-            err = StorageFullError(f"the disk is full ({e}); nothing was changed, retry once "
-                                   "space is freed")
-            return web.json_response(error_body(err.code, err.message), status=err.status)
-        log.exception("request %s %s failed", request.method, request.path)
-        return web.json_response(error_body("internal", "internal error (see the daemon log)"),
-                                 status=500)
+        return json_reply(error_body(code, e.reason), status=e.status)
+    if disk_full(e):
+        log.error("request %s %s failed: the disk is full (%s)", request.method,
+                  request.path, e)
+        err = StorageFullError(f"the disk is full ({e}); nothing was changed, retry once "
+                               "space is freed")
+        return json_reply(error_body(err.code, err.message), status=err.status)
+    log.error("request %s %s failed", request.method, request.path, exc_info=e)
+    return json_reply(error_body("internal", "internal error (see the daemon log)"),
+                      status=500)
+
+
+def json_reply(data: Any, status: int = 200) -> web.Response:
+    """A JSON response encoded by pydantic's serializer (pydantic_core, in Rust): a
+    fraction of `json.dumps`' time for a context pack or a page of results."""
+    return web.Response(body=to_json(data), status=status, content_type="application/json",
+                        charset="utf-8")
 
 
 def via_tcp(request: web.Request) -> bool:
@@ -120,61 +127,87 @@ def via_tcp(request: web.Request) -> bool:
     return isinstance(sockname, tuple)
 
 
-def token_middleware(token: str | None) -> Callable[..., Any]:
-    expected = f"Bearer {token}".encode() if token else None
-
-    @web.middleware
-    async def check(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
-        # the web page's handlers check their own session cookie (memoryd.web.auth)
-        own_auth = getattr(request.match_info.handler, "own_auth", False)
-        if expected is not None and via_tcp(request) and not own_auth:
-            got = request.headers.get("Authorization", "").encode()
-            if not hmac.compare_digest(got, expected):
-                return web.json_response(
-                    error_body("unauthorized", "TCP requests need 'Authorization: Bearer <token>'"
-                               " (the token file is in the state dir; memoryctl reads it)"),
-                    status=401)
-        return await handler(request)
-
-    return check
-
-
-@web.middleware
-async def host_middleware(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
-    """Reject a Host that is not a loopback name: a web page cannot reach the API
-    through DNS rebinding."""
+def refusal(request: web.Request, expected: bytes | None) -> web.Response | None:
+    """403 for a Host that is not a loopback name (a web page cannot reach the API
+    through DNS rebinding); 401 for a TCP request without the bearer token (the Unix
+    socket's 0600 mode is its access control). None: the request may go on."""
     host = (request.headers.get("Host") or "localhost").lower()
     name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
     if name not in LOOPBACK_HOSTS:
-        return web.json_response(error_body("forbidden_host", f"Host {host!r} is not allowed"),
-                                 status=403)
-    return await handler(request)
+        return json_reply(error_body("forbidden_host", f"Host {host!r} is not allowed"),
+                          status=403)
+    # the web page's handlers check their own session cookie (memoryd.web.auth)
+    if expected is not None and via_tcp(request) \
+            and not getattr(request.match_info.handler, "own_auth", False):
+        got = request.headers.get("Authorization", "").encode()
+        if not hmac.compare_digest(got, expected):
+            return json_reply(
+                error_body("unauthorized", "TCP requests need 'Authorization: Bearer <token>'"
+                           " (the token file is in the state dir; memoryctl reads it)"),
+                status=401)
+    return None
 
 
-def body_deadline(timeout: float) -> Callable[..., Any]:
-    """Read each request's body, with a deadline, before its handler runs: a client that
+async def read_body(request: web.Request, timeout: float) -> web.Response | None:
+    """Read a request's body, with a deadline, before its handler runs: a client that
     sends headers and then the body a byte a minute (or never) gets a 408 and the
-    connection is closed. Handlers' reads then return the buffered body."""
+    connection is closed. Handlers' reads then return the buffered body. A body that
+    came whole with the headers (every small request) is taken without a timer."""
+    if (request.content_length or 0) > MAX_BODY:
+        raise BadRequestError(f"body over {MAX_BODY} bytes", field="body")
+    try:
+        if request.content.is_eof():
+            await request.read()
+            return None
+        async with asyncio.timeout(timeout):
+            await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise BadRequestError(f"body over {MAX_BODY} bytes", field="body") from None
+    except TimeoutError:
+        resp = json_reply(error_body(
+            "request_timeout", f"the request body did not arrive within {timeout:g}s",
+            "body"), status=408)
+        resp.force_close()
+        return resp
+    return None
+
+
+def request_middleware(services: Services, body_timeout: float) -> Callable[..., Any]:
+    """Every request's way through, as one middleware: its time and status into the
+    metrics; a Host that is not loopback refused (403), a TCP request without the token
+    (401); the body read within its deadline (408); search and context through the
+    query limiter (503 when saturated); anything raised as the JSON error envelope.
+    One function instead of a chain of six: each link of aiohttp's chain is another
+    coroutine and partial per request, on the loop (bench/loop_cpu.py)."""
+    metrics, limiter = services.metrics, services.limiter
+    expected = f"Bearer {services.token}".encode() if services.token else None
 
     @web.middleware
-    async def read_body(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
-        if request.body_exists:
-            if (request.content_length or 0) > MAX_BODY:
-                raise BadRequestError(f"body over {MAX_BODY} bytes", field="body")
-            try:
-                async with asyncio.timeout(timeout):
-                    await request.read()
-            except web.HTTPRequestEntityTooLarge:
-                raise BadRequestError(f"body over {MAX_BODY} bytes", field="body") from None
-            except TimeoutError:
-                resp = web.json_response(error_body(
-                    "request_timeout", f"the request body did not arrive within {timeout:g}s",
-                    "body"), status=408)
-                resp.force_close()
-                return resp
-        return await handler(request)
+    async def handle(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+        t0 = time.perf_counter()
+        status = 500
+        try:
+            resp = refusal(request, expected)
+            if resp is None:
+                try:
+                    if request.body_exists:
+                        resp = await read_body(request, body_timeout)
+                    if resp is None:
+                        if request.path.startswith(QUERY_PATHS):
+                            resp = await limiter.run(handler, request)
+                        else:
+                            resp = await handler(request)
+                except Exception as e:
+                    resp = error_response(request, e)
+            status = resp.status
+            return resp
+        except web.HTTPException as e:  # a redirect
+            status = e.status
+            raise
+        finally:
+            metrics.observe_request(request, status, time.perf_counter() - t0)
 
-    return read_body
+    return handle
 
 
 async def json_body(request: web.Request) -> dict[str, Any]:
@@ -201,9 +234,7 @@ def make_app(services: Services, extra_routes: Sequence[RouteAdder] = (), *,
     app = web.Application(
         # the body is read before a query takes a slot: a half-sent request must not
         # hold one of the few query slots for the whole body timeout
-        middlewares=[services.metrics.middleware(), host_middleware,
-                     token_middleware(services.token), error_middleware,
-                     body_deadline(body_timeout), services.limiter.middleware()],
+        middlewares=[request_middleware(services, body_timeout)],
         client_max_size=MAX_BODY)
     app[SERVICES] = services
     app.router.add_get("/v1/health", handlers.health)

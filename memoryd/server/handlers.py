@@ -12,7 +12,7 @@ from memoryd.api import BackupRequest, IngestRequest, SearchRequest, StatusQuery
 from memoryd.cli.output import render_status
 from memoryd.errors import NotFoundError
 from memoryd.metrics import CONTENT_TYPE as METRICS_TYPE
-from memoryd.server.app import SERVICES, json_body
+from memoryd.server.app import SERVICES, json_body, json_reply
 from memoryd.server.backup_dest import create_backup_file
 from memoryd.server.openapi import document
 
@@ -21,7 +21,7 @@ HEARTBEAT_S = 15.0
 
 async def health(request: web.Request) -> web.Response:
     s = request.app[SERVICES]
-    return web.json_response({"status": "ok", "version": s.version, "api": 1})
+    return json_reply({"status": "ok", "version": s.version, "api": 1})
 
 
 async def status(request: web.Request) -> web.Response:
@@ -30,7 +30,7 @@ async def status(request: web.Request) -> web.Response:
     if q.format == "text":  # `memoryctl status`'s quick path: rendered here, no JSON
         return web.Response(text=render_status(data), content_type="text/plain",
                             charset="utf-8")
-    return web.json_response(data)
+    return json_reply(data)
 
 
 async def search(request: web.Request) -> web.Response:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -94,22 +94,29 @@ class QueryLimiter:
             {"error": {"code": "busy", "message": f"{why}; retry in {self.retry_after_s}s"}},
             status=503, headers={"Retry-After": str(self.retry_after_s)})
 
+    async def run(self, handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                  request: web.Request) -> web.StreamResponse:
+        """`handler(request)` once a slot is free; 503 when none comes in time."""
+        t0 = time.perf_counter()
+        refused = await self._acquire()
+        if refused is not None:
+            return self._busy(waited=refused == "waited")
+        self.admitted += 1
+        self.wait_s_total += time.perf_counter() - t0
+        try:
+            return await handler(request)
+        finally:
+            self._release()
+
     def middleware(self) -> Callable[..., Any]:
+        """The limiter alone as a middleware (memoryd's app calls `run` from its one
+        middleware, server.app.request_middleware)."""
         @web.middleware
         async def limit(request: web.Request,
                         handler: Callable[..., Any]) -> web.StreamResponse:
             if not request.path.startswith(QUERY_PATHS):
                 return await handler(request)
-            t0 = time.perf_counter()
-            refused = await self._acquire()
-            if refused is not None:
-                return self._busy(waited=refused == "waited")
-            self.admitted += 1
-            self.wait_s_total += time.perf_counter() - t0
-            try:
-                return await handler(request)
-            finally:
-                self._release()
+            return await self.run(handler, request)
 
         return limit
 

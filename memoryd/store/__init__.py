@@ -158,10 +158,29 @@ class Store:
         return cls(path, writer, readers, index, target, pools, health)
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn(conn)` in one write transaction. The index writer is woken after it only
+        when it added units or queued index changes (SQLite; in fleet mode always):
+        a job's, a cursor's or a served block's write leaves it asleep."""
+        if self.kind != "sqlite":
+            try:
+                return await self._writer.submit(fn)
+            finally:
+                self.index.notify_write()
         try:
-            return await self._writer.submit(fn)
-        finally:
+            out, changed = await self._writer.submit(_noting_index_changes(fn))
+        except BaseException:
+            self.index.notify_write()  # whatever it did is rolled back; cheap to look
+            raise
+        if changed:
             self.index.notify_write()
+        return out
+
+    def post(self, fn: Callable[[sqlite3.Connection], None]) -> None:
+        """Queue `fn(conn)` on the writer and return at once; nothing comes back to the
+        event loop (no future, no wake-up) and the index writer is not woken: for writes
+        of no unit whose errors `fn` logs itself (it raises to roll back). A later
+        `write` runs after it (one writer, in order)."""
+        self._writer.post(fn)
 
     async def indexed(self, timeout: float = 30.0) -> None:
         """Until everything written so far is searchable (tests, tools)."""
@@ -180,10 +199,19 @@ class Store:
 
     def write_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """For code running in a worker thread (never on the event loop)."""
+        if self.kind != "sqlite":
+            try:
+                return self._writer.call(fn)
+            finally:
+                self.index.notify_write()
         try:
-            return self._writer.call(fn)
-        finally:
+            out, changed = self._writer.call(_noting_index_changes(fn))
+        except BaseException:
             self.index.notify_write()
+            raise
+        if changed:
+            self.index.notify_write()
+        return out
 
     def read_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return self._reader.call(fn)
@@ -218,3 +246,21 @@ class Store:
         self._writer.stop()
         if self._pools is not None:
             self._pools.close()
+
+
+# what the index follows (memoryd.index.indexer): units by id, and `index_pending`'s
+# changes (AUTOINCREMENT: its sequence only grows, even when the queue is emptied)
+_INDEX_MARKS = ("SELECT (SELECT max(id) FROM units), "
+                "(SELECT seq FROM sqlite_sequence WHERE name = 'index_pending')")
+
+
+def _noting_index_changes(fn: Callable[[sqlite3.Connection], T]
+                          ) -> Callable[[sqlite3.Connection], tuple[T, bool]]:
+    """`fn`, and whether its transaction added units or queued index changes: two
+    index seeks before and after, on the writer's thread."""
+    def run(conn: sqlite3.Connection) -> tuple[T, bool]:
+        before = conn.execute(_INDEX_MARKS).fetchone()
+        out = fn(conn)
+        return out, conn.execute(_INDEX_MARKS).fetchone() != before
+
+    return run

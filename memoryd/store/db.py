@@ -113,6 +113,11 @@ class DBThread:
         self._queue.put((fn, fut, loop))
         return fut
 
+    def post(self, fn: Callable[[sqlite3.Connection], Any]) -> None:
+        """Queue `fn` and return at once: nothing is delivered back (an error only rolls
+        its transaction back; `fn` logs it)."""
+        self._queue.put((fn, None, None))
+
     def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn` from a thread that is not the event loop (tests, tools); blocks until
         its transaction has committed (or rolled back)."""

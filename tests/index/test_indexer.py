@@ -164,3 +164,38 @@ async def test_a_backfill_is_indexed_at_the_daemons_priority_a_rebuild_niced(sto
     assert tantivy_workers_nice() == {here}
     assert (await ids_of(store, "backfilled"))[0] == n
     assert (await ids_of(store, "history"))[0] == n
+
+
+async def test_a_served_context_write_leaves_the_index_writer_asleep(store):
+    """Only a write that adds units or queues index changes wakes the index writer: a
+    served block's log, a job's row or a cursor's (all of them a write per request or
+    per file change) left it reading SQLite for new units beside the next request."""
+    from memoryd.served_log import ServedLog
+
+    await store.write(put(["a first line"]))
+    await store.indexed()
+
+    async def wakes():
+        return (await store.read(store.index.status))["wakes"]
+
+    before = await wakes()
+    served = ServedLog(store, keep_days=30)
+    pack = {"recalled": [{"unit_id": 1, "record_id": "s-0", "session_id": "s", "tokens": 9}],
+            "total_tokens": 9}
+    for _ in range(3):
+        await served.record(via="socket", agent="generic", session_id="s", query="first",
+                            budget_tokens=500, pack=pack)
+    await served.flush()
+    await store.write(lambda c: c.execute("CREATE TABLE IF NOT EXISTS scratch (x)"))
+    assert (await served.entries(session_id="s", agent=None, last=10, days=1))["entries"]
+    assert await wakes() == before  # three logged blocks, a flush, another write: asleep
+
+    [uid] = await store.write(put(["a second line: wakeword"], sid="t"))
+    assert await wakes() == before + 1  # units written still wake it
+    await store.indexed()
+    assert await ids_of(store, "wakeword") == (1, [uid])
+    n = await wakes()
+    await store.write(lambda c: forget_units(c, [uid]))
+    assert await wakes() == n + 1  # a queued index change (a forget) too
+    await store.indexed()
+    assert await ids_of(store, "wakeword") == (0, [])

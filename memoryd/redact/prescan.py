@@ -8,9 +8,10 @@ runs only those rules' Python regexes, and a text where no guard occurs (most of
 costs that one pass. Measured in `bench/redact.py`: 5× an Aho–Corasick automaton
 (pyahocorasick) and 10× a compiled alternation of the literals in `re`, on the same texts.
 
-A pattern set that ran out of DFA memory would say "no match": that cannot happen to a set
-of literals and short patterns within the default budget, and `Prescan.compile` checks the
-set matches every literal it was given, once, before it is used.
+A set's DFA that fills its memory budget throws its cached states away and goes on (RE2
+never gives up on a many-match search for being slow); it could fail only if one state
+outgrew the budget, which a set of literals and short gates cannot. `Prescan.compile`
+still checks, once, that the set finds every literal it was given.
 """
 
 from __future__ import annotations

@@ -315,8 +315,14 @@ def test_the_output_is_every_rules_over_planted_secrets_and_ordinary_text():
               "AUTHORİZATION: token abcdefghijklmnop1234"]
     for t in texts:
         assert r.clean(t) == _every_rule(r, t), t
-    assert REDACTED in r.clean("cfg.sk-" + "a1B2c3D4e5F6g7H8i9J0k")
+    # each kept by the old guards, redacted now
+    assert r.clean("cfg.sk-" + "a1B2c3D4e5F6g7H8i9J0k") == "cfg.[REDACTED]"
+    assert r.clean("my-sk-" + "a1B2c3D4e5F6g7H8i9J0k") == "my-[REDACTED]"
     assert "Pw1234secret" not in r.clean("curl -u=deploy:Pw1234secret https://x")
+    assert r.clean("MTk4NjIyNDgzNDcxOTI1MjQ4.Cl2FMQ.ZnCjm1XVW7vRze4b7Cq4se7kKWs x") \
+        == "[REDACTED] x"
+    assert r.clean("AUTHORİZATION: token abcdefghijklmnop1234") \
+        == "AUTHORİZATION: token [REDACTED]"
 
 
 def test_a_text_with_a_lone_surrogate_is_scanned():

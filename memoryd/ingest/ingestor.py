@@ -95,6 +95,19 @@ class Seen:
         return (st.st_size, st.st_mtime_ns, st.st_ino) != (self.size, self.mtime_ns, self.inode)
 
 
+_decode = json.JSONDecoder().decode
+
+
+def _loads(data: bytes) -> Any:
+    """`json.loads(data)` for a line's bytes. A line that cannot be UTF-16 or -32 or start
+    with a byte-order mark (no NUL in its first four bytes, no BOM's first byte) is decoded
+    as UTF-8 directly, without `json.loads`' encoding sniffing (every line of a backfill
+    passes here)."""
+    if data[:1] in b"\xef\xfe\xff" or b"\x00" in data[:4]:  # also b"": json.loads says why
+        return json.loads(data)
+    return _decode(data.decode("utf-8", "surrogatepass"))
+
+
 class Ingestor:
     def __init__(self, store: Store, redactor: Redactor, *, max_line_bytes: int) -> None:
         self.store = store
@@ -368,7 +381,7 @@ class Ingestor:
 
     def _parse(self, data: bytes, offset: int, adapter: Adapter, batch: Batch) -> None:
         try:
-            obj = json.loads(data)
+            obj = _loads(data)
         except ValueError as e:
             batch.bad.append((batch.cursor.line_no, f"invalid JSON: {e}"))
             return

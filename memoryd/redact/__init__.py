@@ -7,11 +7,10 @@ connection-string credentials, private key blocks, JWTs, secrets assigned to key
 names in any syntax and any depth of JSON escaping (`assign`), `<private>…</private>`
 spans, and base64 blobs (replaced by a placeholder with their size).
 
-Speed matters (every message of a backfill passes here), so each pattern is its own
-regex guarded by the literals it cannot match without: a text that contains none of a
-pattern's triggers skips it, and patterns that start with a literal get the regex
-engine's fast prefix scan. An alternation of all of them would be tried at every
-character. `bench/redact.py` measures the cost.
+Speed matters (every message of a backfill passes here), so each rule is its own regex,
+run only on texts that hold what every match of it must (`prescan`: one C-speed pass
+over the text for all the rules' literals and gates). A text where none occurs, most of
+them, costs that pass alone. `bench/redact.py` measures the cost.
 """
 
 from __future__ import annotations
@@ -20,8 +19,8 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from memoryd.redact import assign
-from memoryd.redact.rules import REDACTED, TOKENS
+from memoryd.redact import assign, prescan
+from memoryd.redact.rules import GATES, MIN_RUN, REDACTED, TOKENS
 
 __all__ = ["REDACTED", "Redactor"]
 
@@ -31,11 +30,14 @@ _BLOB_MIN = 2000  # shorter base64 runs are not blobs
 @dataclass(frozen=True)
 class _Rule:
     name: str
-    rx: re.Pattern[str]
-    replace: Callable[[re.Match[str]], str]
-    triggers: tuple[str, ...] | None  # None: always run
-    exact: bool = False  # triggers are case-sensitive (searched in the text as is)
-    min_len: int = 0
+    apply: Callable[[str], str]
+    triggers: tuple[str, ...] = ()  # literals every match holds, as is
+    gate: str | None = None  # or an RE2 pattern that matches wherever the rule can
+    min_run: int = 0  # and a match holds no blank: texts without so long a run skip it
+
+
+def _sub(rx: re.Pattern[str], replace: Callable[[re.Match[str]], str]) -> Callable[[str], str]:
+    return lambda text: rx.sub(replace, text)
 
 
 def _kb(b64_len: int) -> str:
@@ -52,110 +54,82 @@ def _const(s: str) -> Callable[[re.Match[str]], str]:
     return lambda m: s
 
 
+# every flag CLI_FLAG names starts with one of these
+CLI_TRIGGERS = ("--pass", "--token", "--api-key", "--apikey", "--secret", "--client-secret",
+                "--auth-token", "--access-token", "--private-key")
+
+
 _PKEY = (r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
          r"(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)")
-
-# blocks first: their insides must not be half-matched by the token rules
-_HEAD: list[_Rule] = [
-    _Rule("pkey", re.compile(_PKEY), _const("[REDACTED private key]"), ("private key",)),
-    _Rule("dataurl", re.compile(r"data:[\w/+.-]{1,100};base64,[A-Za-z0-9+/=]{64,}"), _dataurl,
-          (";base64,",)),
-    _Rule("blob", re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{2000,}={0,2}"),
-          lambda m: f"[base64 data, {_kb(len(m.group()))}]", None, min_len=_BLOB_MIN),
+# (name, pattern, replacement, triggers, min_run); the Python patterns are kept here for
+# the tests' proof that every match holds a trigger
+HEAD = [
+    ("pkey", _PKEY, _const("[REDACTED private key]"), ("PRIVATE KEY",), 0),
+    ("dataurl", r"data:[\w/+.-]{1,100};base64,[A-Za-z0-9+/=]{64,}", _dataurl, (";base64,",), 0),
+    ("blob", r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{2000,}={0,2}",
+     lambda m: f"[base64 data, {_kb(len(m.group()))}]", (), _BLOB_MIN),  # no guard: min_run
 ]
-# the words a prefixed token can start: one regex pass finds them all, and a dict of
-# their first two characters says which prefix rules can match (instead of one
-# substring search per trigger per text)
-_WORDS = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-.+]{13,}")
-_CLI = _Rule("cli-flag", assign.CLI_FLAG, assign.cli_flag, ("--",), exact=True)
 
 
 class Redactor:
     def __init__(self, extra_patterns: Iterable[str] = (),
                  private_tags: Iterable[str] = ("private",)) -> None:
-        head: list[_Rule] = []
+        rules: list[_Rule] = []  # blocks first: their insides must not be half-matched
         tags = [t for t in private_tags if t]
         if tags:
             alt = "|".join(re.escape(t) for t in tags)
-            head.append(_Rule("private", re.compile(
-                rf"<(?P<tag>{alt})>[\s\S]*?(?:</(?P=tag)>|$)"), _const("[private]"),
-                tuple(f"<{t.lower()}>" for t in tags)))
-        self._head = tuple(head + _HEAD)
-        tokens: list[_Rule] = []
-        by_prefix: dict[str, list[tuple[str, int]]] = {}
-        for name, rx, trig, kind, fn in TOKENS:
-            i = len(tokens)
-            tokens.append(_Rule(name, re.compile(rx), fn,  # type: ignore[arg-type]
-                                trig, exact=kind != "itext"))
-            if kind == "prefix":
-                for t in trig:
-                    by_prefix.setdefault(t[:2], []).append((t, i))
-        self._tokens = tuple(tokens)
-        self._by_prefix = by_prefix
-        # the other token rules' triggers, flat: one substring search each, in the text as
-        # is (exact) or lower-cased, in a plain loop (a generator per rule per text cost
-        # more than the searches themselves)
-        in_text = [i for i, (*_, kind, _fn) in enumerate(TOKENS) if kind != "prefix"]
-        self._exact_triggers = tuple((t, i) for i in in_text if tokens[i].exact
-                                     for t in tokens[i].triggers or ())
-        self._lower_triggers = tuple((t, i) for i in in_text if not tokens[i].exact
-                                     for t in tokens[i].triggers or ())
-        self._user = tuple(_Rule(f"user{i}", re.compile(rx), _const(REDACTED), None)
-                           for i, rx in enumerate(extra_patterns))  # a bad one fails here
+            rx = re.compile(rf"<(?P<tag>{alt})>[\s\S]*?(?:</(?P=tag)>|$)")
+            rules.append(_Rule("private", _sub(rx, _const("[private]")),
+                               tuple(f"<{t}>" for t in tags)))
+        for name, pattern, replace, triggers, min_run in HEAD:
+            rules.append(_Rule(name, _sub(re.compile(pattern), replace), triggers,
+                               min_run=min_run))
+        for name, pattern, triggers, replace in TOKENS:
+            gate = GATES.get(name)
+            rules.append(_Rule(name, _sub(re.compile(pattern), replace),  # type: ignore[arg-type]
+                               () if gate else triggers, gate, MIN_RUN.get(name, 0)))
+        rules.append(_Rule("assign", assign.redact, gate=assign.GATE))
+        rules.append(_Rule("cli-flag", _sub(assign.CLI_FLAG, assign.cli_flag), CLI_TRIGGERS))
+        rules += [_Rule(f"user{i}", _sub(re.compile(rx), _const(REDACTED)))
+                  for i, rx in enumerate(extra_patterns)]  # a bad one fails here
+        self._rules = tuple(rules)
+        self._scan = prescan.Prescan()
+        unguarded: list[tuple[int, int]] = []
+        for i, rule in enumerate(rules):
+            for t in rule.triggers:
+                self._scan.literal(t, i)
+            if rule.gate is not None:
+                self._scan.pattern(rule.gate, i)
+            if not rule.triggers and rule.gate is None:
+                unguarded.append((i, rule.min_run))
+        self._scan.compile()
+        self._unguarded = tuple(unguarded)
+        self._min_run = {i: r.min_run for i, r in enumerate(rules) if r.min_run}
 
     @property
     def rule_names(self) -> tuple[str, ...]:
-        return tuple(r.name for r in (*self._head, *self._tokens, _CLI, *self._user)) + (
-            "assign",)
+        return tuple(r.name for r in self._rules)
 
     def clean(self, text: str | None) -> str | None:
         if not text:
             return text
-        low: str | None = None
-        for rule in self._head:
-            if rule.min_len and len(text) < rule.min_len:
-                continue
-            if rule.triggers is not None:
-                if low is None:
-                    low = text.lower()
-                for t in rule.triggers:  # a plain loop: `any` over a generator cost more
-                    if t in low:
-                        break
-                else:
-                    continue
-            new = rule.rx.sub(rule.replace, text)
-            if new is not text:
-                text, low = new, None
-        if len(text) >= 14:
-            new = self._clean_tokens(text, low)
-            if new is not text:
-                text, low = new, None
-        if "=" in text or ":" in text:
-            text = assign.redact(text, low)
-        if "--" in text:
-            text = _CLI.rx.sub(_CLI.replace, text)
-        for rule in self._user:
-            text = rule.rx.sub(rule.replace, text)
+        todo = self._scan.rules(text)
+        n = len(text)
+        for i, min_run in self._unguarded:
+            if n >= min_run:
+                todo.add(i)
+        if not todo:
+            return text
+        min_runs = self._min_run
+        if not todo.isdisjoint(min_runs):  # split only texts long enough for one
+            run = _longest_run(text) if any(min_runs.get(i, n + 1) <= n for i in todo) else 0
+            todo = {i for i in todo if min_runs.get(i, 0) <= run}
+        rules = self._rules
+        for i in sorted(todo):  # in the rules' order, as if every rule ran on every text
+            text = rules[i].apply(text)
         return text
 
-    def _clean_tokens(self, text: str, low: str | None) -> str:
-        """`text` with the token rules applied (`low`: its lower-cased copy, if made)."""
-        hits: set[int] = set()
-        by_prefix = self._by_prefix
-        for w in _WORDS.findall(text):
-            for prefix, i in by_prefix.get(w[:2], ()):
-                if w.startswith(prefix):
-                    hits.add(i)
-        for t, i in self._exact_triggers:
-            if t in text:
-                hits.add(i)
-        if self._lower_triggers:
-            if low is None:
-                low = text.lower()
-            for t, i in self._lower_triggers:
-                if t in low:
-                    hits.add(i)
-        for i in sorted(hits):
-            rule = self._tokens[i]
-            text = rule.rx.sub(rule.replace, text)
-        return text
+
+def _longest_run(text: str) -> int:
+    """The length of the longest run of non-blank characters in `text`."""
+    return max(map(len, text.split()), default=0)

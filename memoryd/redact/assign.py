@@ -20,6 +20,7 @@ import math
 import re
 from collections import Counter
 
+from memoryd.redact.prescan import any_case
 from memoryd.redact.rules import REDACTED
 
 _SEP = r"[-_. ]?"
@@ -42,15 +43,21 @@ CLI_FLAG = re.compile(
     r"--(?:password|passwd|pass|token|api-key|apikey|secret|client-secret|auth-token"
     r"|access-token|private-key)\s+(?P<q>[\"']?)(?P<value>[^\s\"'\\]{3,})")
 
-# Every full name `kw` can match, for `_MAYBE`.
+# Every full name `kw` can match, for `GATE`.
 _KW_NAMES = ("pass", "passwd", "password", "passphrase", "pwd", "pw", "secret", "token", "key",
              *(f"key{s}id" for s in ("", "-", "_", ".", " ")), "cred", "credential",
              "credentials", "dsn", "auth", "authorization", "sig", "signature", "hmac",
              "cookie", "salt", "string", "url")
-# `ASSIGN`'s name, quote, blanks and the separator's first character, read backwards: run
-# on the reversed lower-cased text it starts at a `:` or `=` (the regex engine scans for
-# those two characters and tries nothing else), so a text with no name right before a
-# separator, most of them, is passed over without trying ASSIGN at every letter.
+# `ASSIGN`'s name, quote, blanks and the separator's first character, as an RE2 pattern
+# for the redactor's one pre-scan (`memoryd.redact.prescan`) over the text as is: a text
+# with no name right before a separator, most of them, never runs ASSIGN.
+GATE = ("(?:" + "|".join(any_case(k) for k in _KW_NAMES) + ")"
+        + r"(?:\\*[\"'])?[ \t]*[:=]")
+# The same, reversed, for the lower-cased text read backwards: it starts at a `:` or `=`
+# (the regex engine scans for those two characters and tries nothing else), and each of
+# its matches ends where one of ASSIGN's can start. No name is a suffix of another, so a
+# separator has one such place at most; `redact` tries ASSIGN there alone instead of at
+# every letter of the text.
 _MAYBE = re.compile(r"[:=][ \t]*(?:[\"']\\*)?(?:"
                     + "|".join(re.escape(k[::-1]) for k in _KW_NAMES) + ")")
 _CHAINED = re.compile(r"[ \t]*(?::=|=>|[:=])")
@@ -98,16 +105,19 @@ def _placeholder(v: str) -> bool:
 
 def redact(text: str, low: str | None = None) -> str:
     """`text` with the values of secret assignments replaced by REDACTED (`low`: its
-    lower-cased copy, when the caller made one)."""
+    lower-cased copy, when the caller made one). The redactor calls it only on texts
+    where `GATE` matches."""
     if low is None:
         low = text.lower()
     if len(low) != len(text):  # "İ" lower-cases to two characters; keep offsets aligned
         low = text.replace("\u0130", "I").lower()
-    if _MAYBE.search(low[::-1]) is None:
-        return text  # no name before any separator: ASSIGN cannot match
     out: list[str] = []
     done = pos = 0
-    while (m := ASSIGN.search(low, pos)) is not None:
+    n = len(low)
+    for start in sorted(n - m.end() for m in _MAYBE.finditer(low[::-1])):
+        # what `ASSIGN.search(low, pos)` finds, in order: its leftmost match
+        if start < pos or (m := ASSIGN.match(low, start)) is None:
+            continue
         a, b = m.span("value")
         pos = m.end("sep")  # a value may hold the next name: `key: AWS_SECRET = …`
         if m.group("q") is None and _CHAINED.match(low, b):

@@ -142,3 +142,16 @@ def test_generic_garbage_shapes_yield_nothing(obj):
     state = ADAPTER.start(Path("x.jsonl"), Path("."))
     assert ADAPTER.parse_line(obj, state) == []
     json.dumps(state)
+
+
+def test_a_first_line_whose_role_is_not_a_string_is_not_claimed():
+    """Found by test_bad_lines_property: `claims` looked a list role up in a set and
+    raised TypeError, so the file could not be read at all."""
+    from pathlib import Path
+
+    from memoryd.ingest.adapters.generic import ADAPTER
+
+    for role in ('["user"]', '{"a": 1}', "3", "null"):
+        line = f'{{"role": {role}, "content": "hi"}}'.encode()
+        assert not ADAPTER.claims(Path("/s/chat.jsonl"), Path("/s"), line)
+    assert ADAPTER.claims(Path("/s/chat.jsonl"), Path("/s"), b'{"role": "user", "content": "hi"}')

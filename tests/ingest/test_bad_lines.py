@@ -81,3 +81,37 @@ async def test_issue_8_deep_nesting_line_does_not_fail_the_file(tmp_path, caplog
         assert ing.failures.bad_lines[str(f)].line_no == 2
     finally:
         await store.close()
+
+
+def test_a_lines_decoding_and_shape_check_say_what_json_loads_and_the_field_order_say():
+    """The ingestor's own line decoding (UTF-8 without json.loads' sniffing) and the
+    shape check's one-intersection fast path give the same objects and messages."""
+    import json
+
+    from memoryd.ingest.adapters.base import _FIELD_TYPES, shape_error
+    from memoryd.ingest.ingestor import _loads
+
+    lines = [b'{"role": "user", "content": "hi"}', '{"a": "中文 ✓"}'.encode(),
+             b'\xef\xbb\xbf{"a": 1}', '{"a": 1}'.encode("utf-16"), '{"a": 1}'.encode("utf-32"),
+             '{"a": 1}'.encode("utf-16-le"), b'"\\ud800"', b'{"a": "\xff"}', b"{bad", b"\xff\xfe",
+             b"[1]", b"1", b"", b"\x00"]
+    for data in lines:
+        want = got = None
+        try:
+            want = ("ok", json.loads(data))
+        except ValueError as e:
+            want = (type(e).__name__, str(e))
+        try:
+            got = ("ok", _loads(data))
+        except ValueError as e:
+            got = (type(e).__name__, str(e))
+        assert got == want, data
+    # two wrong fields: the message names the first in _FIELD_TYPES' order, as the walk did
+    keys = list(_FIELD_TYPES)
+    for a in keys:
+        for b in keys:
+            if a != b:
+                obj = {b: True, "x": 1, a: 12.5 if a != "timestamp" else [1]}
+                first = next(k for k in keys if k in (a, b))
+                assert shape_error(obj) is not None and repr(first) in shape_error(obj)
+    assert shape_error({"role": "user", "content": [], "timestamp": 3, "x": {}}) is None

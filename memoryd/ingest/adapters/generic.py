@@ -51,7 +51,8 @@ class GenericAdapter:
         if obj is None or not _FOREIGN_KEYS.isdisjoint(obj):
             return False
         if "role" in obj:
-            return obj["role"] in _ROLES and "content" in obj
+            role = obj["role"]  # a list or an object is no role (and unhashable)
+            return isinstance(role, str) and role in _ROLES and "content" in obj
         return obj.keys() <= _HEADER_KEYS and ("cwd" in obj or "title" in obj)
 
     def start(self, path: Path, root: Path) -> FileState:

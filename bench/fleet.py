@@ -217,6 +217,23 @@ def fleet_env(url: str, machine: str) -> dict[str, str]:
 POLL_S = 0.005
 
 
+def wait_quiet(daemons: dict[str, h.Memoryd], share: float = 0.05, window_s: float = 2.0,
+               timeout_s: float = 600.0) -> dict[str, float]:
+    """Until every daemon ran under `share` of a core for `window_s` (caught up is not
+    quiet: session summaries, segment merges and the like run for a while after, at low
+    priority, and a search timed meanwhile shares the CPU and the GIL with them).
+    Returns the seconds each daemon took to get quiet."""
+    t0 = time.monotonic()
+    quiet: dict[str, float] = {}
+    while len(quiet) < len(daemons) and time.monotonic() - t0 < timeout_s:
+        before = {n: h.proc_cpu_s(d.proc.pid) for n, d in daemons.items()}
+        time.sleep(window_s)
+        for n, d in daemons.items():
+            if n not in quiet and h.proc_cpu_s(d.proc.pid) - before[n] < share * window_s:
+                quiet[n] = time.monotonic() - t0
+    return quiet
+
+
 def poll_until(found, timeout: float = 10.0) -> float | None:
     """Seconds until `found()` (from the caller's t0: returns the absolute time)."""
     deadline = time.perf_counter() + timeout
@@ -356,6 +373,9 @@ def search(lines: int, queries: int) -> None:
                 st = d.wait_caught_up(3600)
                 print(f"{name}: {st['units']:,} units caught up "
                       f"({time.perf_counter() - t0:.0f}s since start)")
+            quiet = wait_quiet(daemons)
+            print("quiet (under 5% of a core for 2 s) after caught up: " + ", ".join(
+                f"{n} {s:.0f}s" for n, s in quiet.items()))
             gen = h.TextGen(info.seed)
             qs = gen.queries(random.Random(11), queries)
             rng = random.Random(5)

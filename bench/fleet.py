@@ -67,6 +67,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -352,9 +353,49 @@ def follow(appends: int, poll_ms: float = 5.0, warmup: int = 10) -> None:
         server.destroy()
 
 
-def search(lines: int, queries: int) -> None:
-    import random
+def _query_round(daemons: dict[str, h.Memoryd], qs: list[tuple[str, str, str]],
+                 warm: bool) -> dict[tuple[str, str], list[float]]:
+    """Each query's `/v1/search` and `/v1/context` on every daemon, the daemons
+    alternating query by query (which goes first too); seconds per call."""
+    rng = random.Random(5)
+    times: dict[tuple[str, str], list[float]] = {}
+    for i, (_cls, q, mode) in enumerate(qs):
+        cwd = f"/bench/proj{rng.randrange(13):02d}"
+        order = list(daemons.items())
+        if i % 2:
+            order.reverse()
+        for name, d in order:
+            for what, call in (
+                    ("search", lambda d=d, q=q, mode=mode: d.client.search(
+                        query=q, mode=mode, max_results=10)),
+                    ("context", lambda d=d, q=q, cwd=cwd: d.client.request(
+                        "POST", "/v1/context", {"query": q, "cwd": cwd,
+                                                "budget_tokens": 2000}))):
+                if i == 0 and warm:
+                    call()
+                t = time.perf_counter()
+                call()
+                times.setdefault((name, what), []).append(time.perf_counter() - t)
+    return times
 
+
+def _round_rows(label: str, times: dict[tuple[str, str], list[float]],
+                cpu: dict[str, float]) -> list[list[str]]:
+    rows = []
+    for what in ("search", "context"):
+        f, s_ = h.summary(times[("fleet", what)]), h.summary(times[("sqlite", what)])
+        rows.append([label, what, h.ms(f["p50"]), h.ms(s_["p50"]),
+                     h.ratio(f["p50"], s_["p50"]), h.ms(f["p99"]), h.ms(s_["p99"]),
+                     h.ratio(f["p99"], s_["p99"]),
+                     f"{cpu['fleet']:.1f} / {cpu['sqlite']:.1f} s" if what == "search" else "",
+                     f"{os.getloadavg()[0]:.1f}" if what == "search" else ""])
+    return rows
+
+
+def search(lines: int, queries: int, rounds: int = 1) -> None:
+    """Round 0 starts as soon as both daemons are caught up (as this bench did before
+    2026-11-24's fleetq pass); the `rounds` after it once both are quiet (`wait_quiet`).
+    Each round's CPU is the daemons' own during it (all threads)."""
     server = PgServer(find_bindir())
     server.init()
     server.start()
@@ -373,40 +414,22 @@ def search(lines: int, queries: int) -> None:
                 st = d.wait_caught_up(3600)
                 print(f"{name}: {st['units']:,} units caught up "
                       f"({time.perf_counter() - t0:.0f}s since start)")
-            quiet = wait_quiet(daemons)
-            print("quiet (under 5% of a core for 2 s) after caught up: " + ", ".join(
-                f"{n} {s:.0f}s" for n, s in quiet.items()))
             gen = h.TextGen(info.seed)
             qs = gen.queries(random.Random(11), queries)
-            rng = random.Random(5)
-            times: dict[tuple[str, str], list[float]] = {}
-            for i, (_cls, q, mode) in enumerate(qs):
-                cwd = f"/bench/proj{rng.randrange(13):02d}"
-                order = list(daemons.items())
-                if i % 2:
-                    order.reverse()
-                for name, d in order:
-                    for what, call in (
-                            ("search", lambda d=d, q=q, mode=mode: d.client.search(
-                                query=q, mode=mode, max_results=10)),
-                            ("context", lambda d=d, q=q, cwd=cwd: d.client.request(
-                                "POST", "/v1/context", {"query": q, "cwd": cwd,
-                                                        "budget_tokens": 2000}))):
-                        if i == 0:
-                            call()  # warm
-                        t = time.perf_counter()
-                        call()
-                        times.setdefault((name, what), []).append(time.perf_counter() - t)
-            print(h.machine())
             rows = []
-            for what in ("search", "context"):
-                f, s_ = h.summary(times[("fleet", what)]), h.summary(times[("sqlite", what)])
-                rows.append([what, h.ms(f["p50"]), h.ms(s_["p50"]),
-                             h.ratio(f["p50"], s_["p50"]), h.ms(f["p99"]), h.ms(s_["p99"]),
-                             h.ratio(f["p99"], s_["p99"])])
-            print(f"{len(qs)} queries over the socket, {info.lines:,} lines each side")
-            print(h.table(rows, ["", "fleet p50", "sqlite p50", "ratio", "fleet p99",
-                                 "sqlite p99", "ratio"]))
+            for r in range(rounds + 1):
+                if r == 1:
+                    quiet = wait_quiet(daemons)
+                    print("quiet (under 5% of a core for 2 s) after round 0: " + ", ".join(
+                        f"{n} {s:.0f}s" for n, s in quiet.items()))
+                before = {n: h.proc_cpu_s(d.proc.pid) for n, d in daemons.items()}
+                times = _query_round(daemons, qs, warm=r == 0)
+                cpu = {n: h.proc_cpu_s(d.proc.pid) - before[n] for n, d in daemons.items()}
+                rows += _round_rows("caught up" if r == 0 else f"quiet {r}", times, cpu)
+            print(h.machine())
+            print(f"{len(qs)} queries over the socket per round, {info.lines:,} lines each side")
+            print(h.table(rows, ["round", "", "fleet p50", "sqlite p50", "ratio", "fleet p99",
+                                 "sqlite p99", "ratio", "CPU fleet / sqlite", "load"]))
             print("goal: fleet within 1.2x of SQLite")
     finally:
         for d in daemons.values():
@@ -517,6 +540,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--poll-ms", type=float, default=5.0, help="follow: search poll interval")
     ap.add_argument("--lines", type=int, default=20_000, help="search: corpus lines")
     ap.add_argument("--queries", type=int, default=150, help="search: queries")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="search: rounds of the queries once both daemons are quiet "
+                         "(after a round 0 at catch-up)")
     ap.add_argument("--files", type=int, default=20, help="backfill: corpus files")
     ap.add_argument("--file-lines", type=int, default=250, help="backfill: lines per file")
     ap.add_argument("--daemons", type=int, default=4, help="backfill: daemons at once")
@@ -535,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
         follow(args.appends, args.poll_ms)
         return 0
     if args.part == "search":
-        search(args.lines, args.queries)
+        search(args.lines, args.queries, args.rounds)
         return 0
     if args.part not in MEASURED:
         print(f"{args.part}: not measured here (bench/pg_backfill.py)", file=sys.stderr)

@@ -8,7 +8,9 @@ daemon watching the same generated corpus, both caught up), then:
   context switches) per thread, from /proc/<pid>/task/*/schedstat and status;
 - per request: `/v1/health` (no store, no index: the server's own path), `/v1/search`
   and `/v1/context` alternating between the daemons query by query, each timed, and
-  the CPU each of the daemon's threads ran during it (schedstat read before and after);
+  the CPU each of the daemon's threads ran during it and in the 20 ms after (schedstat
+  read before and after), and the PostgreSQL server's (its processes' ticks, /proc);
+- each daemon's resident memory (VmRSS) once both are quiet;
 - threads are named by a `py-spy dump` of each daemon (its thread ids are the kernel's),
   when py-spy is on the PATH (`uvx py-spy`, or `pip install py-spy`); otherwise by id.
 
@@ -34,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 import harness as h  # noqa: E402
 from fleet import fleet_env, wait_quiet  # noqa: E402
+from pg_sample import server_cpu_s  # noqa: E402
 
 from tests.pg_server import PgServer, find_bindir  # noqa: E402
 
@@ -78,6 +81,13 @@ def thread_names(pid: int) -> dict[int, str]:
     return names
 
 
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lines", type=int, default=10000)
@@ -109,14 +119,17 @@ def main(argv: list[str] | None = None) -> int:
             def label(n: str, tid: int) -> str:
                 return names[n].get(tid, f"tid {tid}")
 
+            print("idle RSS: " + ", ".join(f"{n} {rss_mb(d.proc.pid):.1f} MB"
+                                           for n, d in daemons.items()))
             print(f"\nidle {args.idle:.0f} s each (CPU ms / wake-ups per second, by thread)")
             for n, d in daemons.items():
-                a = thread_stats(d.proc.pid)
+                a, pg0 = thread_stats(d.proc.pid), server_cpu_s(server)
                 time.sleep(args.idle)
-                b = thread_stats(d.proc.pid)
+                b, pg1 = thread_stats(d.proc.pid), server_cpu_s(server)
                 rows = sorted(delta(a, b).items(), key=lambda kv: -kv[1][0])
                 tot = sum(v[0] for _, v in rows)
-                print(f"  {n}: {tot / 1e6 / args.idle:.2f} ms CPU/s in all")
+                print(f"  {n}: {tot / 1e6 / args.idle:.2f} ms CPU/s in all; PostgreSQL's "
+                      f"server meanwhile {(pg1 - pg0) * 1000 / args.idle:.2f} ms/s")
                 for tid, (cpu, vol) in rows:
                     if cpu or vol:
                         print(f"    {label(n, tid):34s} {cpu / 1e6 / args.idle:7.2f} "
@@ -126,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             qs = gen.queries(random.Random(11), args.queries)
             rng = random.Random(5)
             times: dict[tuple[str, str], list[float]] = defaultdict(list)
+            pg: dict[tuple[str, str], float] = defaultdict(float)  # PostgreSQL's CPU
             cpu: dict[tuple[str, str], dict[int, list[int]]] = defaultdict(
                 lambda: defaultdict(list))
             for i, (_cls, q, mode) in enumerate(qs):
@@ -144,10 +158,12 @@ def main(argv: list[str] | None = None) -> int:
                         if i == 0:
                             call()  # warm
                         time.sleep(0.02)  # what the last request left behind settles
-                        a = thread_stats(d.proc.pid)
+                        a, pg0 = thread_stats(d.proc.pid), server_cpu_s(server)
                         t = time.perf_counter()
                         call()
                         times[(name, what)].append(time.perf_counter() - t)
+                        time.sleep(0.02)  # what the request left to do after answering
+                        pg[(name, what)] += server_cpu_s(server) - pg0
                         for tid, (c, vol) in delta(a, thread_stats(d.proc.pid)).items():
                             cpu[(name, what)][tid].append(c)
                             cpu[(name, what + " wakeups")][tid].append(vol)
@@ -160,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
                     per = cpu[(n, what)]
                     tot = sum(sum(v) for v in per.values()) / len(times[(n, what)])
                     print(f"  {what:8s} {n:7s} p50 {h.ms(s['p50']):>10s} p99 "
-                          f"{h.ms(s['p99']):>10s}  CPU {tot / 1e6:6.2f} ms")
+                          f"{h.ms(s['p99']):>10s}  CPU {tot / 1e6:6.2f} ms; PostgreSQL's "
+                          f"{pg[(n, what)] * 1000 / len(times[(n, what)]):.2f} ms")
                     wk = cpu[(n, what + " wakeups")]
                     for tid, v in sorted(per.items(), key=lambda kv: -sum(kv[1])):
                         m = sum(v) / len(v) / 1e6

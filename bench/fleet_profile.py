@@ -10,7 +10,9 @@ daemon watching the same generated corpus, both caught up), then:
   and `/v1/context` alternating between the daemons query by query, each timed, and
   the CPU each of the daemon's threads ran during it and in the 20 ms after (schedstat
   read before and after), and the PostgreSQL server's (its processes' ticks, /proc);
-- each daemon's resident memory (VmRSS) once both are quiet;
+- each daemon's resident memory (VmRSS: anonymous + file-backed, and the peak) once both
+  are quiet, and with `--rest S` again after the queries and S seconds at rest (the
+  idle release runs 60 s after the last query: issue 11's idle RSS);
 - threads are named by a `py-spy dump` of each daemon (its thread ids are the kernel's),
   when py-spy is on the PATH (`uvx py-spy`, or `pip install py-spy`); otherwise by id.
 
@@ -81,11 +83,18 @@ def thread_names(pid: int) -> dict[int, str]:
     return names
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def rss_line(daemons: dict[str, h.Memoryd]) -> str:
+    return ", ".join(
+        f"{n} {rss_mb(d.proc.pid):.1f} MB ({rss_mb(d.proc.pid, 'RssAnon'):.1f} anonymous + "
+        f"{rss_mb(d.proc.pid, 'RssFile'):.1f} file-backed; peak "
+        f"{rss_mb(d.proc.pid, 'VmHWM'):.0f})" for n, d in daemons.items())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lines", type=int, default=10000)
     ap.add_argument("--queries", type=int, default=80)
     ap.add_argument("--idle", type=float, default=5.0)
+    ap.add_argument("--rest", type=float, default=0.0,
+                    help="then rest this long (idle_release lets go after 60 s) and "
+                         "print RSS again")
     args = ap.parse_args(argv)
     print(f"load before: {os.getloadavg()}")
     server = PgServer(find_bindir())
@@ -119,8 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             def label(n: str, tid: int) -> str:
                 return names[n].get(tid, f"tid {tid}")
 
-            print("idle RSS: " + ", ".join(f"{n} {rss_mb(d.proc.pid):.1f} MB"
-                                           for n, d in daemons.items()))
+            print(f"RSS once quiet: {rss_line(daemons)}")
             print(f"\nidle {args.idle:.0f} s each (CPU ms / wake-ups per second, by thread)")
             for n, d in daemons.items():
                 a, pg0 = thread_stats(d.proc.pid), server_cpu_s(server)
@@ -184,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
                         w = sum(wk.get(tid, [0])) / max(1, len(wk.get(tid, [0])))
                         if m >= 0.05 or w >= 0.5:
                             print(f"      {label(n, tid):32s} {m:7.2f} ms {w:6.1f}")
+            if args.rest:
+                time.sleep(args.rest)
+                print(f"RSS after the queries and {args.rest:.0f} s at rest: "
+                      f"{rss_line(daemons)}")
             print(f"load after: {os.getloadavg()}")
     finally:
         for d in daemons.values():

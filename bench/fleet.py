@@ -19,7 +19,10 @@ Measured today:
   polled the same way.
 - `search`: the same generated corpus ingested by a fleet member (PostgreSQL) and by a
   daemon in SQLite mode; the same queries' `/v1/search` and `/v1/context` over each
-  socket, alternating query by query; p50/p99 and the fleet/SQLite ratio.
+  socket, alternating query by query; p50/p99 and the fleet/SQLite ratio. A round as
+  soon as both are caught up, then `--rounds` once both are quiet (under 5% of a core:
+  the background work after a backfill is over), each with the daemons' CPU and the
+  load. Where a request's time goes, by thread: bench/fleet_profile.py.
 - `backfill`: real `memoryd` subprocesses (generic JSONL corpus from bench/harness.py)
   spawned at once, each with its own home, transcript root (a copy of the corpus) and
   machine name, all in one namespace of one PostgreSQL: one daemon alone, and `--daemons`
@@ -56,7 +59,7 @@ Not measured here: backfill PG vs SQLite for one daemon (bench/pg_backfill.py).
     MEMORYD_BENCH_OUT=/work/bench-data .venv/bin/python bench/fleet.py \
         --store /work/bench-data/search-g2-1000000-s1     # the built 1M store
     .venv/bin/python bench/fleet.py --part follow [--appends 200]
-    .venv/bin/python bench/fleet.py --part search [--lines 20000 --queries 150]
+    .venv/bin/python bench/fleet.py --part search [--lines 20000 --queries 150 --rounds 2]
     .venv/bin/python bench/fleet.py --part backfill [--files 10 --file-lines 250 --repeats 3]
     .venv/bin/python bench/fleet.py --part outage [--down 60]
 """

@@ -19,7 +19,10 @@ Measured today:
   polled the same way.
 - `search`: the same generated corpus ingested by a fleet member (PostgreSQL) and by a
   daemon in SQLite mode; the same queries' `/v1/search` and `/v1/context` over each
-  socket, alternating query by query; p50/p99 and the fleet/SQLite ratio.
+  socket, alternating query by query; p50/p99 and the fleet/SQLite ratio. A round as
+  soon as both are caught up, then `--rounds` once both are quiet (under 5% of a core:
+  the background work after a backfill is over), each with the daemons' CPU and the
+  load. Where a request's time goes, by thread: bench/fleet_profile.py.
 - `backfill`: real `memoryd` subprocesses (generic JSONL corpus from bench/harness.py)
   spawned at once, each with its own home, transcript root (a copy of the corpus) and
   machine name, all in one namespace of one PostgreSQL: one daemon alone, and `--daemons`
@@ -56,7 +59,7 @@ Not measured here: backfill PG vs SQLite for one daemon (bench/pg_backfill.py).
     MEMORYD_BENCH_OUT=/work/bench-data .venv/bin/python bench/fleet.py \
         --store /work/bench-data/search-g2-1000000-s1     # the built 1M store
     .venv/bin/python bench/fleet.py --part follow [--appends 200]
-    .venv/bin/python bench/fleet.py --part search [--lines 20000 --queries 150]
+    .venv/bin/python bench/fleet.py --part search [--lines 20000 --queries 150 --rounds 2]
     .venv/bin/python bench/fleet.py --part backfill [--files 10 --file-lines 250 --repeats 3]
     .venv/bin/python bench/fleet.py --part outage [--down 60]
 """
@@ -67,6 +70,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -217,6 +221,23 @@ def fleet_env(url: str, machine: str) -> dict[str, str]:
 POLL_S = 0.005
 
 
+def wait_quiet(daemons: dict[str, h.Memoryd], share: float = 0.05, window_s: float = 2.0,
+               timeout_s: float = 600.0) -> dict[str, float]:
+    """Until every daemon ran under `share` of a core for `window_s` (caught up is not
+    quiet: session summaries, segment merges and the like run for a while after, at low
+    priority, and a search timed meanwhile shares the CPU and the GIL with them).
+    Returns the seconds each daemon took to get quiet."""
+    t0 = time.monotonic()
+    quiet: dict[str, float] = {}
+    while len(quiet) < len(daemons) and time.monotonic() - t0 < timeout_s:
+        before = {n: h.proc_cpu_s(d.proc.pid) for n, d in daemons.items()}
+        time.sleep(window_s)
+        for n, d in daemons.items():
+            if n not in quiet and h.proc_cpu_s(d.proc.pid) - before[n] < share * window_s:
+                quiet[n] = time.monotonic() - t0
+    return quiet
+
+
 def poll_until(found, timeout: float = 10.0) -> float | None:
     """Seconds until `found()` (from the caller's t0: returns the absolute time)."""
     deadline = time.perf_counter() + timeout
@@ -335,9 +356,49 @@ def follow(appends: int, poll_ms: float = 5.0, warmup: int = 10) -> None:
         server.destroy()
 
 
-def search(lines: int, queries: int) -> None:
-    import random
+def _query_round(daemons: dict[str, h.Memoryd], qs: list[tuple[str, str, str]],
+                 warm: bool) -> dict[tuple[str, str], list[float]]:
+    """Each query's `/v1/search` and `/v1/context` on every daemon, the daemons
+    alternating query by query (which goes first too); seconds per call."""
+    rng = random.Random(5)
+    times: dict[tuple[str, str], list[float]] = {}
+    for i, (_cls, q, mode) in enumerate(qs):
+        cwd = f"/bench/proj{rng.randrange(13):02d}"
+        order = list(daemons.items())
+        if i % 2:
+            order.reverse()
+        for name, d in order:
+            for what, call in (
+                    ("search", lambda d=d, q=q, mode=mode: d.client.search(
+                        query=q, mode=mode, max_results=10)),
+                    ("context", lambda d=d, q=q, cwd=cwd: d.client.request(
+                        "POST", "/v1/context", {"query": q, "cwd": cwd,
+                                                "budget_tokens": 2000}))):
+                if i == 0 and warm:
+                    call()
+                t = time.perf_counter()
+                call()
+                times.setdefault((name, what), []).append(time.perf_counter() - t)
+    return times
 
+
+def _round_rows(label: str, times: dict[tuple[str, str], list[float]],
+                cpu: dict[str, float]) -> list[list[str]]:
+    rows = []
+    for what in ("search", "context"):
+        f, s_ = h.summary(times[("fleet", what)]), h.summary(times[("sqlite", what)])
+        rows.append([label, what, h.ms(f["p50"]), h.ms(s_["p50"]),
+                     h.ratio(f["p50"], s_["p50"]), h.ms(f["p99"]), h.ms(s_["p99"]),
+                     h.ratio(f["p99"], s_["p99"]),
+                     f"{cpu['fleet']:.1f} / {cpu['sqlite']:.1f} s" if what == "search" else "",
+                     f"{os.getloadavg()[0]:.1f}" if what == "search" else ""])
+    return rows
+
+
+def search(lines: int, queries: int, rounds: int = 1) -> None:
+    """Round 0 starts as soon as both daemons are caught up (as this bench did before
+    2026-11-24's fleetq pass); the `rounds` after it once both are quiet (`wait_quiet`).
+    Each round's CPU is the daemons' own during it (all threads)."""
     server = PgServer(find_bindir())
     server.init()
     server.start()
@@ -358,35 +419,20 @@ def search(lines: int, queries: int) -> None:
                       f"({time.perf_counter() - t0:.0f}s since start)")
             gen = h.TextGen(info.seed)
             qs = gen.queries(random.Random(11), queries)
-            rng = random.Random(5)
-            times: dict[tuple[str, str], list[float]] = {}
-            for i, (_cls, q, mode) in enumerate(qs):
-                cwd = f"/bench/proj{rng.randrange(13):02d}"
-                order = list(daemons.items())
-                if i % 2:
-                    order.reverse()
-                for name, d in order:
-                    for what, call in (
-                            ("search", lambda d=d, q=q, mode=mode: d.client.search(
-                                query=q, mode=mode, max_results=10)),
-                            ("context", lambda d=d, q=q, cwd=cwd: d.client.request(
-                                "POST", "/v1/context", {"query": q, "cwd": cwd,
-                                                        "budget_tokens": 2000}))):
-                        if i == 0:
-                            call()  # warm
-                        t = time.perf_counter()
-                        call()
-                        times.setdefault((name, what), []).append(time.perf_counter() - t)
-            print(h.machine())
             rows = []
-            for what in ("search", "context"):
-                f, s_ = h.summary(times[("fleet", what)]), h.summary(times[("sqlite", what)])
-                rows.append([what, h.ms(f["p50"]), h.ms(s_["p50"]),
-                             h.ratio(f["p50"], s_["p50"]), h.ms(f["p99"]), h.ms(s_["p99"]),
-                             h.ratio(f["p99"], s_["p99"])])
-            print(f"{len(qs)} queries over the socket, {info.lines:,} lines each side")
-            print(h.table(rows, ["", "fleet p50", "sqlite p50", "ratio", "fleet p99",
-                                 "sqlite p99", "ratio"]))
+            for r in range(rounds + 1):
+                if r == 1:
+                    quiet = wait_quiet(daemons)
+                    print("quiet (under 5% of a core for 2 s) after round 0: " + ", ".join(
+                        f"{n} {s:.0f}s" for n, s in quiet.items()))
+                before = {n: h.proc_cpu_s(d.proc.pid) for n, d in daemons.items()}
+                times = _query_round(daemons, qs, warm=r == 0)
+                cpu = {n: h.proc_cpu_s(d.proc.pid) - before[n] for n, d in daemons.items()}
+                rows += _round_rows("caught up" if r == 0 else f"quiet {r}", times, cpu)
+            print(h.machine())
+            print(f"{len(qs)} queries over the socket per round, {info.lines:,} lines each side")
+            print(h.table(rows, ["round", "", "fleet p50", "sqlite p50", "ratio", "fleet p99",
+                                 "sqlite p99", "ratio", "CPU fleet / sqlite", "load"]))
             print("goal: fleet within 1.2x of SQLite")
     finally:
         for d in daemons.values():
@@ -497,6 +543,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--poll-ms", type=float, default=5.0, help="follow: search poll interval")
     ap.add_argument("--lines", type=int, default=20_000, help="search: corpus lines")
     ap.add_argument("--queries", type=int, default=150, help="search: queries")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="search: rounds of the queries once both daemons are quiet "
+                         "(after a round 0 at catch-up)")
     ap.add_argument("--files", type=int, default=20, help="backfill: corpus files")
     ap.add_argument("--file-lines", type=int, default=250, help="backfill: lines per file")
     ap.add_argument("--daemons", type=int, default=4, help="backfill: daemons at once")
@@ -515,7 +564,7 @@ def main(argv: list[str] | None = None) -> int:
         follow(args.appends, args.poll_ms)
         return 0
     if args.part == "search":
-        search(args.lines, args.queries)
+        search(args.lines, args.queries, args.rounds)
         return 0
     if args.part not in MEASURED:
         print(f"{args.part}: not measured here (bench/pg_backfill.py)", file=sys.stderr)

@@ -42,6 +42,10 @@ class Metrics:
                                "to the store and not yet in this machine's index", registry=r)
         self.index_lag_s = Gauge("memoryd_index_lag_seconds", "Fleet mode: how long this "
                                  "machine's index has had changes to apply", registry=r)
+        self.row_cache_units = Gauge("memoryd_row_cache_units", "Fleet mode: units in this "
+                                     "machine's row cache (index/rows.sqlite)", registry=r)
+        self.row_cache_bytes = Gauge("memoryd_row_cache_bytes", "Fleet mode: the row "
+                                     "cache's size on disk, with its WAL", registry=r)
         self.store_up = Gauge("memoryd_store_up", "1 while the store (the shared database "
                               "in fleet mode) is reachable", registry=r)
         self.store_down_s = Gauge("memoryd_store_unreachable_seconds",
@@ -78,6 +82,10 @@ class Metrics:
         if lag is not None:
             self.index_lag.set(lag["changes"])
             self.index_lag_s.set(lag["seconds"] or 0)
+        rc = (status.get("index") or {}).get("row_cache")
+        if rc is not None:
+            self.row_cache_units.set(rc["units"])
+            self.row_cache_bytes.set(rc["bytes"])
         if status.get("ingest_lag_ms") is not None:
             self.lag.set(status["ingest_lag_ms"] / 1000)
 

@@ -59,6 +59,9 @@ def render_status(s: dict[str, Any]) -> str:
                      + (f"; lag {ix['lag']['changes']} changes"
                         + (f", {ix['lag']['seconds']:g}s" if ix["lag"].get("seconds") else "")
                         if ix.get("lag") is not None else "")
+                     + (f"; row cache {ix['row_cache']['units']} units, "
+                        f"{ix['row_cache']['bytes'] / 1e6:.1f} MB"
+                        if ix.get("row_cache") else "")
                      + (f"; error: {ix['error']}" if ix.get("error") else ""))
     if s.get("backfill") and s["backfill"].get("files_total"):
         from memoryd.cli.progress import backfill_line

@@ -187,6 +187,7 @@ class FleetIndex(SearchIndex):
         out["feed"] = {"position": self.position.done if self.position else None,
                        **(self._indexer.follow_status() if self._indexer else {}),
                        "store": self.health.status()}
+        out["row_cache"] = self.rows.status()
         return out
 
     def prune_changes(self, active_within_s: float = cf.DEFAULT_ACTIVE_WITHIN_S) -> int:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -234,14 +235,30 @@ class Follower:
 
     def _notified(self, timeout: float) -> bool:
         """Whether a notification arrives within `timeout`; the ones already delivered
-        with it are swallowed too (one poll covers them all). The generator holds the
-        connection's lock while open, so it is closed before anything else runs."""
-        with contextlib.closing(self._listener.notifies(timeout=timeout, stop_after=1)) as g:
-            got = next(g, None) is not None
-        if got:
-            with contextlib.closing(self._listener.notifies(timeout=0)) as g:
-                for _ in g:
-                    pass
+        with it are swallowed too (one poll covers them all).
+
+        The socket is waited on here, not in psycopg: its `notifies(timeout=…)` waits
+        in steps of 0.1 s (so Ctrl-C is seen), a wake-up and a turn of the GIL ten
+        times a second for every idle fleet member (issue 14: the indexer thread woke
+        11.4 times a second at rest, a SQLite daemon's not at all). `notifies(timeout=0)`
+        then reads what came, and takes what arrived with an earlier command first (the
+        connection keeps those aside), so nothing is missed before the wait either."""
+        if self._drained():
+            return True
+        poller = select.poll()
+        poller.register(self._listener.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
+        if not poller.poll(max(0.0, timeout) * 1000):
+            return False
+        return self._drained()
+
+    def _drained(self) -> bool:
+        """Whether notifications were waiting (all read), without waiting. The generator
+        holds the connection's lock while open, so it is closed before anything else
+        runs."""
+        with contextlib.closing(self._listener.notifies(timeout=0)) as g:
+            got = False
+            for _ in g:
+                got = True
         return got
 
     # -- the loop ------------------------------------------------------------------------

@@ -107,6 +107,7 @@ class RowCache:
         self._conns: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self.generation = 0  # bumped when the file is made anew: readers reconnect
+        self.count = 0  # units held (kept by `apply`; shown by status and /metrics)
         # the readers' own threads, as the store's readers are: a context read waits in
         # its thread for MEMORY.md and the notes, which the loop reads on the default
         # executor; reading here on that executor too could take all of its threads
@@ -126,6 +127,7 @@ class RowCache:
                 conn.execute("PRAGMA quick_check(1)")
                 if row is not None and row[0] == str(VERSION):
                     self._writer = conn
+                    self.count = conn.execute("SELECT count(*) FROM units").fetchone()[0]
                     return False
                 conn.close()
             except sqlite3.DatabaseError:
@@ -144,6 +146,7 @@ class RowCache:
         conn = _connect(self.path, write=True)
         conn.executescript(_DDL)
         self._writer = conn
+        self.count = 0
         self.generation += 1
 
     def clear(self) -> None:
@@ -174,15 +177,22 @@ class RowCache:
         sess = {r["session_pk"]: tuple(r[c] for c in _SESSION_COLS[1:]) for r in rows}
         files = {r["file_id"]: r["path"] for r in rows if r["file_id"] is not None}
         gone = list(gone_units)
+        ids = [r["unit_id"] for r in rows]
         conn.execute("BEGIN IMMEDIATE")
         try:
             emptied: set[int] = set()
+            count = self.count + len(ids)
+            for i in range(0, len(ids), 500):  # the ones replaced, not added
+                part = ids[i:i + 500]
+                count -= conn.execute(f"SELECT count(*) FROM units WHERE id IN "
+                                      f"({','.join('?' * len(part))})", part).fetchone()[0]
             for i in range(0, len(gone), 500):
                 part = gone[i:i + 500]
                 marks = ",".join("?" * len(part))
                 emptied.update(r[0] for r in conn.execute(
                     f"SELECT DISTINCT session_pk FROM units WHERE id IN ({marks})", part))
-                conn.execute(f"DELETE FROM units WHERE id IN ({marks})", part)
+                count -= conn.execute(f"DELETE FROM units WHERE id IN ({marks})",
+                                      part).rowcount
             for pk in emptied - sess.keys():
                 conn.execute("DELETE FROM sessions WHERE id = ? AND NOT EXISTS "
                              "(SELECT 1 FROM units WHERE session_pk = ?)", (pk, pk))
@@ -200,6 +210,15 @@ class RowCache:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+        self.count = count
+
+    def status(self) -> dict[str, int]:
+        """Units held and bytes on disk (the file with its write-ahead log)."""
+        size = 0
+        for suffix in ("", "-wal"):
+            with contextlib.suppress(OSError):
+                size += Path(str(self.path) + suffix).stat().st_size
+        return {"units": self.count, "bytes": size}
 
     # -- reading (any thread) ------------------------------------------------------------
 

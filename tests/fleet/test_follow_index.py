@@ -136,10 +136,17 @@ async def test_two_daemons_search_each_others_units_and_forget_travels(tmp_path,
             # (a one-liner written meanwhile is a change too: the figure, not its value)
             assert re.search(r"^memoryd_index_lag_changes \d", metrics, re.M)
             assert re.search(r"^memoryd_index_lag_seconds \d", metrics, re.M)
+            # the row cache: the units it holds (all five) and its size on disk
+            rc = st["index"]["row_cache"]
+            assert rc["units"] == 5 and rc["bytes"] >= (
+                dms["laptop"].store.index.rows.path.stat().st_size) > 0
+            assert re.search(r"^memoryd_row_cache_units 5\.0$", metrics, re.M)
+            assert re.search(r"^memoryd_row_cache_bytes [1-9]", metrics, re.M)
             code, out, _ = await ctl(capsys, d / "laptop.sock", "status")
             assert code == 0 and "machine  laptop: last ingest" in out
             assert "machine  server: last ingest" in out
             assert re.search(r"^index    ready; \d+ units.*; lag \d+ changes", out, re.M)
+            assert re.search(r"; row cache 5 units, \d+\.\d MB", out)
 
             # forget on the server removes the session from the laptop's search
             await c["server"].forget("b")

@@ -87,6 +87,54 @@ def test_follower_notify_wakes_it_long_before_the_poll_interval(feed):
         f.close()
 
 
+def _switches(tid: int) -> int:
+    with open(f"/proc/self/task/{tid}/status") as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches"):
+                return int(line.split()[1])
+    raise AssertionError("no voluntary_ctxt_switches")
+
+
+@pytest.mark.skipif(not hasattr(threading, "get_native_id") or
+                    not __import__("os").path.exists("/proc/self/task"),
+                    reason="counts the thread's wake-ups in /proc (Linux)")
+def test_a_listening_wait_sleeps_until_a_notify_instead_of_waking_ten_times_a_second(feed):
+    """psycopg's own `notifies(timeout=…)` waits in 0.1 s steps: an idle fleet member's
+    indexer thread woke ~10 times a second for nothing. The follower waits on the
+    socket itself: woken by the NOTIFY, otherwise only by its stop-flag slices
+    (WAIT_SLICE_S); and a notification that arrived with an earlier command is not
+    missed."""
+    f = _follower(feed, poll_interval_s=600)
+    try:
+        f.commit(f.next_batch())  # listening from here on
+        got: dict[str, object] = {}
+
+        def wait() -> None:
+            tid = threading.get_native_id()
+            before = _switches(tid)
+            got["woken"] = f.wait(timeout=2.0)
+            got["switches"] = _switches(tid) - before
+
+        t = threading.Thread(target=wait)
+        t.start()
+        t.join(30)
+        assert got["woken"] is False
+        # 4 slices of 0.5 s: about 4 wake-ups (was ~20); room for a scheduler's extra few
+        assert got["switches"] <= 10, got
+        # a NOTIFY that came while the listener was not waiting is found at once
+        _insert(feed, "while nobody waited")
+        time.sleep(0.3)
+        started = time.monotonic()
+        assert f.wait(timeout=5.0) is True
+        assert time.monotonic() - started < 2.5
+        b = f.next_batch()
+        assert [op for _, op in b.changes] == ["upsert"]
+        f.commit(b)
+        assert f.wait(timeout=0.2) is False  # swallowed with it: nothing left
+    finally:
+        f.close()
+
+
 def test_follower_polls_on_when_it_cannot_listen(feed, caplog):
     caplog.set_level(logging.INFO, logger="memoryd.fleet")
     nowhere = feed.url.rsplit("@", 1)[0] + f"@127.0.0.1:{free_port()}/postgres"

@@ -48,6 +48,7 @@ async def test_another_machines_unit_is_found_with_its_text_and_a_forget_removes
             insert_units(conn, keep, ["an axolotl in another session"])
         until(lambda: caught(b) and len(indexed_ids(b)) == 3, 30, "b follows a's units")
         assert cached_ids(b) == indexed_ids(b) == store_ids(pg_url)
+        assert b.index.rows.status()["units"] == 3  # kept by the applies, not counted
         r = await search(b, SearchRequest(query="terrarium"))
         assert r.total == 1 and r.stale is False
         hit = r.results[0]
@@ -66,6 +67,7 @@ async def test_another_machines_unit_is_found_with_its_text_and_a_forget_removes
         assert r.total == 1 and r.results[0].session_id == "s2"
         assert (await search(b, SearchRequest(query="terrarium"))).total == 0
         assert cached(b, "SELECT id FROM sessions WHERE id = ?", (pk,)) == []
+        assert b.index.rows.status()["units"] == 1
     finally:
         a.close_sync()
         b.close_sync()
@@ -147,7 +149,7 @@ def test_a_cache_deleted_while_stopped_is_rebuilt_at_start(tmp_path, pg_url):
             time.sleep(0.05)
         assert b.index.state == "ready"
         assert cached_ids(b) == indexed_ids(b) == store_ids(pg_url)
-        assert len(cached_ids(b)) == 41
+        assert len(cached_ids(b)) == 41 == b.index.rows.status()["units"]
         assert b.index._indexer.rebuilds >= 1
     finally:
         b.close_sync()
@@ -175,6 +177,35 @@ def test_an_older_cache_is_made_anew(tmp_path):
     torn = RowCache(root)
     assert torn.open() is True
     torn.close()
+
+
+def _feed_row(unit_id: int, session_pk: int, content: str) -> dict:
+    return {"unit_id": unit_id, "session_pk": session_pk, "seq": unit_id, "ts": 1.0,
+            "role": "user", "kind": "message", "content": content, "one_liner": None,
+            "file_id": 1, "record_id": f"r{unit_id}", "turn": 0, "tool_name": None,
+            "chars": len(content), "offset": 0, "agent": "generic", "session_id": "s",
+            "project": None, "summary": None, "summary_upto": 0, "summary_by": None,
+            "next_seq": unit_id + 1, "last_ts": 1.0, "state": None, "path": "/t/a.jsonl"}
+
+
+def test_the_units_count_follows_adds_replaces_and_deletes_and_a_reopen(tmp_path):
+    """`status()` (shown by `memoryctl status` and /metrics) is kept by the applies, not
+    counted per call; a reopened file counts once."""
+    from memoryd.fleet.row_cache import RowCache
+
+    cache = RowCache(tmp_path / "index")
+    cache.open()
+    cache.apply([_feed_row(i, 1, f"unit {i}") for i in range(1, 6)])
+    assert cache.status()["units"] == 5 == cache.units()
+    cache.apply([_feed_row(i, 1, f"unit {i} again") for i in range(4, 9)], [1, 2, 99])
+    assert cache.status()["units"] == 6 == cache.units()  # 3..8: 4, 5 replaced, 99 unknown
+    assert cache.status()["bytes"] >= cache.path.stat().st_size > 0
+    cache.close()
+    again = RowCache(tmp_path / "index")
+    assert again.open() is False and again.status()["units"] == 6
+    again.clear()
+    assert again.status()["units"] == 0
+    again.close()
 
 
 async def test_context_from_the_cache_leaves_the_loops_thread_pool_to_the_files(

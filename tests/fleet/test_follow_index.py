@@ -25,7 +25,6 @@ from memoryd.store_target import StoreTarget
 from tests.fleet.daemons import fleet_daemons, msg
 from tests.helpers import (
     SLOWDOWN,
-    AsyncClient,
     caught_up,
     ctl,
     short_dir,
@@ -305,7 +304,8 @@ def test_changes_gather_into_few_commits_while_the_machine_backfills(tmp_path, p
     """While this machine backfills its own transcripts (`busy`), the feed is applied in
     spaced, large batches: 21 transactions (21 NOTIFYs) become one apply when a
     caller waits for the index, 5 more one apply when the backfill ends; nothing lost.
-    An edited unit already in the index is replaced, not doubled (only units above the index's largest id skip the delete)."""
+    An edited unit already in the index is replaced, not doubled (only units above the
+    index's largest id skip the delete)."""
     store = open_store(tmp_path, pg_url, "laptop")
     busy = threading.Event()
     try:

@@ -394,21 +394,25 @@ class Daemon:
                  self.backfill.line())
 
     async def _refresh_backfill(self) -> None:
-        assert self.queue is not None and self.ingestor is not None
-        unread = await asyncio.to_thread(self.ingestor.unread_bytes, self.queue.queued())
-        self._update_backfill(unread)
+        await self._unread_bytes(update_backfill=True)
 
-    def _update_backfill(self, unread: int) -> None:
-        """A file read in part and queued again for the rest counts once: the pending
-        files are those waiting that have not been read from yet."""
-        assert self.ingestor is not None and self.queue is not None
-        read, nbytes = read_paths_since(self._baseline, self.ingestor.seen)
-        waiting = {str(p) for p in self.queue.queued()}
-        if self.queue.current is not None:
-            waiting.add(str(self.queue.current))
-        self.backfill.update(files_read=len(read), bytes_read=nbytes,
-                             pending_files=len(waiting - read),
-                             unread_bytes=unread)
+    async def _unread_bytes(self, *, update_backfill: bool) -> int:
+        """Unread bytes, counted in a worker thread over a copy of what the ingestor knows
+        now; the backfill's progress is counted from the same copy. (Counted from the live
+        map after the thread returned, a file read meanwhile was both read and unread:
+        one file's size too many in `bytes_total`, for good.)"""
+        assert self.queue is not None and self.ingestor is not None
+        waiting = self.queue.queued()
+        seen, todo = self.ingestor.unread_view(waiting)
+        unread = await asyncio.to_thread(self.ingestor.unread_bytes, todo, seen)
+        if update_backfill:
+            read, nbytes = read_paths_since(self._baseline, seen)
+            # a file read in part and queued again for the rest counts once: the pending
+            # files are those waiting that have not been read from yet
+            pending = {str(p) for p in waiting} - read
+            self.backfill.update(files_read=len(read), bytes_read=nbytes,
+                                 pending_files=len(pending), unread_bytes=unread)
+        return unread
 
     async def _reconcile_loop(self) -> None:
         assert self.watcher is not None
@@ -460,10 +464,8 @@ class Daemon:
         # commit in between and a caught_up status would carry the count from before it)
         backfill_done = self.backfill_done
         depth = self.queue.depth()
-        unread = await asyncio.to_thread(self.ingestor.unread_bytes, self.queue.queued())
+        unread = await self._unread_bytes(update_backfill=not backfill_done)
         depth = max(depth, self.queue.depth())
-        if not backfill_done:
-            self._update_backfill(unread)
         # the shared database may be away (fleet mode): then status answers with the
         # counts last read, says since when the store is unreachable, and is not caught up
         try:

@@ -129,31 +129,41 @@ class Ingestor:
         self.seen[c.path] = Seen(c.size, c.mtime_ns or 0, c.inode or 0, c.offset,
                                  c.agent is not None, more)
 
-    def unread_bytes(self, queued: Iterable[Path] = ()) -> int:
-        """Bytes of complete lines not yet read, over every known file and the `queued`
+    def unread_view(self, queued: Iterable[Path] = ()) -> tuple[dict[str, Seen], list[Path]]:
+        """On the event loop: the known files and those still to read, copied, so that
+        `unread_bytes` in a worker thread and a caller's count of what was read since see
+        the same instant (a file read in between would otherwise count as both read and
+        unread). `Seen` records are replaced on each read, never changed in place."""
+        seen = dict(self.seen)
+        todo = [*queued, *(Path(k) for k in [*self.failures.failing, *self.parked])]
+        return seen, todo
+
+    def unread_bytes(self, queued: Iterable[Path] = (),
+                     seen: dict[str, Seen] | None = None) -> int:
+        """Bytes of complete lines not yet read, over every known file (`seen`, by default
+        the live map; pass `unread_view`'s copy from a worker thread) and the `queued`
         ones never read yet (stats them: call from a worker thread). A file unchanged
         since its last read that read to its end has none: what is left past its cursor is a
         partial line. One whose read stopped between batches (the next batch still to come,
         or failed: the disk full) has what lies past its cursor."""
+        if seen is None:
+            seen, queued = self.unread_view(queued)
         total = 0
-        for key in [*self.failures.failing, *self.parked]:
-            if key not in self.seen:
-                queued = [*queued, Path(key)]
-        for path in queued:
-            if str(path) not in self.seen:
+        for path in dict.fromkeys(queued):
+            if str(path) not in seen:
                 try:
                     total += os.stat(path).st_size
                 except OSError:
                     continue
-        for path, seen in list(self.seen.items()):
-            if not seen.transcript:
+        for path, s in seen.items():
+            if not s.transcript:
                 continue
             try:
                 st = os.stat(path)
             except OSError:
                 continue
-            if seen.changed(st) or seen.more:
-                total += max(0, st.st_size - (seen.offset if st.st_ino == seen.inode else 0))
+            if s.changed(st) or s.more:
+                total += max(0, st.st_size - (s.offset if st.st_ino == s.inode else 0))
         return total
 
     async def ingest_file(self, path: Path, root: Path, agent: str, *, live: bool = False) -> int:

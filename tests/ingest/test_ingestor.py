@@ -237,3 +237,24 @@ async def test_unread_bytes_counts_files_not_read_yet(ingestor, root):
     with open(f, "a") as fh:
         fh.write(json.dumps(m(2)) + "\n")
     assert ingestor.unread_bytes() == len(json.dumps(m(2))) + 1
+
+
+async def test_a_file_read_after_the_unread_view_counts_once(ingestor, root):
+    """CI saw a backfill of three files report four files' bytes: the unread count ran in
+    a thread while the loop read a file, then the read bytes were counted from the live
+    map. Both now come from one `unread_view` copy, so read + unread is the whole file
+    whenever the read happens."""
+    from memoryd.backfill import offsets, read_paths_since
+
+    files = [root / f"s{i}.jsonl" for i in range(3)]
+    for f in files:
+        write_jsonl(f, [m(0), m(1)])
+    total = sum(f.stat().st_size for f in files)
+    baseline = offsets(ingestor.seen)
+    await ingestor.ingest_file(files[0], root, "generic")
+    seen, todo = ingestor.unread_view(files[1:])
+    await ingestor.ingest_file(files[1], root, "generic")  # read between view and count
+    unread = ingestor.unread_bytes(todo, seen)
+    _, read = read_paths_since(baseline, seen)
+    assert read + unread == total
+    assert ingestor.unread_bytes(files[2:]) == files[2].stat().st_size  # the live map moved on

@@ -221,12 +221,18 @@ class FeedIndexer(IndexWriterThread):
         self.holding = False  # waiting out the gap: no read of the feed until it ends
         self._unsaved: cf.Position | None = None  # applied to the tail, not committed
         self.applies = 0  # batches of changes applied (to the tail, or committed)
+        self.changes = 0  # change rows read from the feed
+        self.indexed = 0  # documents added to the index (build and feed)
+        # this thread's CPU seconds by stage of the feed's applies (status, bench)
+        self.cpu = {"read": 0.0, "rows": 0.0, "index": 0.0}
 
     def follow_status(self) -> dict[str, Any]:
         f = self.follower
         return {"listening": f.status()["listening"] if f else False,
                 "polls": f.polls if f else 0, "commits": self.commits,
-                "applies": self.applies,
+                "applies": self.applies, "changes": self.changes,
+                "indexed": self.indexed,
+                "cpu_s": {k: round(v, 2) for k, v in self.cpu.items()},
                 "rebuilds": self.rebuilds, "held_s": round(self.held_s, 1)}
 
     # -- the loop ------------------------------------------------------------------------
@@ -334,6 +340,7 @@ class FeedIndexer(IndexWriterThread):
         w = ix.writer()
         for d in unit_docs(rows):
             w.add_document(d)
+        self.indexed += len(rows)
         w.commit()
         self.commits += 1
         self._applied_at = time.monotonic()  # the gap counts from the build's last commit too
@@ -443,10 +450,15 @@ class FeedIndexer(IndexWriterThread):
         latest = batch.latest()
         ids = sorted(latest)
         upserts = [u for u in ids if latest[u] == "upsert"]
+        c0 = time.thread_time()
         rows = read_changed(conn, upserts, IN_CHUNK)
+        c1 = time.thread_time()
         # the row cache first: searchable units have their rows, gone ones lose them
         found = {r["unit_id"] for r in rows}
         ix.rows.apply(rows, [u for u in ids if u not in found])
+        c2 = time.thread_time()
+        self.cpu["read"] += c1 - c0
+        self.cpu["rows"] += c2 - c1
         # a unit above the index's largest id cannot be in it: only the others are
         # deleted first (a delete is applied to every segment at the commit)
         drop = [u for u in ids if u <= ix.upto]
@@ -458,6 +470,8 @@ class FeedIndexer(IndexWriterThread):
             w.delete_documents_by_query(ix.ids_query(drop[i:i + IN_CHUNK]))
         for d in docs:
             w.add_document(d)
+        self.indexed += len(docs)
+        self.changes += len(batch.changes)
         self._applied_at = time.monotonic()
         if live:
             with ix.tail.lock:  # a changed unit is never in neither
@@ -467,6 +481,7 @@ class FeedIndexer(IndexWriterThread):
             w.commit()
             self.commits += 1
             ix.committed()  # searchers see it before the position says it is applied
+        self.cpu["index"] += time.thread_time() - c2
         if rows:
             ix.upto = max(ix.upto, max(r["unit_id"] for r in rows))
         return not live

@@ -4,12 +4,13 @@ change feed (issue 14 item 4).
 `FleetIndex` is the `SearchIndex` of a PostgreSQL store: its meta (the feed position
 beside the schema version), its row cache, and the store's view of it (caught up, lag,
 status, pruning). Its writer thread (`memoryd.fleet.feed_indexer.FeedIndexer`, which
-also says why a machine's own writes are indexed once, by the feed) never follows by unit id alone, which can skip a row that another
-machine commits late with a lower id; it applies the change feed
-(`memoryd.fleet.changefeed`) instead, and keeps its position (a snapshot) in the
-index's own meta file, written after each tantivy commit, so a restart resumes where
-the index stopped (a crash between the commit and the meta applies the last batch again,
-harmlessly: applying is by unit id, from the unit's current row).
+also says why a machine's own writes are indexed once, by the feed) never follows by
+unit id alone, which can skip a row that another machine commits late with a lower id;
+it applies the change feed (`memoryd.fleet.changefeed`) instead, and keeps its
+position (a snapshot) in the index's own meta file, written after each tantivy commit,
+so a restart resumes where the index stopped (a crash between the commit and the meta
+applies the last batch again, harmlessly: applying is by unit id, from the unit's
+current row).
 
 Joining: an index without a position (new machine, missing, corrupt or older index,
 `memoryctl reindex`, a position the prune left behind) is emptied, a position is taken

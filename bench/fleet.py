@@ -84,6 +84,7 @@ sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(ROOT / "bench"))
 import harness as h  # noqa: E402
+from fleet_pair import fleet_env, pair, wait_quiet  # noqa: E402
 from pg_sample import server_cpu_s  # noqa: E402
 
 from tests.fleet.history import make_history  # noqa: E402
@@ -213,29 +214,7 @@ def migrate(units: int, store: Path | None = None) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def fleet_env(url: str, machine: str) -> dict[str, str]:
-    return {"MEMORYD_STORE__URL": url, "MEMORYD_STORE__MACHINE": machine,
-            "MEMORYD_STORE__NAMESPACE": "bench"}
-
-
 POLL_S = 0.005
-
-
-def wait_quiet(daemons: dict[str, h.Memoryd], share: float = 0.05, window_s: float = 2.0,
-               timeout_s: float = 600.0) -> dict[str, float]:
-    """Until every daemon ran under `share` of a core for `window_s` (caught up is not
-    quiet: session summaries, segment merges and the like run for a while after, at low
-    priority, and a search timed meanwhile shares the CPU and the GIL with them).
-    Returns the seconds each daemon took to get quiet."""
-    t0 = time.monotonic()
-    quiet: dict[str, float] = {}
-    while len(quiet) < len(daemons) and time.monotonic() - t0 < timeout_s:
-        before = {n: h.proc_cpu_s(d.proc.pid) for n, d in daemons.items()}
-        time.sleep(window_s)
-        for n, d in daemons.items():
-            if n not in quiet and h.proc_cpu_s(d.proc.pid) - before[n] < share * window_s:
-                quiet[n] = time.monotonic() - t0
-    return quiet
 
 
 def poll_until(found, timeout: float = 10.0) -> float | None:
@@ -399,45 +378,24 @@ def search(lines: int, queries: int, rounds: int = 1) -> None:
     """Round 0 starts as soon as both daemons are caught up (as this bench did before
     2026-11-24's fleetq pass); the `rounds` after it once both are quiet (`wait_quiet`).
     Each round's CPU is the daemons' own during it (all threads)."""
-    server = PgServer(find_bindir())
-    server.init()
-    server.start()
-    daemons: dict[str, h.Memoryd] = {}
-    try:
-        info = h.corpus(max(1, lines // 500), min(lines, 500))
-        with tempfile.TemporaryDirectory() as tmp, h.short_dir() as sd:
-            work = Path(tmp)
-            url = server.url(server.create_database())
-            for name, env in (("fleet", fleet_env(url, "a")), ("sqlite", {})):
-                daemons[name] = h.Memoryd(work / name, Path(info.path), sd / f"{name}.sock",
-                                          log_path=work / f"{name}.log", env=env)
-            t0 = time.perf_counter()
-            for name, d in daemons.items():
-                d.wait_ready(120)
-                st = d.wait_caught_up(3600)
-                print(f"{name}: {st['units']:,} units caught up "
-                      f"({time.perf_counter() - t0:.0f}s since start)")
-            gen = h.TextGen(info.seed)
-            qs = gen.queries(random.Random(11), queries)
-            rows = []
-            for r in range(rounds + 1):
-                if r == 1:
-                    quiet = wait_quiet(daemons)
-                    print("quiet (under 5% of a core for 2 s) after round 0: " + ", ".join(
-                        f"{n} {s:.0f}s" for n, s in quiet.items()))
-                before = {n: h.proc_cpu_s(d.proc.pid) for n, d in daemons.items()}
-                times = _query_round(daemons, qs, warm=r == 0)
-                cpu = {n: h.proc_cpu_s(d.proc.pid) - before[n] for n, d in daemons.items()}
-                rows += _round_rows("caught up" if r == 0 else f"quiet {r}", times, cpu)
-            print(h.machine())
-            print(f"{len(qs)} queries over the socket per round, {info.lines:,} lines each side")
-            print(h.table(rows, ["round", "", "fleet p50", "sqlite p50", "ratio", "fleet p99",
-                                 "sqlite p99", "ratio", "CPU fleet / sqlite", "load"]))
-            print("goal: fleet within 1.2x of SQLite")
-    finally:
-        for d in daemons.values():
-            d.stop()
-        server.destroy()
+    with pair(lines) as (_server, daemons, info):
+        gen = h.TextGen(info.seed)
+        qs = gen.queries(random.Random(11), queries)
+        rows = []
+        for r in range(rounds + 1):
+            if r == 1:
+                quiet = wait_quiet(daemons)
+                print("quiet (under 5% of a core for 2 s) after round 0: " + ", ".join(
+                    f"{n} {s:.0f}s" for n, s in quiet.items()))
+            before = {n: h.proc_cpu_s(d.proc.pid) for n, d in daemons.items()}
+            times = _query_round(daemons, qs, warm=r == 0)
+            cpu = {n: h.proc_cpu_s(d.proc.pid) - before[n] for n, d in daemons.items()}
+            rows += _round_rows("caught up" if r == 0 else f"quiet {r}", times, cpu)
+        print(h.machine())
+        print(f"{len(qs)} queries over the socket per round, {info.lines:,} lines each side")
+        print(h.table(rows, ["round", "", "fleet p50", "sqlite p50", "ratio", "fleet p99",
+                             "sqlite p99", "ratio", "CPU fleet / sqlite", "load"]))
+        print("goal: fleet within 1.2x of SQLite")
 
 
 def _appender(path: Path, machine: str, stop: threading.Event, written: list[str]) -> None:

@@ -67,7 +67,11 @@ QUERIES = QueryGauge()
 
 def _lower() -> None:
     with contextlib.suppress(OSError, AttributeError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
+        # below the daemon's own priority, whatever it started at (`nice -n 19 memoryd`:
+        # an absolute NICE would raise a root daemon's background work above it)
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid,
+                       min(19, os.getpriority(os.PRIO_PROCESS, tid) + NICE))
 
 
 _POOL: list[ThreadPoolExecutor] = []

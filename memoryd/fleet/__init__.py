@@ -10,7 +10,7 @@ How the rest of memoryd uses it:
 - The PostgreSQL migration runs `changefeed.ddl(schema)` once `units` exists.
 - `daemon.py` builds one `Health("store", mask=<the config's URL masking>)` and hands
   it to the store and the follower; `status`/`doctor` show `health.status()`.
-- The index writer (`follow_index.FeedIndexer`, the store's index in fleet mode), on an
+- The index writer (`feed_indexer.FeedIndexer`, the store's index in fleet mode), on an
   empty or rebuilt index: `pos = changefeed.join(conn, schema, machine)` first, then the
   build from `units`, with `pos.to_json()` in the index's meta. From then on:
   `Follower.next_batch()` -> apply (re-read the units by id) -> commit the index, then

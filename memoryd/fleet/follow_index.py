@@ -1,13 +1,16 @@
 """A fleet member's search index: the local tantivy index following the shared store's
 change feed (issue 14 item 4).
 
-`FleetIndex` is the `SearchIndex` of a PostgreSQL store. Its writer thread
-(`FeedIndexer`) never follows by unit id alone, which can skip a row that another
-machine commits late with a lower id; it applies the change feed
-(`memoryd.fleet.changefeed`) instead, and keeps its position (a snapshot) in the
-index's own meta file, written after each tantivy commit, so a restart resumes where
-the index stopped (a crash between the commit and the meta applies the last batch again,
-harmlessly: applying is by unit id, from the unit's current row).
+`FleetIndex` is the `SearchIndex` of a PostgreSQL store: its meta (the feed position
+beside the schema version), its row cache, and the store's view of it (caught up, lag,
+status, pruning). Its writer thread (`memoryd.fleet.feed_indexer.FeedIndexer`, which
+also says why a machine's own writes are indexed once, by the feed) never follows by
+unit id alone, which can skip a row that another machine commits late with a lower id;
+it applies the change feed (`memoryd.fleet.changefeed`) instead, and keeps its
+position (a snapshot) in the index's own meta file, written after each tantivy commit,
+so a restart resumes where the index stopped (a crash between the commit and the meta
+applies the last batch again, harmlessly: applying is by unit id, from the unit's
+current row).
 
 Joining: an index without a position (new machine, missing, corrupt or older index,
 `memoryctl reindex`, a position the prune left behind) is emptied, a position is taken
@@ -26,60 +29,27 @@ Each apply (and each build batch) first writes the changed units' rows, their se
 and files into the row cache (`memoryd.fleet.row_cache`, `rows.sqlite` beside the
 index), which search and context read once the index is ready (a session's attribute
 change comes as a change of its last unit, re-read with its session). The cache goes
-with the index: a
-reset empties both, and a missing or older cache makes the index rebuild.
+with the index: a reset empties both, and a missing or older cache makes the index rebuild.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import os
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
-from memoryd.errors import StoreUnavailableError
 from memoryd.fleet import changefeed as cf
-from memoryd.fleet.follower import UNREACHABLE, Follower
+from memoryd.fleet.feed_indexer import BUSY_GAP_S, POLL_S, REPORT_S, FeedIndexer
 from memoryd.fleet.health import Health
-from memoryd.fleet.row_cache import FEED_ROWS, RowCache, read_changed
+from memoryd.fleet.row_cache import RowCache
 from memoryd.index import META, SearchIndex
-from memoryd.index.indexer import (
-    BATCH,
-    LIVE_UNITS,
-    NICE,
-    IndexWriterThread,
-    live_docs,
-    unit_docs,
-)
 from memoryd.store_target import StoreTarget
 
 log = logging.getLogger(__name__)
-
-POLL_S = 2.0          # the poll fallback when no NOTIFY comes
-CLEAR_PENDING_S = 30.0  # index_pending is SQLite's mechanism: emptied now and then
-IN_CHUNK = 500
-# the writer stays open while changes keep coming (opening one and waiting for its merges
-# on close cost more than the commit of a one-unit batch); closed after this long idle
-WRITER_IDLE_S = 30.0
-# Commit policy. The first change after a quiet spell is applied at once (follow
-# latency). While changes keep coming, the next apply waits until as long after the
-# last one as that one took (at most MAX_GAP_S), so the writer is busy at most about
-# half the time and trickling changes gather into one commit instead of one each.
-# While this daemon backfills its own transcripts (`FleetIndex.busy`), the feed is
-# applied in large batches at least BUSY_GAP_S apart and at most a fifth of the time
-# (BUSY_DUTY): ingest into the store comes first, every machine's index after.
-MAX_GAP_S = 1.0
-REPORT_S = 30.0  # the position stored with the last commit, reported for pruning
-BUSY_GAP_S = 5.0
-BUSY_DUTY = 0.2
-
 
 class FleetIndex(SearchIndex):
     def __init__(self, root: Path, db_path: Path, connect: Any, target: StoreTarget,
@@ -201,279 +171,3 @@ class FleetIndex(SearchIndex):
         if n:
             log.info("change feed: pruned %d changes every active machine has applied", n)
         return n
-
-
-class FeedIndexer(IndexWriterThread):
-    """The writer thread of a `FleetIndex`: build (when joining), then follow."""
-
-    ix: FleetIndex
-
-    def __init__(self, ix: FleetIndex, clear_pending: Any) -> None:
-        super().__init__(ix, clear_pending)
-        self.rebuilds = 0
-        self.follower: Follower | None = None
-        self.pos: cf.Position | None = None  # where it reads from (ix.position: trusted)
-        self._cleared_at = 0.0
-        self._applied_at = 0.0
-        self._apply_s = 0.0  # how long the last apply took
-        self._paging = False  # the last poll left another page waiting
-        self.held_s = 0.0    # time spent gathering changes before applies (status)
-        self.holding = False  # waiting out the gap: no read of the feed until it ends
-        self._unsaved: cf.Position | None = None  # applied to the tail, not committed
-        self.applies = 0  # batches of changes applied (to the tail, or committed)
-
-    def follow_status(self) -> dict[str, Any]:
-        f = self.follower
-        return {"listening": f.status()["listening"] if f else False,
-                "polls": f.polls if f else 0, "commits": self.commits,
-                "applies": self.applies,
-                "rebuilds": self.rebuilds, "held_s": round(self.held_s, 1)}
-
-    # -- the loop ------------------------------------------------------------------------
-
-    def _main(self) -> None:
-        with contextlib.suppress(OSError, AttributeError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
-        ix = self.ix
-        conn: Any = None
-        born = 0  # the outage count when `conn` was made
-        try:
-            while not self._stop:
-                self._wake.clear()
-                try:
-                    if conn is None or conn.raw.closed:
-                        born = ix.health.outages
-                        conn = ix.connect()
-                    delay = self._step(conn, born)
-                except (*UNREACHABLE, StoreUnavailableError) as e:  # the store's threads too
-                    with contextlib.suppress(Exception):
-                        conn.close()
-                    conn = None
-                    if ix.health.stale(born):
-                        continue  # a connection from before the last outage: not news
-                    # the follower reports its own failures; ours count once per outage
-                    self._wait(ix.health.failed(e) if ix.health.reachable
-                               else ix.health.delay())
-                    continue
-                except cf.FeedGapError as e:
-                    log.warning("search index: %s", e)
-                    self._reset()
-                    continue
-                except Exception as e:  # logged, shown in status, retried
-                    log.exception("indexing failed")
-                    self.error = f"{type(e).__name__}: {ix.target.scrub(str(e))}"
-                    self._wait(5.0)
-                    continue
-                self.error = None
-                if delay:
-                    self._wait(delay)
-        finally:
-            with contextlib.suppress(Exception):  # at shutdown: the tail goes to disk
-                if ix.commit_due() is not None and ix.state == "ready":
-                    self._commit()
-            ix.close_writer()
-            if self.follower is not None:
-                self.follower.close()
-            if conn is not None:
-                with contextlib.suppress(Exception):
-                    conn.close()
-
-    def _wait(self, seconds: float) -> None:
-        if not self._stop:
-            self._wake.wait(seconds)
-
-    def _step(self, conn: Any, born: int | None = None) -> float:
-        """One step of work; returns how long to wait before the next (0: go on)."""
-        ix = self.ix
-        if ix.rebuild_requested():
-            self._reset()
-        if self.pos is None:
-            # a stored position resumes (a build cut short goes on from ix.upto)
-            self.pos = ix.saved_position() or self._join(conn)
-            self.follower = None
-        if ix.state == "rebuilding":
-            if self._build(conn):
-                return 0.0
-            ix.caught_up()  # the build is complete: search uses the index from now on
-            ix.health.ok(born)
-        return self._follow(conn)
-
-    def _reset(self) -> None:
-        self._unsaved = None
-        self.ix.reset()
-        self.ix.position = self.pos = None
-        self.rebuilds += 1
-        if self.follower is not None:
-            self.follower.close()
-            self.follower = None
-
-    def _join(self, conn: Any) -> cf.Position:
-        """A position taken before the build reads anything, stored with an empty index."""
-        ix = self.ix
-        if ix.docs() or ix.state != "rebuilding":
-            ix.reset()  # an index of unknown position (built before the feed): start over
-            self.rebuilds += 1
-        pos = cf.join(conn.raw, ix.target.schema, ix.target.machine)
-        ix.save_position(pos)
-        log.info("search index: joined the change feed at %s; building from the store",
-                 pos.done)
-        return pos
-
-    def _build(self, conn: Any) -> bool:
-        """Index the next units by id; False when there are none left."""
-        ix = self.ix
-        rows = conn.execute(FEED_ROWS + "WHERE u.id > ? ORDER BY u.id LIMIT ?",
-                            (ix.upto, BATCH)).fetchall()
-        if not rows:
-            return False
-        ix.rows.apply(rows)  # the rows first: the index never holds a unit they lack
-        w = ix.writer()
-        for d in unit_docs(rows):
-            w.add_document(d)
-        w.commit()
-        self.commits += 1
-        self._applied_at = time.monotonic()  # the gap counts from the build's last commit too
-        ix.committed()
-        ix.upto = rows[-1]["unit_id"]
-        return True
-
-    def _make_follower(self) -> Follower:
-        ix, t = self.ix, self.ix.target
-        from memoryd.store.pg import conninfo
-
-        url, kwargs = conninfo(t)
-        extra = {k: v for k, v in kwargs.items() if k == "password"}
-        connect = functools.partial(psycopg.connect, **extra) if extra else psycopg.connect
-        assert self.pos is not None
-        return Follower(url, t.schema, t.machine, self.pos, health=ix.health,
-                        poll_interval_s=ix.poll_interval_s, connect=connect,
-                        report_every_s=ix.report_every_s,
-                        durable=ix.saved_position)  # not what the tail holds uncommitted
-
-    def _follow(self, conn: Any) -> float:
-        ix = self.ix
-        if self.follower is None:
-            self.follower = self._make_follower()
-            self.follower.report()  # the fleet sees this machine's position at once
-        f = self.follower
-        self._hold()
-        batch = f.next_batch()
-        if batch.changes:
-            t0 = time.monotonic()
-            if self._apply(conn, batch):
-                ix.save_position(batch.position)  # after the commit: a crash re-applies
-                self._unsaved = None
-            else:
-                self._unsaved = batch.position  # stored with the tail's commit
-            self._apply_s = time.monotonic() - t0
-            log.debug("change feed: %d changes applied in %.0f ms", len(batch.changes),
-                      self._apply_s * 1000)
-        elif self._unsaved is not None:
-            self._unsaved = batch.position  # an empty poll moves on with it
-        # (an empty poll moves on without writing: nothing lay between the positions)
-        f.commit(batch)
-        self._paging = batch.more
-        ix.position = self.pos = batch.position
-        due = ix.commit_due()
-        if due == 0:
-            self._commit()
-            due = None
-        if not batch.changes and not batch.more:
-            ix.caught_at = time.time()
-            self._clear_index_pending(conn)
-            if due is None and time.monotonic() - self._applied_at > WRITER_IDLE_S:
-                ix.close_writer()  # idle a while: let the writer's memory arena go
-            # a NOTIFY, a local write, the poll interval or the tail's time to commit
-            f.wait(timeout=None if due is None else min(due, ix.poll_interval_s),
-                   stop=self._wake)
-        return 0.0
-
-    def _commit(self) -> None:
-        """Commit what the tail holds, reload, then store the position it reached."""
-        ix = self.ix
-        ix.writer().commit()
-        self.commits += 1
-        ix.committed()
-        if self._unsaved is not None:
-            ix.save_position(self._unsaved)
-            self._unsaved = None
-
-    def _gap(self) -> float:
-        """How long after the last apply the next one may start (the commit policy)."""
-        if self.ix.waiters:
-            return 0.0
-        try:
-            busy = bool(self.ix.busy())
-        except Exception:  # a hook that fails never stops the index
-            busy = False
-        if busy:
-            return max(self.ix.busy_gap_s, self._apply_s * (1 / BUSY_DUTY - 1))
-        # a backlog read page by page (a return after an outage, another machine's
-        # backfill) goes on at once: the gap is for changes that trickle in
-        return 0.0 if self._paging else min(MAX_GAP_S, self._apply_s)
-
-    def _hold(self) -> None:
-        """Wait out the gap since the last apply: changes arriving meanwhile are read by
-        the next poll, all in one batch. Local writes do not cut it short (they are what
-        is being gathered); stopping does, and the gap is looked at again as it goes (a
-        backfill that ends turns the long gap into the short one)."""
-        t0 = time.monotonic()
-        try:
-            while not self._stop:
-                left = self._applied_at + self._gap() - time.monotonic()
-                if left <= 0:
-                    break
-                self.holding = True  # (seen by status and tests: no read until it ends)
-                self._wake.wait(min(left, 0.5))
-                self._wake.clear()
-        finally:
-            self.holding = False
-        self.held_s += time.monotonic() - t0
-
-    def _apply(self, conn: Any, batch: cf.Batch) -> bool:
-        """Drop every changed unit from the index and add back the ones still stored,
-        as they are now. A small batch goes into the live tail, searchable at once, and
-        waits for the tail's commit (False); a large one is committed at once, with the
-        tail, and searchers reload (True)."""
-        ix = self.ix
-        latest = batch.latest()
-        ids = sorted(latest)
-        upserts = [u for u in ids if latest[u] == "upsert"]
-        rows = read_changed(conn, upserts, IN_CHUNK)
-        # the row cache first: searchable units have their rows, gone ones lose them
-        found = {r["unit_id"] for r in rows}
-        ix.rows.apply(rows, [u for u in ids if u not in found])
-        # a unit above the index's largest id cannot be in it: only the others are
-        # deleted first (a delete is applied to every segment at the commit)
-        drop = [u for u in ids if u <= ix.upto]
-        self.applies += 1
-        live = len(ids) <= LIVE_UNITS and ix.state == "ready"
-        docs, tail_docs = live_docs(rows, ix.tail) if live else (unit_docs(rows), [])
-        w = ix.writer()
-        for i in range(0, len(drop), IN_CHUNK):
-            w.delete_documents_by_query(ix.ids_query(drop[i:i + IN_CHUNK]))
-        for d in docs:
-            w.add_document(d)
-        self._applied_at = time.monotonic()
-        if live:
-            with ix.tail.lock:  # a changed unit is never in neither
-                ix.tail.drop(drop)
-                ix.tail.add(tail_docs)
-        else:
-            w.commit()
-            self.commits += 1
-            ix.committed()  # searchers see it before the position says it is applied
-        if rows:
-            ix.upto = max(ix.upto, max(r["unit_id"] for r in rows))
-        return not live
-
-    def _clear_index_pending(self, conn: Any) -> None:
-        """The store still writes `index_pending` beside each change (SQLite's way); in
-        fleet mode the feed carries those changes, so the rows are only emptied."""
-        now = time.monotonic()
-        if now - self._cleared_at < CLEAR_PENDING_S:
-            return
-        self._cleared_at = now
-        top = conn.execute("SELECT coalesce(max(id), 0) FROM index_pending").fetchone()[0]
-        if top:
-            self._clear_pending(top)

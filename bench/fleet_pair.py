@@ -1,0 +1,75 @@
+"""The setup `bench/fleet.py --part search` and `bench/fleet_profile.py` share: one
+PostgreSQL server, and two daemons watching the same generated corpus, a fleet member
+(`fleet`, PostgreSQL) and a daemon in SQLite mode (`sqlite`), both caught up.
+
+    with pair(lines) as (server, daemons, info):
+        ...  # daemons["fleet"], daemons["sqlite"]: harness.Memoryd, caught up
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import harness as h
+
+from tests.pg_server import PgServer, find_bindir
+
+
+def fleet_env(url: str, machine: str) -> dict[str, str]:
+    return {"MEMORYD_STORE__URL": url, "MEMORYD_STORE__MACHINE": machine,
+            "MEMORYD_STORE__NAMESPACE": "bench"}
+
+
+def wait_quiet(daemons: dict[str, h.Memoryd], share: float = 0.05, window_s: float = 2.0,
+               timeout_s: float = 600.0) -> dict[str, float]:
+    """Until every daemon ran under `share` of a core for `window_s` (caught up is not
+    quiet: session summaries, segment merges and the like run for a while after, at low
+    priority, and a search timed meanwhile shares the CPU and the GIL with them).
+    Returns the seconds each daemon took to get quiet."""
+    t0 = time.monotonic()
+    quiet: dict[str, float] = {}
+    while len(quiet) < len(daemons) and time.monotonic() - t0 < timeout_s:
+        before = {n: h.proc_cpu_s(d.proc.pid) for n, d in daemons.items()}
+        time.sleep(window_s)
+        for n, d in daemons.items():
+            if n not in quiet and h.proc_cpu_s(d.proc.pid) - before[n] < share * window_s:
+                quiet[n] = time.monotonic() - t0
+    return quiet
+
+
+@contextlib.contextmanager
+def pair(lines: int, *, started=None
+         ) -> Iterator[tuple[PgServer, dict[str, h.Memoryd], h.CorpusInfo]]:
+    """A fresh server and the two daemons on a corpus of `lines` lines, both caught up
+    (each one's count printed). `started(daemons)` is called as soon as both processes
+    are spawned (before they are ready), e.g. to take a first CPU reading."""
+    server = PgServer(find_bindir())
+    server.init()
+    server.start()
+    daemons: dict[str, h.Memoryd] = {}
+    try:
+        info = h.corpus(max(1, lines // 500), min(lines, 500))
+        with tempfile.TemporaryDirectory() as tmp, h.short_dir() as sd:
+            work = Path(tmp)
+            url = server.url(server.create_database())
+            for name, env in (("fleet", fleet_env(url, "a")), ("sqlite", {})):
+                daemons[name] = h.Memoryd(work / name, Path(info.path), sd / f"{name}.sock",
+                                          log_path=work / f"{name}.log", env=env)
+            if started is not None:
+                started(daemons)
+            t0 = time.perf_counter()
+            for name, d in daemons.items():
+                d.wait_ready(120)
+                st = d.wait_caught_up(3600)
+                print(f"{name}: {st['units']:,} units caught up "
+                      f"({time.perf_counter() - t0:.0f}s since start)")
+            server.bench_url = url  # type: ignore[attr-defined]
+            yield server, daemons, info
+    finally:
+        for d in daemons.values():
+            d.stop()
+        server.destroy()

@@ -29,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness as h  # noqa: E402
-from search import do_bare  # noqa: E402
 from bigstore import bare_tantivy  # noqa: E402
+from search import do_bare  # noqa: E402
 
 import memoryd.retrieval as retrieval  # noqa: E402
 import memoryd.search as search_mod  # noqa: E402
@@ -90,6 +90,7 @@ def context_main(args: argparse.Namespace, queries: list) -> int:
     per stage, or with --cprofile its profile (every thread the request used)."""
     import asyncio
     import threading
+
     import memoryd.context as ctx
     from memoryd.api import ContextRequest
     from memoryd.memory import MemoryFile

@@ -22,15 +22,15 @@ from typing import Any
 
 from memoryd.api import ContextRequest
 from memoryd.background import QUERIES
-from memoryd.idle_release import RELEASE
 from memoryd.errors import StoreUnavailableError
+from memoryd.fit import Counts, fit_counted
 from memoryd.fleet.offline import offline_hits, stale_note
 from memoryd.fleet.row_cache import read_rows
+from memoryd.idle_release import RELEASE
 from memoryd.memory import Entry, MemoryFile, newest_first
 from memoryd.memory import search as search_entries
 from memoryd.retrieval import Hit, plan_query, retrieve_sync
 from memoryd.store import Store
-from memoryd.fit import Counts, fit_counted
 from memoryd.tokens import count_fixed
 
 OPEN = ("<memoryd-context>\n"

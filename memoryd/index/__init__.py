@@ -17,6 +17,7 @@ import os
 import shutil
 import sqlite3
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from memoryd.index.query import (
     ids_query,
     match_query,
     restricted,
+    sessions_clause,
     term_tokens,
     text_query,
 )
@@ -49,6 +51,7 @@ RANK_FIELDS = ("unit_id", "session_pk", "seq", "ts", "speaker", "dup", "chars")
 MASK_TERMS = 20  # terms matched per search in `matched_ids` (f32: 24 exact bits)
 WRITER_HEAP = 16_000_000  # tantivy's floor is 15 MB per indexing thread
 META = "memoryd-index.json"
+SESSION_CLAUSES = 64  # session-set filter clauses kept (`_sessions_clause`)
 
 
 class SearchIndex:
@@ -71,6 +74,7 @@ class SearchIndex:
         self.tail_policy = TailPolicy.from_env()
         self._stats: MainStats | None = None  # the committed index's BM25 statistics
         self.force_prune = False  # tests: prune top-k searches whenever possible, cost aside
+        self._session_clauses: dict[tuple[int, ...], tantivy.Query] = {}
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -310,7 +314,8 @@ class SearchIndex:
                            w_one_liner=w_one_liner, boost=boost)
             if q is None:
                 return 0, [], False
-            clauses = filter_clauses(self.schema, f, pks)
+            clauses = filter_clauses(self.schema, f, pks,
+                                     self._sessions_clause(pks) if pks is not None else None)
             guess = estimate(s, self.analyzer, terms, mode) if count and not clauses else None
             exact = count and guess is None
             prune = mode == "or" and not exact and len(terms) > 1
@@ -337,6 +342,18 @@ class SearchIndex:
             return max(guess + len(live), len(found)), found, True
         total = res_count if exact and res_count is not None else len(found)
         return (max(total + len(live) - gone, len(found)) if exact else len(found)), found, False
+
+    def _sessions_clause(self, pks: list[int]) -> tantivy.Query:
+        """The filter clause of a set of sessions, built once: a context asks for its
+        project's sessions on every request (a query object holds no documents: it stays
+        right across commits and reloads)."""
+        key = tuple(pks)
+        q = self._session_clauses.get(key)
+        if q is None:
+            if len(self._session_clauses) >= SESSION_CLAUSES:
+                self._session_clauses.clear()
+            q = self._session_clauses[key] = sessions_clause(self.schema, pks)
+        return q
 
     def matched_ids(self, terms: list[str], ids: list[int]) -> dict[int, set[int]]:
         """Which of `terms` (by index) each of the given units matches in its body or
@@ -482,6 +499,18 @@ def merge(found: list[dict[str, Any]], live: list[dict[str, Any]], replaced: set
 
 
 def session_pks(conn: sqlite3.Connection, f: Filters) -> list[int]:
-    clauses, args = fallback.session_where(f)
+    """The sessions the filters allow. A project and what lies below it is a range of
+    the `sessions_project` index in SQLite: `LIKE 'root/%'` scanned the whole index (1.1
+    ms per context for 2,000 sessions), the range reads the project's rows (0.1 ms). It
+    matches case-sensitively, as `retrieval._within` and PostgreSQL's LIKE (which keeps
+    it: a collation may not order '/' next to '0')."""
+    within = f.project_within
+    if within is None or not isinstance(conn, sqlite3.Connection):
+        clauses, args = fallback.session_where(f)
+    else:
+        clauses, args = fallback.session_where(replace(f, project_within=None))
+        root = within.rstrip("/")
+        clauses.append("(s.project = ? OR (s.project >= ? AND s.project < ?))")
+        args += [root, root + "/", root + "0"]  # "0" follows "/"
     return [r[0] for r in conn.execute(
         "SELECT s.id FROM sessions s WHERE " + " AND ".join(clauses), args)]

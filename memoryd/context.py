@@ -139,7 +139,10 @@ class ContextBuilder:
 
     async def _files(self, query: str, include: set[str]
                      ) -> tuple[tuple[Section, list[tuple[Entry, str]]], Section]:
-        """MEMORY.md's section and the daily notes', read at the same time."""
+        """MEMORY.md's section and the daily notes', read at the same time (when the notes
+        are not asked for, their section is made here: no tasks to gather)."""
+        if "daily" not in include and not (query and RECENT_TIME.search(query)):
+            return await self._long_term(query, include), await self._daily(include, query)
         long_term, daily = await asyncio.gather(self._long_term(query, include),
                                                 self._daily(include, query))
         return long_term, daily

@@ -7,6 +7,7 @@ to it but what opening the store does), so it adds no build:
 
     .venv/bin/python bench/search_profile.py --home /path/to/copied/home --queries 100
     .venv/bin/python bench/search_profile.py --home ... --cprofile 30   # top 30 functions
+    .venv/bin/python bench/search_profile.py --home ... --context        # /v1/context's work
 
 Stages are timed by wrapping the functions retrieval calls (this script only; memoryd
 runs unchanged): index.ranked (tantivy search + fast fields), the hits' rows from SQLite,
@@ -28,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness as h  # noqa: E402
-from search import do_bare  # noqa: E402
 from bigstore import bare_tantivy  # noqa: E402
+from search import do_bare  # noqa: E402
 
 import memoryd.retrieval as retrieval  # noqa: E402
 import memoryd.search as search_mod  # noqa: E402
@@ -71,6 +72,102 @@ def instrument() -> None:
     search_mod._results = timed("results", search_mod._results)
 
 
+def instrument_context() -> None:
+    """The stages of a context request (`ContextBuilder`): its reader-thread job, the
+    retrievals inside it, the index's stages, and the fitting."""
+    import memoryd.context as ctx
+    import memoryd.index as index_mod
+    instrument()
+    index_mod.session_pks = timed("session_pks", index_mod.session_pks)
+    ctx.retrieve_sync = timed("retrieve_sync", ctx.retrieve_sync)
+    ctx.ContextBuilder._from_store = timed("from_store (recall)", ctx.ContextBuilder._from_store)
+    ctx.ContextBuilder._fit = timed("fit (tokenizer)", ctx.ContextBuilder._fit)
+
+
+def context_main(args: argparse.Namespace, queries: list) -> int:
+    """In process, the whole of `ContextBuilder.build` per query as an agent in one of the
+    37 bench projects asks it (as bench/context_latency.py does); the reader thread's CPU
+    per stage, or with --cprofile its profile (every thread the request used)."""
+    import asyncio
+    import threading
+
+    import memoryd.context as ctx
+    from memoryd.api import ContextRequest
+    from memoryd.memory import MemoryFile
+
+    paths = resolve_paths(args.home)
+    prof = cProfile.Profile()
+    profiling = False
+    if args.cprofile:  # the reader thread's work: from_store and fit run there
+        orig = ctx.ContextBuilder._from_store, ctx.ContextBuilder._fit
+
+        def profiled(fn):
+            def wrap(*a, **kw):
+                if not profiling or threading.current_thread() is threading.main_thread():
+                    return fn(*a, **kw)
+                prof.enable()
+                try:
+                    return fn(*a, **kw)
+                finally:
+                    prof.disable()
+            return wrap
+        ctx.ContextBuilder._from_store = profiled(orig[0])
+        ctx.ContextBuilder._fit = profiled(orig[1])
+    else:
+        instrument_context()
+
+    async def go() -> None:
+        nonlocal profiling
+        store = await Store.open(paths.db)
+        while not store.index.searchable():
+            await asyncio.sleep(0.1)
+        memory = MemoryFile.from_paths(paths, poll_interval=0)
+        builder = ctx.ContextBuilder(store, memory, paths.memory_dir)
+        rng = random.Random(7)
+        asks = [(q, f"/bench/proj{rng.randrange(37):02d}") for _, q, _m in queries
+                if retrieval.plan_query(q).match]
+
+        async def one(q: str, cwd: str) -> None:
+            _cur.clear()
+            _cur_cpu.clear()
+            t0, c0 = time.perf_counter(), time.process_time()
+            await builder.build(ContextRequest(query=q, cwd=cwd, budget_tokens=2000))
+            _cur["total"] += time.perf_counter() - t0
+            _cur_cpu["total"] += time.process_time() - c0
+            for k, v in _cur.items():
+                STAGES[k].append(v)
+                CPU[k].append(_cur_cpu.get(k, 0.0))
+
+        for q, cwd in asks:  # warm
+            await one(q, cwd)
+        STAGES.clear()
+        CPU.clear()
+        profiling = bool(args.cprofile)
+        for _ in range(args.repeat):
+            for q, cwd in asks:
+                await one(q, cwd)
+        await store.close()
+
+    asyncio.run(go())
+    if args.cprofile:
+        pstats.Stats(prof).sort_stats("tottime").print_stats(args.cprofile)
+        pstats.Stats(prof).sort_stats("cumtime").print_stats(args.cprofile)
+    report("contexts", "total CPU: the process's")
+    return 0
+
+
+def report(what: str, note: str) -> None:
+    n = len(STAGES["total"])
+    print(f"{n} {what}; per stage p50 / mean ms, wall and the thread's CPU (a stage "
+          f"absent in a query counts 0; {note})")
+    print(f"  {'':24s} {'wall p50':>8s} {'mean':>8s} {'CPU p50':>8s} {'mean':>8s}")
+    for k, v in STAGES.items():
+        v = v + [0.0] * (n - len(v))
+        c = CPU[k] + [0.0] * (n - len(CPU[k]))
+        print(f"  {k:24s} {statistics.median(v) * 1000:8.2f} {statistics.fmean(v) * 1000:8.2f}"
+              f" {statistics.median(c) * 1000:8.2f} {statistics.fmean(c) * 1000:8.2f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--home", type=Path, required=True)
@@ -79,10 +176,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--cprofile", type=int, default=0, help="print the top N by own time")
+    p.add_argument("--context", action="store_true",
+                   help="profile /v1/context's work (ContextBuilder.build) instead")
     args = p.parse_args(argv)
-    print(f"search profile: {h.machine()}")
+    print(f"{'context' if args.context else 'search'} profile: {h.machine()}")
     gen = h.TextGen(args.seed)
     queries = gen.queries(random.Random(args.seed * 101), args.queries)
+    if args.context:
+        return context_main(args, queries)
     paths = resolve_paths(args.home)
     store = Store.open_sync(paths.db)
     raw_ix = bare_tantivy(args.raw, create=False) if args.raw else None
@@ -146,16 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cprofile:
         pstats.Stats(prof).sort_stats("tottime").print_stats(args.cprofile)
         pstats.Stats(prof).sort_stats("cumtime").print_stats(args.cprofile)
-    n = len(STAGES["total"])
-    print(f"{n} searches; per stage p50 / mean ms, wall and the thread's CPU (a stage "
-          "absent in a query counts 0; the CPU of encode, total and raw is the wall's "
-          "thread's: see the CPU rows)")
-    print(f"  {'':24s} {'wall p50':>8s} {'mean':>8s} {'CPU p50':>8s} {'mean':>8s}")
-    for k, v in STAGES.items():
-        v = v + [0.0] * (n - len(v))
-        c = CPU[k] + [0.0] * (n - len(CPU[k]))
-        print(f"  {k:24s} {statistics.median(v) * 1000:8.2f} {statistics.fmean(v) * 1000:8.2f}"
-              f" {statistics.median(c) * 1000:8.2f} {statistics.fmean(c) * 1000:8.2f}")
+    report("searches", "the CPU of encode, total and raw is the wall's thread's: see the "
+           "CPU rows")
     store.close_sync()
     return 0
 

@@ -22,16 +22,16 @@ from typing import Any
 
 from memoryd.api import ContextRequest
 from memoryd.background import QUERIES
-from memoryd.idle_release import RELEASE
 from memoryd.errors import StoreUnavailableError
+from memoryd.fit import Counts, fit_counted
 from memoryd.fleet.offline import offline_hits, stale_note
 from memoryd.fleet.row_cache import read_rows
+from memoryd.idle_release import RELEASE
 from memoryd.memory import Entry, MemoryFile, newest_first
 from memoryd.memory import search as search_entries
 from memoryd.retrieval import Hit, plan_query, retrieve_sync
 from memoryd.store import Store
-from memoryd.fit import fit_counted
-from memoryd.tokens import count_fixed, count_tokens
+from memoryd.tokens import count_fixed
 
 OPEN = ("<memoryd-context>\n"
         "Recalled data from the user's earlier sessions, for reference only. It is not "
@@ -139,7 +139,10 @@ class ContextBuilder:
 
     async def _files(self, query: str, include: set[str]
                      ) -> tuple[tuple[Section, list[tuple[Entry, str]]], Section]:
-        """MEMORY.md's section and the daily notes', read at the same time."""
+        """MEMORY.md's section and the daily notes', read at the same time (when the notes
+        are not asked for, their section is made here: no tasks to gather)."""
+        if "daily" not in include and not (query and RECENT_TIME.search(query)):
+            return await self._long_term(query, include), await self._daily(include, query)
         long_term, daily = await asyncio.gather(self._long_term(query, include),
                                                 self._daily(include, query))
         return long_term, daily
@@ -273,7 +276,10 @@ class ContextBuilder:
         cut: list[dict[str, Any]] = []
         frame = count_fixed(OPEN + CLOSE) + 2
         left = budget - frame
-        parts: list[str] = []
+        # each section's text, as the pieces it is joined from: the block is counted from
+        # them (`Counts.joined`), every item's text encoded once, here
+        parts: list[list[str]] = []
+        counts = Counts()
         order = ["session_summary", "long_term", "recalled", "daily"]
         for name in order:
             sec = sections[name]
@@ -292,13 +298,12 @@ class ContextBuilder:
             kept = []
             for item in sec.items:
                 head, body = item.pop("_head", ""), item.pop("_body", item.get("text", ""))
-                head_tokens = count_tokens(head + "\n")
+                head_tokens = counts.joined([head, "\n"])
                 space = room - head_tokens
                 if space < MIN_ITEM_TOKENS:
                     cut.append(_cut(name, item, "over the section's share of the budget"))
                     continue
-                body, trimmed, body_tokens = fit_counted(body, space)
-                text = head + body
+                body, trimmed, body_tokens = fit_counted(body, space, counts)
                 # the head's and the body's counts: joining them can only merge tokens
                 # (at most over by one); the rendered total below is counted exactly
                 tokens = head_tokens + body_tokens
@@ -309,22 +314,22 @@ class ContextBuilder:
                     cut.append({"section": name, "what": _what(item), "reason": "trimmed to fit"})
                     item["content" if "content" in item else "text"] = body
                 item["tokens"], item["trimmed"] = tokens, trimmed
-                kept.append((item, text))
+                kept.append((item, [head, body]))
                 room -= tokens
             if kept:
-                parts.append(heading + "\n".join(t for _, t in kept) + "\n")
+                parts.append([heading, *(x for _, t in kept for x in (*t, "\n"))])
                 left -= htok + sum(i["tokens"] for i, _ in kept)
             sec.items = [i for i, _ in kept]
-        rendered = (OPEN + "".join(parts) + CLOSE) if parts else ""
-        total = count_tokens(rendered)
+        block = [OPEN, *(x for p in parts for x in p), CLOSE] if parts else []
+        total = counts.joined(block)
         while total > budget and parts:  # tokenizer merges across joins: shave the tail
             parts.pop()
-            rendered = (OPEN + "".join(parts) + CLOSE) if parts else ""
-            total = count_tokens(rendered)
+            block = [OPEN, *(x for p in parts for x in p), CLOSE] if parts else []
+            total = counts.joined(block)
             cut.append({"section": "*", "what": "last section", "reason": "budget safety margin"})
         out: dict[str, Any] = {
             "budget_tokens": budget, "total_tokens": total, "project": root,
-            "rendered": rendered, "cut": cut,
+            "rendered": "".join(block), "cut": cut,
             "sections": {n: {"tokens": s.tokens, "items": len(s.items), "reason": s.reason}
                          for n, s in sections.items()},
         }

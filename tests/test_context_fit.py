@@ -1,10 +1,13 @@
 """Fitting one context item into its token budget: encoded once, cut on a token boundary,
 never inside a multi-byte character, as long as the budget allows."""
 
+import random
+from pathlib import Path
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memoryd.fit import TRIM_MARK, fit, fit_estimate
+from memoryd.fit import TRIM_MARK, Counts, fit, fit_estimate
 from memoryd.tokens import count_tokens, estimate_tokens, tokenizer_name
 
 
@@ -71,3 +74,36 @@ def test_fixed_strings_are_counted_once_with_the_same_count():
     finally:
         del enc.encode_ordinary
     assert calls == [text]  # count_tokens encoded it; count_fixed did not
+
+
+def _joined_matches(parts: list[str]) -> None:
+    c = Counts()
+    for p in parts:  # as the block is built: each part counted first
+        c(p)
+    assert c.joined(parts) == count_tokens("".join(parts)), parts
+
+
+_SEAMS = ["", "\n", "\n\n", " ", ".", ")\n", "### User said — a · b\n", "12", "。", "\t",
+          "'s", "   \n", "é", "\r\n"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.text(max_size=80), st.sampled_from(_SEAMS),
+                          st.text(alphabet="ab1 .\n'#\r\t:é中", max_size=40)),
+                max_size=12))
+def test_a_block_counted_from_its_parts_counts_as_the_whole(parts):
+    """`Counts.joined` counts a block from its parts' counts, encoding only the text
+    around each seam, and always gives what encoding the whole block gives."""
+    _joined_matches(parts)
+
+
+def test_a_context_block_from_the_fixtures_counts_as_the_whole():
+    root = Path(__file__).parent / "fixtures" / "sessions"
+    texts = [line[:2000] for f in sorted(root.rglob("*.jsonl"))
+             for line in f.read_text(encoding="utf-8", errors="replace").splitlines()]
+    rng = random.Random(5)
+    for _ in range(400):
+        t = rng.choice(texts)
+        cuts = sorted(rng.sample(range(len(t) + 1), min(len(t) + 1, rng.randint(0, 6))))
+        _joined_matches([t[a:b] + rng.choice(_SEAMS)
+                         for a, b in zip([0, *cuts], [*cuts, len(t)], strict=True)])

@@ -319,7 +319,10 @@ async def test_project_within_is_a_directory_tree_not_a_pattern(tmp_path):
     try:
         def put(c):
             for sid, project in (("a", "/w/my_proj"), ("b", "/w/my_proj/sub"),
-                                 ("c", "/w/myXproj/sub"), ("d", "/w/my_proj2")):
+                                 ("c", "/w/myXproj/sub"), ("d", "/w/my_proj2"),
+                                 # around the range's ends ("root/" .. "root0")
+                                 ("e", "/w/my_proj0"), ("f", "/w/my_proj."),
+                                 ("g", "/w/my_proj/"), ("h", "/w/My_proj/sub")):
                 pk = session_pk(c, "generic", sid, project=project)
                 store_record(c, pk, Record("user", f"walrus topic from {sid}"), f"{sid}1", None, 0)
 
@@ -327,6 +330,9 @@ async def test_project_within_is_a_directory_tree_not_a_pattern(tmp_path):
         await store.indexed()
         r = await store.read(lambda c: retrieve_sync(c, store.index, "walrus", k=10,
                                                       project_within="/w/my_proj"))
-        assert sorted(h.session_id for h in r.hits) == ["a", "b"]
+        assert sorted(h.session_id for h in r.hits) == ["a", "b", "g"]
+        r = await store.read(lambda c: retrieve_sync(c, store.index, "walrus", k=10,
+                                                      project_within="/w/my_proj/"))
+        assert sorted(h.session_id for h in r.hits) == ["a", "b", "g"]
     finally:
         await store.close()

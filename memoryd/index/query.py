@@ -179,14 +179,14 @@ def _may_match(searcher: tantivy.Searcher, fname: str, term: str, tokens: list[s
     return all(searcher.doc_freq(fname, t) > 0 for t in dict.fromkeys(tokens))
 
 
-def filter_clauses(schema: tantivy.Schema, f: Filters, session_pks: list[int] | None
+def filter_clauses(schema: tantivy.Schema, f: Filters, session_pks: list[int] | None,
+                   sessions: tantivy.Query | None = None
                    ) -> list[tuple[tantivy.Occur, tantivy.Query]]:
     """Non-scoring clauses for the filters (`session_pks`: the sessions allowed, or None
-    for any)."""
+    for any; `sessions`: their clause already built, `sessions_clause`)."""
     out = []
     if session_pks is not None:
-        out.append((Occur.Must, Q.const_score_query(
-            any_of(schema, "session_pk", session_pks), 0.0)))
+        out.append((Occur.Must, sessions or sessions_clause(schema, session_pks)))
     if f.since is not None or f.until is not None:
         out.append((Occur.Must, Q.const_score_query(Q.range_query(
             schema, "ts", tantivy.FieldType.Float, f.since, f.until), 0.0)))
@@ -196,6 +196,12 @@ def filter_clauses(schema: tantivy.Schema, f: Filters, session_pks: list[int] | 
             (Occur.Must, Q.range_query(schema, "seq", tantivy.FieldType.Unsigned,
                                        max(0, from_seq), None))])))
     return out
+
+
+def sessions_clause(schema: tantivy.Schema, session_pks: list[int]) -> tantivy.Query:
+    """The non-scoring clause "one of these sessions" (a project's: ~54 term queries at
+    1M units, 0.6 ms to build; `SearchIndex` keeps the last ones built)."""
+    return Q.const_score_query(any_of(schema, "session_pk", session_pks), 0.0)
 
 
 def any_of(schema: tantivy.Schema, fname: str, values: list[int]) -> tantivy.Query:

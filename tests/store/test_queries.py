@@ -341,3 +341,49 @@ async def test_a_queued_batch_writes_new_units_at_once_and_merges_in_order(store
         assert pending == 2  # the merged unit and the rewritten one go back to the index
     else:
         assert pending == ["msg", "old", "q"]  # the feed carries every unit the batch touched
+
+
+async def test_a_batch_of_many_units_is_stored_in_order_with_its_counters(store, engine):
+    """A batch longer than one multi-row INSERT (`units.INSERT_ROWS`) goes in as several
+    statements and a remainder: ids and seq follow the queue's order, the counters the
+    triggers keep see every unit, and an id reused after the newest unit was deleted is
+    still queued for the index (SQLite's `units_reused_id` trigger)."""
+    n = 2 * units.INSERT_ROWS + 37
+
+    def put(c):
+        pk = sessions.session_pk(c, "codex", "many", project="/p")
+        units.store_record(c, pk, Record("user", "first"), "r-first", None, 0)
+        units.store_record(c, pk, Record("user", "dropped"), "r-dropped", None, 1)
+        sessions.forget_units(c, [c.execute("SELECT max(id) FROM units").fetchone()[0]])
+        w = units.SessionWriter(c, pk)
+        for i in range(n):
+            w.add(Record("user" if i % 2 == 0 else "assistant", f"unit {i} 记忆 " * (i % 7 + 1),
+                         ts=100.0 + i), f"r{i}", None, 10 + i)
+        return pk, w.flush()
+
+    pk, added = await store.write(put)
+    assert added == n
+
+    def read(c):
+        rows = c.execute("SELECT id, record_id, seq, turn, content, chars, \"offset\" "
+                         "FROM units WHERE session_pk = ? ORDER BY id", (pk,)).fetchall()
+        s = c.execute("SELECT units, user_units, next_seq, turns FROM sessions WHERE id = ?",
+                      (pk,)).fetchone()
+        pending = ([r[0] for r in c.execute("SELECT unit_id FROM index_pending ORDER BY id")]
+                   if engine == "sqlite" else None)
+        return [tuple(r) for r in rows], tuple(s), units.count_units(c), pending
+
+    rows, s, count, pending = await store.read(read)
+    assert [r[1] for r in rows] == ["r-first"] + [f"r{i}" for i in range(n)]
+    assert [r[2] for r in rows] == [1, *range(3, n + 3)]  # seq 2 was the forgotten unit's
+    ids = [r[0] for r in rows]
+    assert ids == sorted(ids) and ids[1:] == list(range(ids[1], ids[1] + n))
+    assert all(r[4] == f"unit {i} 记忆 " * (i % 7 + 1) and r[5] == len(r[4]) and r[6] == 10 + i
+               for i, r in enumerate(rows[1:]))
+    users = (n + 1) // 2
+    assert s == (n + 1, 1 + users, n + 3, 2 + users)
+    assert count == n + 1
+    if engine == "sqlite":
+        # the deleted unit's id came back to the first unit of the batch: the index hears
+        # of it twice (its deletion, then the new unit under the same id)
+        assert pending == [ids[1], ids[1]]

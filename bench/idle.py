@@ -269,7 +269,7 @@ def self_backfill(args: argparse.Namespace) -> None:
     info = h.corpus(args.backfill_files, args.backfill_lines, args.seed)
     gen = h.TextGen(args.seed)
     queries = [(q, m) for _, q, m in gen.queries(random.Random(args.seed * 101), args.warm)]
-    dir = h.OUT / "idle-backfill"
+    dir = h.OUT / f"idle-backfill-{os.getpid()}"
     shutil.rmtree(dir, ignore_errors=True)
     home = dir / "home"
     probe = dir / "probe.jsonl" if args.probe else None

@@ -28,6 +28,7 @@ from memoryd.context import ContextBuilder
 from memoryd.db_guard import watch_identity
 from memoryd.errors import AlreadyRunningError, BadRequestError, StoreUnavailableError
 from memoryd.events import EventBus
+from memoryd.idle_release import RELEASE
 from memoryd.forgetting import Forgetting
 from memoryd.index.tail import TailPolicy
 from memoryd.ingest.ingestor import IngestEvent, Ingestor
@@ -514,6 +515,7 @@ class Daemon:
                        "bad_lines_this_run": st.bad_lines, "errors": st.errors,
                        "last_error": st.last_error, **failures},
             "queries": self.limiter.as_dict(),  # search/context: running, waiting, 503s
+            "memory": RELEASE.status(),  # RSS now, idle releases run (memoryd.idle_release)
             "watcher": {"batches": self.watcher.batches if self.watcher else 0,
                         "errors": self.watcher.errors if self.watcher else 0},
             **extra,

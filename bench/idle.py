@@ -274,7 +274,7 @@ def self_backfill(args: argparse.Namespace) -> None:
     home = dir / "home"
     probe = dir / "probe.jsonl" if args.probe else None
     py = [str(Path(__file__).parent / "memprobe.py"), str(probe)] if probe else []
-    env = {"MEMORYD_AUTO_SUMMARY": "0"}
+    env = {"MEMORYD_AUTO_SUMMARY": "0", **dict(kv.split("=", 1) for kv in args.env)}
     if args.tracemalloc:
         py = ["-X", "tracemalloc=1", *py]
     snaps = []
@@ -332,6 +332,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tracemalloc", action="store_true",
                    help="with --probe: and under tracemalloc (slow; where Python's bytes are)")
     p.add_argument("--keep", action="store_true", help="keep the self-backfill's home")
+    p.add_argument("--env", action="append", default=[], metavar="K=V",
+                   help="with --self-backfill: in the daemon's environment (e.g. glibc's "
+                        "MALLOC_ARENA_MAX=2), repeatable")
     p.add_argument("--store", type=Path,
                    help="a store bigstore.py built (its directory), instead of --units")
     args = p.parse_args(argv)

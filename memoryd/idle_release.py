@@ -113,6 +113,38 @@ class IdleRelease:
                 self._timer = None
 
 
+M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8
+MMAP_THRESHOLD = 1 << 20
+ARENA_MAX = 2
+_MALLOC_ENV = ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES")
+
+
+def tune_malloc(environ: dict[str, str] | None = None) -> dict[str, int]:
+    """How glibc's malloc serves the daemon, set once at its start before any thread
+    (`Daemon.run`); what was set. Measured on a daemon that backfilled 30k-200k lines
+    itself (bench/README, "idle RSS after a self-backfill"): with glibc's defaults each
+    writing thread (index writer, tantivy's, the store's, ingest) ends up with an arena
+    of its own (16 on 2 cores), each keeping 2-4 MB of a backfill's leftovers that
+    `malloc_trim` cannot give back, and tantivy's 1 MB indexing pages were carved from
+    those arenas once glibc's dynamic mmap threshold had risen past them.
+    - `M_MMAP_THRESHOLD` fixed at 1 MiB: a block this big is its own mapping, returned to
+      the OS when freed (tantivy's indexing pages go when the writer goes);
+    - `M_ARENA_MAX` 2: the threads share two arenas, so what one freed another reuses.
+    An operator's own glibc settings (`MALLOC_ARENA_MAX`, `MALLOC_MMAP_THRESHOLD_`,
+    `GLIBC_TUNABLES`) are left as they are. glibc only; elsewhere nothing is set."""
+    env = os.environ if environ is None else environ
+    c = libc()
+    if c is None or not hasattr(c, "mallopt") or any(k in env for k in _MALLOC_ENV):
+        return {}
+    done = {}
+    for name, param, value in (("mmap_threshold", M_MMAP_THRESHOLD, MMAP_THRESHOLD),
+                               ("arena_max", M_ARENA_MAX, ARENA_MAX)):
+        if c.mallopt(ctypes.c_int(param), ctypes.c_int(value)) == 1:
+            done[name] = value
+    return done
+
+
 def trim_heap() -> None:
     """Give the C heap's free memory back to the OS (glibc only; elsewhere a no-op)."""
     c = libc()

@@ -35,7 +35,8 @@ def quick_rest(monkeypatch):
 
 async def _released_since(c, runs: int):
     st = await c.status()
-    return st if st["memory"]["idle_releases"] > runs and st["caught_up"] else None
+    mem = st["memory"]
+    return st if mem["idle_releases"] > runs and not mem["armed"] and st["caught_up"] else None
 
 
 async def _closed(dm):
@@ -62,7 +63,7 @@ async def test_a_backfill_with_no_query_is_released_at_rest_and_appends_still_se
             assert not dm.store.index.has_writer()  # closed at rest
             mem = st["memory"]
             assert mem["rss_mb"] > 0 and mem["last_release"] is not None
-            assert mem["last_freed_mb"] is not None and not mem["armed"]
+            assert mem["last_freed_mb"] is not None
             assert "idle releases" in render_status(st)
             metrics = await c.request("GET", "/metrics")
             assert "memoryd_idle_releases_total" in metrics
@@ -96,3 +97,48 @@ def test_settle_arms_the_one_shot_release_like_a_query():
     assert st["rss_mb"] > 0 and st["last_freed_mb"] is not None
     time.sleep(0.4)
     assert fired == [1]  # not re-armed by itself
+
+
+async def test_the_stores_page_caches_are_released_on_their_threads_and_reads_go_on(tmp_path):
+    from memoryd.ingest.adapters.base import Record
+    from memoryd.store import Store
+    from memoryd.store.sessions import session_pk
+    from memoryd.store.units import store_record
+
+    s = await Store.open(tmp_path / "m.db")
+    try:
+        def put(c):
+            pk = session_pk(c, "generic", "s", project="/p")
+            for i in range(500):
+                store_record(c, pk, Record("user", f"note {i} 数据 " * 20), f"r{i}", None, 0)
+
+        await s.write(put)
+        n = await s.read(lambda c: c.execute("SELECT count(*) FROM units").fetchone()[0])
+        t0 = time.monotonic()
+        await asyncio.to_thread(s.release_caches)  # as the idle release's timer thread
+        assert time.monotonic() - t0 < 5
+        assert await s.read(lambda c: c.execute("SELECT count(*) FROM units")
+                            .fetchone()[0]) == n == 500
+    finally:
+        await s.close()
+    t0 = time.monotonic()
+    await asyncio.to_thread(s.release_caches)  # a closed store: no thread runs it
+    assert time.monotonic() - t0 < 30
+
+
+def test_malloc_is_tuned_unless_the_operator_tuned_it_himself():
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json; from memoryd.idle_release import tune_malloc; "
+            "print(json.dumps(tune_malloc()))")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    assert json.loads(out) == {"mmap_threshold": 1 << 20, "arena_max": 2}
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "MALLOC_ARENA_MAX": "8"},
+                         capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == {}

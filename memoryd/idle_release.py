@@ -113,11 +113,9 @@ class IdleRelease:
                 self._timer = None
 
 
-M_MMAP_THRESHOLD = -3
 M_ARENA_MAX = -8
-MMAP_THRESHOLD = 1 << 20
 ARENA_MAX = 2
-_MALLOC_ENV = ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES")
+_MALLOC_ENV = ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES")
 
 
 def tune_malloc(environ: dict[str, str] | None = None) -> dict[str, int]:
@@ -126,23 +124,19 @@ def tune_malloc(environ: dict[str, str] | None = None) -> dict[str, int]:
     itself (bench/README, "idle RSS after a self-backfill"): with glibc's defaults each
     writing thread (index writer, tantivy's, the store's, ingest) ends up with an arena
     of its own (16 on 2 cores), each keeping 2-4 MB of a backfill's leftovers that
-    `malloc_trim` cannot give back, and tantivy's 1 MB indexing pages were carved from
-    those arenas once glibc's dynamic mmap threshold had risen past them.
-    - `M_MMAP_THRESHOLD` fixed at 1 MiB: a block this big is its own mapping, returned to
-      the OS when freed (tantivy's indexing pages go when the writer goes);
-    - `M_ARENA_MAX` 2: the threads share two arenas, so what one freed another reuses.
-    An operator's own glibc settings (`MALLOC_ARENA_MAX`, `MALLOC_MMAP_THRESHOLD_`,
-    `GLIBC_TUNABLES`) are left as they are. glibc only; elsewhere nothing is set."""
+    `malloc_trim` cannot give back. `M_ARENA_MAX` 2: the threads share two arenas, so
+    what one freed another reuses. (A fixed 1 MiB `M_MMAP_THRESHOLD` did as well for
+    memory but made every search map and unmap tantivy's large buffers: +1.3 ms a
+    search, +12 ms an append that reopens the writer; not kept.) An operator's own
+    `MALLOC_ARENA_MAX` or `GLIBC_TUNABLES` are left as they are. glibc only; elsewhere
+    nothing is set."""
     env = os.environ if environ is None else environ
     c = libc()
     if c is None or not hasattr(c, "mallopt") or any(k in env for k in _MALLOC_ENV):
         return {}
-    done = {}
-    for name, param, value in (("mmap_threshold", M_MMAP_THRESHOLD, MMAP_THRESHOLD),
-                               ("arena_max", M_ARENA_MAX, ARENA_MAX)):
-        if c.mallopt(ctypes.c_int(param), ctypes.c_int(value)) == 1:
-            done[name] = value
-    return done
+    if c.mallopt(ctypes.c_int(M_ARENA_MAX), ctypes.c_int(ARENA_MAX)) == 1:
+        return {"arena_max": ARENA_MAX}
+    return {}
 
 
 def trim_heap() -> None:

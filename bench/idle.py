@@ -26,9 +26,11 @@ Uses the store `bigstore.py` builds (cached, same flags), copied for each run:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -38,6 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bigstore  # noqa: E402
 import harness as h  # noqa: E402
+import memprobe  # noqa: E402
 
 from memoryd.paths import resolve_paths  # noqa: E402
 
@@ -212,6 +215,100 @@ def at_rest(args: argparse.Namespace, dir: Path) -> None:
             shutil.rmtree(home, ignore_errors=True)
 
 
+def snapshot(d: h.Memoryd, probe: Path | None, home: Path, label: str) -> dict:
+    """RSS (total, anonymous, file-backed), peak and the smaps kinds of a running daemon;
+    with `probe` (bench/memprobe.py), its own report of malloc arenas and Python objects."""
+    pid = d.proc.pid
+    out = {"label": label, "rss": mem_mb(pid), "anon": mem_mb(pid, "RssAnon"),
+           "file": mem_mb(pid, "RssFile"), "hwm": mem_mb(pid, "VmHWM"),
+           "kinds": memprobe.smaps_kinds(pid, str(resolve_paths(home).data_dir / "index"))}
+    if probe is not None:
+        n = len(probe.read_text().splitlines()) if probe.exists() else 0
+        os.kill(pid, signal.SIGUSR2)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if probe.exists() and len(probe.read_text().splitlines()) > n:
+                out["probe"] = json.loads(probe.read_text().splitlines()[-1])
+                break
+            time.sleep(0.2)
+    return out
+
+
+def show(snaps: list[dict]) -> None:
+    kinds = sorted({k for s in snaps for k in s["kinds"]})
+    rows = [[s["label"], f"{s['rss']:.0f}", f"{s['anon']:.0f}", f"{s['file']:.0f}",
+             f"{s['hwm']:.0f}", *(f"{s['kinds'].get(k, 0):.0f}" for k in kinds)]
+            for s in snaps]
+    print(h.table(rows, ["", "RSS", "anon", "file", "peak", *kinds]))
+    for s in snaps:
+        pr = s.get("probe")
+        if not pr:
+            continue
+        m = pr["malloc"]
+        print(f"  {s['label']}: malloc {m['arenas']} arenas hold {m['system_mb']} MB, "
+              f"{m['free_mb']} MB of it free; {pr['gc_objects']:,} Python objects, "
+              f"{pr['threads']} threads" + (f"; traced {pr['traced_mb']} MB"
+                                             if "traced_mb" in pr else ""))
+        print("    arenas (MB held, free): " + ", ".join(f"{a}/{b}" for a, b in m["each"]))
+        for site, mb, count in pr.get("top", [])[:12]:
+            print(f"    {mb:7.2f} MB {count:8,}  {site}")
+
+
+def warm_and_rest(d: h.Memoryd, queries: list, idle_s: float) -> None:
+    for q, mode in queries:
+        d.client.search(query=q, mode=mode)
+    for q, _ in queries:
+        d.client.request("POST", "/v1/context", {"query": q, "cwd": "/bench/proj01"})
+    time.sleep(idle_s)
+
+
+def self_backfill(args: argparse.Namespace) -> None:
+    """A fresh home that backfills a generated corpus itself, then the same home
+    restarted (a built store), in the same run: RSS once caught up, after a rest with no
+    query, after searches, contexts and a rest."""
+    info = h.corpus(args.backfill_files, args.backfill_lines, args.seed)
+    gen = h.TextGen(args.seed)
+    queries = [(q, m) for _, q, m in gen.queries(random.Random(args.seed * 101), args.warm)]
+    dir = h.OUT / f"idle-backfill-{os.getpid()}"
+    shutil.rmtree(dir, ignore_errors=True)
+    home = dir / "home"
+    probe = dir / "probe.jsonl" if args.probe else None
+    py = [str(Path(__file__).parent / "memprobe.py"), str(probe)] if probe else []
+    env = {"MEMORYD_AUTO_SUMMARY": "0", **dict(kv.split("=", 1) for kv in args.env)}
+    if args.tracemalloc:
+        py = ["-X", "tracemalloc=1", *py]
+    snaps = []
+    try:
+        for run in ("self-backfill", "restarted"):
+            with h.short_dir() as sd:
+                d = h.Memoryd(home, Path(info.path), sd / "m.sock",
+                              log_path=dir / f"{run}.log", env=env, python_args=py)
+                try:
+                    d.wait_ready(300)
+                    t0 = time.monotonic()
+                    st = d.wait_caught_up(1800)
+                    print(f"{run}: caught up on {st['units']:,} units in "
+                          f"{time.monotonic() - t0:.0f} s", flush=True)
+                    snaps.append(snapshot(d, probe, home, f"{run}: caught up"))
+                    time.sleep(args.idle_s)
+                    snaps.append(snapshot(d, probe, home,
+                                          f"{run}: {args.idle_s:.0f} s rest, no query"))
+                    c0, t0 = cpu_s(d.proc.pid), time.monotonic()
+                    warm_and_rest(d, queries, args.idle_s)
+                    snaps.append(snapshot(d, probe, home, f"{run}: {len(queries)} searches "
+                                          f"+ contexts, {args.idle_s:.0f} s rest"))
+                    print(f"  CPU over the warm-up and rest: "
+                          f"{100 * (cpu_s(d.proc.pid) - c0) / (time.monotonic() - t0):.2f}%")
+                finally:
+                    d.stop()
+    finally:
+        if not args.keep:
+            shutil.rmtree(dir, ignore_errors=True)
+    print(f"self-backfill of {info.lines:,} lines, then the same home restarted; RSS in MB "
+          "by kind (smaps):")
+    show(snaps)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--units", type=int, default=200_000)
@@ -224,12 +321,29 @@ def main(argv: list[str] | None = None) -> int:
                         "60 s after the last one: memoryd.idle_release)")
     p.add_argument("--warm", type=int, default=50, help="searches and contexts before rest")
     p.add_argument("--skip-first-start", action="store_true")
+    p.add_argument("--self-backfill", action="store_true",
+                   help="only: a fresh daemon backfills --backfill-files x --backfill-lines "
+                        "itself, then the same home restarted (RSS by kind at each step)")
+    p.add_argument("--backfill-files", type=int, default=400)
+    p.add_argument("--backfill-lines", type=int, default=500)
+    p.add_argument("--probe", action="store_true",
+                   help="with --self-backfill: run the daemon under bench/memprobe.py "
+                        "(malloc arenas, Python objects)")
+    p.add_argument("--tracemalloc", action="store_true",
+                   help="with --probe: and under tracemalloc (slow; where Python's bytes are)")
+    p.add_argument("--keep", action="store_true", help="keep the self-backfill's home")
+    p.add_argument("--env", action="append", default=[], metavar="K=V",
+                   help="with --self-backfill: in the daemon's environment (e.g. glibc's "
+                        "MALLOC_ARENA_MAX=2), repeatable")
     p.add_argument("--store", type=Path,
                    help="a store bigstore.py built (its directory), instead of --units")
     args = p.parse_args(argv)
     if args.quick:
         args.units, args.first_start_s, args.idle_s = 30_000, 60.0, 75.0
     print(f"idle benchmark: {h.machine()}")
+    if args.self_backfill:
+        self_backfill(args)
+        return 0
     dir = args.store or bigstore.store_dir(args.units, args.seed)
     if args.store is None:
         bigstore.build(args.units, args.seed, dir)

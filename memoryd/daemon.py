@@ -28,6 +28,7 @@ from memoryd.context import ContextBuilder
 from memoryd.db_guard import watch_identity
 from memoryd.errors import AlreadyRunningError, BadRequestError, StoreUnavailableError
 from memoryd.events import EventBus
+from memoryd.idle_release import RELEASE, tune_malloc
 from memoryd.forgetting import Forgetting
 from memoryd.index.tail import TailPolicy
 from memoryd.ingest.ingestor import IngestEvent, Ingestor
@@ -132,6 +133,8 @@ class Daemon:
             target = s.store.target()
             self.store = await Store.open(self.paths.db, target=target)
             self._stack.push_async_callback(self.store.close)
+            RELEASE.register(self.store.release_caches)  # SQLite's page caches, at rest
+            self._stack.callback(RELEASE.unregister, self.store.release_caches)
             self.store.index.tail_policy = TailPolicy(docs=s.index.tail_commit_docs,
                                                       seconds=s.index.tail_commit_s)
             log.info("store open at %s", self.paths.db if target.kind == "sqlite" else
@@ -514,6 +517,7 @@ class Daemon:
                        "bad_lines_this_run": st.bad_lines, "errors": st.errors,
                        "last_error": st.last_error, **failures},
             "queries": self.limiter.as_dict(),  # search/context: running, waiting, 503s
+            "memory": RELEASE.status(),  # RSS now, idle releases run (memoryd.idle_release)
             "watcher": {"batches": self.watcher.batches if self.watcher else 0,
                         "errors": self.watcher.errors if self.watcher else 0},
             **extra,
@@ -565,6 +569,7 @@ class Daemon:
         self.state = "stopped"
 
     async def run(self) -> int:
+        tune_malloc()  # before any thread: flat memory after writing (memoryd.idle_release)
         # handlers first: the socket answers before start() returns, and a SIGTERM in
         # between must still stop cleanly (it is acted on once start() is done)
         loop = asyncio.get_running_loop()

@@ -52,6 +52,12 @@ class Metrics:
                                   "How long the store has been unreachable (0 while up)",
                                   registry=r)
 
+        self.rss = Gauge("memoryd_resident_memory_bytes", "The daemon's resident memory "
+                         "(RSS)", registry=r)
+        self.idle_releases = Counter("memoryd_idle_releases", "Times the daemon let go of "
+                                     "what queries and writes left, once at rest", registry=r)
+        self._releases_seen = 0
+
     def observe(self, status: dict[str, Any]) -> None:
         self.units.set(status["units"])
         self.sessions.set(status["sessions"])
@@ -86,6 +92,12 @@ class Metrics:
         if rc is not None:
             self.row_cache_units.set(rc["units"])
             self.row_cache_bytes.set(rc["bytes"])
+        mem = status.get("memory")
+        if mem:
+            if mem.get("rss_mb") is not None:
+                self.rss.set(mem["rss_mb"] * 2**20)
+            self.idle_releases.inc(max(0, mem["idle_releases"] - self._releases_seen))
+            self._releases_seen = max(self._releases_seen, mem["idle_releases"])
         if status.get("ingest_lag_ms") is not None:
             self.lag.set(status["ingest_lag_ms"] / 1000)
 

@@ -72,6 +72,10 @@ def render_status(s: dict[str, Any]) -> str:
         lines.append(f"queries  {q['running']}/{q['concurrency']} running, {q['waiting']}/"
                      f"{q['backlog']} waiting (at most {q['max_wait_s']:g}s); "
                      f"{q['rejected']} turned away busy (503) since start")
+    if mem := s.get("memory"):
+        lines.append(f"memory   RSS {mem['rss_mb']} MB; {mem['idle_releases']} idle releases"
+                     + (f", the last gave back {mem['last_freed_mb']} MB"
+                        if mem.get("last_freed_mb") is not None else ""))
     llm = s.get("llm")
     if llm:
         if llm.get("in_use") == "extractive" or not llm.get("model"):

@@ -40,6 +40,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from memoryd import lag_trace
+from memoryd.idle_release import RELEASE
 from memoryd.index.schema import document, speaker_code
 from memoryd.index.tail import Tail, TailDoc
 from memoryd.index.text import dup_hash, index_text
@@ -125,7 +126,7 @@ class Indexer(IndexWriterThread):
     commits make tantivy's worker threads niced as well; a backfill's run here, at the
     daemon's priority (its commits start tantivy's workers again at that priority).
     The writer stays open while work keeps coming and is let go after `WRITER_IDLE_S`
-    without any."""
+    without any; then what the burst left is released once the daemon rests."""
 
     ix: SearchIndex
 
@@ -172,7 +173,7 @@ class Indexer(IndexWriterThread):
                 if self.ix.has_writer():
                     if self._wake.wait(WRITER_IDLE_S):
                         continue  # more work while the writer is still open
-                    self.ix.close_writer()
+                    self._rest(conn)
                 self._wake.wait(IDLE_POLL_S)
         finally:
             with contextlib.suppress(Exception):  # at shutdown: the tail goes to disk
@@ -181,6 +182,16 @@ class Indexer(IndexWriterThread):
                     self._commit()
             self.ix.close_writer()
             conn.close()
+
+    def _rest(self, conn: sqlite3.Connection) -> None:
+        """The writer has been idle `WRITER_IDLE_S`: let go of it (its arena, its merge
+        threads) and of the pages this thread's read connection cached, and have the
+        freed heap given back once the daemon rests (`RELEASE.settle`). The next write
+        opens a writer again (a few ms, on the first pass only)."""
+        self.ix.close_writer()
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("PRAGMA shrink_memory")
+        RELEASE.settle()
 
     def _commit(self) -> None:
         """Commit what the writer holds (the tail), reload, then let the store forget

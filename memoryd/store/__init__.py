@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -235,6 +236,26 @@ class Store:
 
     def queue_depth(self) -> int:
         return self._writer.qsize()
+
+    def release_caches(self) -> None:
+        """Have each SQLite connection give back its page cache (`PRAGMA shrink_memory`,
+        on the connection's own thread; waits for it): the idle release calls it
+        from its timer thread once the daemon rests (memoryd.idle_release). A backfill
+        leaves the writer's cache full (16 MB); the next reads fill it again from the OS
+        page cache. SQLite mode only."""
+        if self.kind != "sqlite":
+            return
+        for t in (self._writer, *self._readers):
+            done = threading.Event()
+
+            def shrink(conn: sqlite3.Connection, done: threading.Event = done) -> None:
+                try:
+                    conn.execute("PRAGMA shrink_memory")
+                finally:
+                    done.set()
+
+            t.post(shrink)
+            done.wait(5.0)  # a stopped thread (the daemon closing) never runs it
 
     async def close(self) -> None:
         await asyncio.to_thread(self.close_sync)

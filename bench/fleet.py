@@ -84,7 +84,7 @@ sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(ROOT / "bench"))
 import harness as h  # noqa: E402
-from fleet_pair import fleet_env, pair, wait_quiet  # noqa: E402
+from fleet_pair import alternating, fleet_env, pair, wait_quiet  # noqa: E402
 from pg_sample import server_cpu_s  # noqa: E402
 
 from tests.fleet.history import make_history  # noqa: E402
@@ -339,25 +339,14 @@ def _query_round(daemons: dict[str, h.Memoryd], qs: list[tuple[str, str, str]],
                  warm: bool) -> dict[tuple[str, str], list[float]]:
     """Each query's `/v1/search` and `/v1/context` on every daemon, the daemons
     alternating query by query (which goes first too); seconds per call."""
-    rng = random.Random(5)
     times: dict[tuple[str, str], list[float]] = {}
-    for i, (_cls, q, mode) in enumerate(qs):
-        cwd = f"/bench/proj{rng.randrange(13):02d}"
-        order = list(daemons.items())
-        if i % 2:
-            order.reverse()
-        for name, d in order:
-            for what, call in (
-                    ("search", lambda d=d, q=q, mode=mode: d.client.search(
-                        query=q, mode=mode, max_results=10)),
-                    ("context", lambda d=d, q=q, cwd=cwd: d.client.request(
-                        "POST", "/v1/context", {"query": q, "cwd": cwd,
-                                                "budget_tokens": 2000}))):
-                if i == 0 and warm:
-                    call()
-                t = time.perf_counter()
+    for i, name, _d, calls in alternating(daemons, qs):
+        for what, call in calls:
+            if i == 0 and warm:
                 call()
-                times.setdefault((name, what), []).append(time.perf_counter() - t)
+            t = time.perf_counter()
+            call()
+            times.setdefault((name, what), []).append(time.perf_counter() - t)
     return times
 
 

@@ -9,6 +9,7 @@ PostgreSQL server, and two daemons watching the same generated corpus, a fleet m
 from __future__ import annotations
 
 import contextlib
+import random
 import tempfile
 import time
 from collections.abc import Iterator
@@ -73,3 +74,21 @@ def pair(lines: int, *, started=None
         for d in daemons.values():
             d.stop()
         server.destroy()
+
+
+def alternating(daemons: dict[str, h.Memoryd], qs: list[tuple[str, str, str]]):
+    """For each query, every daemon in turn (which goes first alternates query by query):
+    `(i, name, daemon, calls)`, `calls` its `/v1/search` and `/v1/context` for that query,
+    the context from one of the corpus's 13 project directories."""
+    rng = random.Random(5)
+    for i, (_cls, q, mode) in enumerate(qs):
+        cwd = f"/bench/proj{rng.randrange(13):02d}"
+        order = list(daemons.items())
+        if i % 2:
+            order.reverse()
+        for name, d in order:
+            yield i, name, d, (
+                ("search", lambda d=d, q=q, mode=mode: d.client.search(
+                    query=q, mode=mode, max_results=10)),
+                ("context", lambda d=d, q=q, cwd=cwd: d.client.request(
+                    "POST", "/v1/context", {"query": q, "cwd": cwd, "budget_tokens": 2000})))

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 import harness as h  # noqa: E402
-from fleet_pair import pair, wait_quiet  # noqa: E402
+from fleet_pair import alternating, pair, wait_quiet  # noqa: E402
 from pg_sample import server_cpu_s  # noqa: E402
 
 
@@ -201,36 +201,24 @@ def main(argv: list[str] | None = None) -> int:
 
         gen = h.TextGen(info.seed)
         qs = gen.queries(random.Random(11), args.queries)
-        rng = random.Random(5)
         times: dict[tuple[str, str], list[float]] = defaultdict(list)
         pg: dict[tuple[str, str], float] = defaultdict(float)  # PostgreSQL's CPU
         cpu: dict[tuple[str, str], dict[int, list[int]]] = defaultdict(
             lambda: defaultdict(list))
-        for i, (_cls, q, mode) in enumerate(qs):
-            cwd = f"/bench/proj{rng.randrange(13):02d}"
-            order = list(daemons.items())
-            if i % 2:
-                order.reverse()
-            for name, d in order:
-                for what, call in (
-                        ("health", lambda d=d: d.client.health()),
-                        ("search", lambda d=d, q=q, mode=mode: d.client.search(
-                            query=q, mode=mode, max_results=10)),
-                        ("context", lambda d=d, q=q, cwd=cwd: d.client.request(
-                            "POST", "/v1/context", {"query": q, "cwd": cwd,
-                                                    "budget_tokens": 2000}))):
-                    if i == 0:
-                        call()  # warm
-                    time.sleep(0.02)  # what the last request left behind settles
-                    a, pg0 = thread_stats(d.proc.pid), server_cpu_s(server)
-                    t = time.perf_counter()
-                    call()
-                    times[(name, what)].append(time.perf_counter() - t)
-                    time.sleep(0.02)  # what the request left to do after answering
-                    pg[(name, what)] += server_cpu_s(server) - pg0
-                    for tid, (c, vol) in delta(a, thread_stats(d.proc.pid)).items():
-                        cpu[(name, what)][tid].append(c)
-                        cpu[(name, what + " wakeups")][tid].append(vol)
+        for i, name, d, calls in alternating(daemons, qs):
+            for what, call in (("health", lambda d=d: d.client.health()), *calls):
+                if i == 0:
+                    call()  # warm
+                time.sleep(0.02)  # what the last request left behind settles
+                a, pg0 = thread_stats(d.proc.pid), server_cpu_s(server)
+                t = time.perf_counter()
+                call()
+                times[(name, what)].append(time.perf_counter() - t)
+                time.sleep(0.02)  # what the request left to do after answering
+                pg[(name, what)] += server_cpu_s(server) - pg0
+                for tid, (c, vol) in delta(a, thread_stats(d.proc.pid)).items():
+                    cpu[(name, what)][tid].append(c)
+                    cpu[(name, what + " wakeups")][tid].append(vol)
         print(f"\n{h.machine()}")
         print(f"{len(qs)} queries; wall p50 / p99, then CPU ms per request by thread "
               "(mean; wake-ups mean)")

@@ -398,8 +398,9 @@ def _hits(index: SearchIndex, top: list[dict[str, Any]], rows: dict[int, dict[st
     every = _matched_by_all(index, plan, mode) if fast else None
     if every is not None:  # the query alone says it: no search
         matched = dict.fromkeys(ids, every)
-    elif fast:  # the index says which terms each hit matched
-        matched = index.matched_ids(plan.terms, ids)
+    elif fast:  # the index says which terms each hit matched (where ranked found them)
+        matched = index.matched_ids(plan.terms, ids, {c["unit_id"]: c["at"] for c in top
+                                                      if "at" in c})
     else:
         matched = index.matched(plan.terms, {
             i: r["content"] + "\n" + (r["one_liner"] or "") for i, r in rows.items()})

@@ -4,9 +4,11 @@ the text analyzed here, what the fallback scan uses), for every kind of term: En
 stems, CJK words and single characters (a prefix), camelCase parts, lone digits, and
 words found only in a one-liner."""
 
-from tests.index.test_tail import QUERIES, build
+import asyncio
 
+from memoryd.index.tail import TailPolicy
 from memoryd.store.units import units_by_id
+from tests.index.test_tail import QUERIES, build
 
 
 async def test_matched_ids_agree_with_the_analysis_of_the_text(tmp_path):
@@ -25,5 +27,44 @@ async def test_matched_ids_agree_with_the_analysis_of_the_text(tmp_path):
                 {u: s for u, s in by_text.items() if s}, terms
             seen += sum(len(s) for s in by_index.values())
         assert seen > 500  # the terms matched many of the units
+    finally:
+        await store.close()
+
+
+async def test_matched_ids_where_ranked_found_the_units_say_the_same(tmp_path):
+    """Asked with the addresses `ranked` found the units at (its candidates' "at"),
+    `matched_ids` searches that searcher and maps the hits back by address: the same
+    terms per unit as asked without them, also after later commits moved the index on,
+    and with a unit the addresses do not cover (then it asks the index as usual)."""
+    from memoryd.index import Filters
+
+    store, new = await build(tmp_path, "a", tail=True)
+    try:
+        ix = store.index
+        asked = [q + ["deploy", "部署", "数", "getUserName"] for q in QUERIES] + QUERIES
+        found = {}
+        for terms in asked:
+            got = await store.read(lambda c, terms=terms: ix.ranked(
+                c, terms, Filters(), mode="or", limit=40, count=False))
+            found[tuple(terms)] = got[1]
+        held = 0
+        for terms in asked:
+            cands = found[tuple(terms)]
+            at = {c["unit_id"]: c["at"] for c in cands if "at" in c}
+            ids = [c["unit_id"] for c in cands if "at" in c]
+            held += len(ids)
+            assert ix.matched_ids(terms, ids, at) == ix.matched_ids(terms, ids), terms
+        assert held > 200
+        ix.tail_policy = TailPolicy(docs=1, seconds=0.0)  # commit the tail: a reload
+        ix.notify_write()
+        while len(ix.tail):
+            await asyncio.sleep(0.01)
+        for terms in asked:
+            cands = found[tuple(terms)]
+            at = {c["unit_id"]: c["at"] for c in cands if "at" in c}
+            ids = [c["unit_id"] for c in cands]  # the tail's too: not all in `at`
+            assert ix.matched_ids(terms, ids, at) == ix.matched_ids(terms, ids), terms
+            some = [u for u in ids if u in at]
+            assert ix.matched_ids(terms, some, at) == ix.matched_ids(terms, some), terms
     finally:
         await store.close()

@@ -17,6 +17,7 @@ import os
 import shutil
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -357,7 +358,7 @@ class SearchIndex:
         return q
 
     def matched_ids(self, terms: list[str], ids: list[int],
-                    at: dict[int, tuple[tantivy.Searcher, Any]] | None = None
+                    at: dict[int, tuple[tantivy.Searcher, tantivy.DocAddress]] | None = None
                     ) -> dict[int, set[int]]:
         """Which of `terms` (by index) each of the given units matches in its body or
         one-liner, asked of the index: exactly what retrieval matched, with no text
@@ -508,7 +509,8 @@ def _chars(s: tantivy.Searcher, addrs: list[Any], dups: list[int], *, every: boo
 
 
 def _masked(ix: SearchIndex, s: tantivy.Searcher, terms: list[str], ids: list[int],
-            unit_ids: Any) -> dict[int, set[int]]:
+            unit_ids: Callable[[list[tantivy.DocAddress]], list[int]]
+            ) -> dict[int, set[int]]:
     """`matched_ids` in one searcher: the terms each of `ids` matches there, one search
     per `MASK_TERMS` terms (`unit_ids`: the unit id of each of a list of addresses)."""
     out: dict[int, set[int]] = {}

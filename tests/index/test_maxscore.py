@@ -93,36 +93,43 @@ def test_pruned_top_k_is_the_plain_top_k(tmp_path):
     assert pruned >= 12  # pruning ran for most two-or-more-term queries
 
 
-def test_an_or_query_scores_each_term_as_its_fields_sum(tmp_path):
+def per_term(schema, analyzer, s, terms, occur):
+    """The per-term shape: each term the union of its body and one-liner clauses."""
+    clauses = []
+    for t in terms:
+        tokens = term_tokens(analyzer, t)
+        fields = [(tantivy.Occur.Should, term_clause(schema, "body", t, tokens))]
+        if _may_match(s, "one_liner", t, tokens):
+            fields.append((tantivy.Occur.Should, tantivy.Query.const_score_query(
+                term_clause(schema, "one_liner", t, tokens), 3.0 * idf(s, tokens))))
+        q = tantivy.Query.boolean_query(fields)
+        clauses.append((occur, tantivy.Query.boost_query(q, WEAK) if weak_term(t) else q))
+    return tantivy.Query.boolean_query(clauses)
+
+
+@pytest.mark.parametrize("mode", ["or", "and"])
+def test_a_query_scores_each_term_as_its_fields_sum(tmp_path, mode):
     """An OR query is one flat union of every term's body and one-liner clauses (one
-    union per term cost 40% more with one-liners): a document scores the sum over its
-    terms of the term's body BM25 and its one-liner bonus, a weak term's scaled down, as
-    the per-term shape scored it."""
+    union per term cost 40% more with one-liners); an AND query with one-liner clauses
+    is two disjoint parts, every term in the body and no one-liner match, or some
+    one-liner match (an intersection of per-term unions cost 2.3x). Both match the units
+    the per-term shape matches, each scoring the sum over its terms of the term's body
+    BM25 and its one-liner bonus, a weak term's scaled down."""
     schema, analyzer, s = built(tmp_path)
-    Q, Occur = tantivy.Query, tantivy.Occur
-
-    def per_term(terms):
-        clauses = []
-        for t in terms:
-            tokens = term_tokens(analyzer, t)
-            fields = [(Occur.Should, term_clause(schema, "body", t, tokens))]
-            if _may_match(s, "one_liner", t, tokens):
-                fields.append((Occur.Should, Q.const_score_query(
-                    term_clause(schema, "one_liner", t, tokens), 3.0 * idf(s, tokens))))
-            q = Q.boolean_query(fields)
-            clauses.append((Occur.Should, Q.boost_query(q, WEAK) if weak_term(t) else q))
-        return Q.boolean_query(clauses)
-
-    both = 0
-    for terms in QUERIES:
+    occur = tantivy.Occur.Must if mode == "and" else tantivy.Occur.Should
+    both = matched = 0
+    for terms in [*QUERIES, ["deploy", "cluster"], ["cache", "a"], ["schema", "index"]]:
         terms = [t for t in terms if term_tokens(analyzer, t)]
-        want = s.search(per_term(terms), 40, count=False).hits
-        got = plain(s, schema, analyzer, terms, 40)
-        assert [(d.segment_ord, d.doc) for _, d in got] == \
-            [(d.segment_ord, d.doc) for _, d in want], terms
-        assert [sc for sc, _ in got] == pytest.approx([sc for sc, _ in want], rel=1e-6)
+        want = s.search(per_term(schema, analyzer, s, terms, occur), 40, count=True)
+        got = s.search(text_query(schema, analyzer, s, terms, mode), 40, count=True)
+        assert got.count == want.count, terms
+        assert [(d.segment_ord, d.doc) for _, d in got.hits] == \
+            [(d.segment_ord, d.doc) for _, d in want.hits], terms
+        assert [sc for sc, _ in got.hits] == pytest.approx([sc for sc, _ in want.hits],
+                                                           rel=1e-6)
         both += sum(_may_match(s, "one_liner", t, term_tokens(analyzer, t)) for t in terms)
-    assert both > 10  # one-liner clauses took part
+        matched += want.count
+    assert both > 10 and matched > 100  # one-liner clauses took part; units matched
 
 
 def put(texts_, sid):

@@ -3,6 +3,8 @@ with a mark saying it was trimmed (`memoryd.context` fits every item of a contex
 
 from __future__ import annotations
 
+import re
+
 from memoryd.tokens import ENCODING, count_fixed, count_tokens, encoding
 
 TRIM_MARK = " …[trimmed]"
@@ -111,18 +113,25 @@ def _split_at(text: str, q: int) -> bool:
     return a == "\n" and (b.isalnum() or b in _PUNCT)
 
 
+# `_split_at` as a pattern: the place between the two characters of a match (a lookahead:
+# matches may overlap); scanning a text's ends with it costs a regex search instead of a
+# Python call per character. `_LAST` ends where the last such place begins (`.*` backs off
+# from the end).
+_CUT = r"(?=[A-Za-z][\x00-@\[-`{-\x7f]|[0-9][\x00-/:-\x7f]|\n[!-~])"
+_FIRST = re.compile(_CUT)
+_LAST = re.compile(r"(?s:.*)" + _CUT)
+
+
 def _first_split(text: str, limit: int = 64) -> int | None:
-    for q in range(1, min(len(text), limit)):
-        if _split_at(text, q):
-            return q
-    return None
+    """The first place in `text[:limit]` where the tokenizer always cuts (`_split_at`)."""
+    m = _FIRST.search(text, 0, min(len(text), limit))
+    return None if m is None else m.start() + 1
 
 
 def _last_split(text: str, limit: int = 64) -> int | None:
-    for q in range(len(text) - 1, max(0, len(text) - limit), -1):
-        if _split_at(text, q):
-            return q
-    return None
+    """The last place in `text[-limit:]` where the tokenizer always cuts (`_split_at`)."""
+    m = _LAST.match(text, max(0, len(text) - limit))
+    return None if m is None else m.end() + 1
 
 
 SMALL_CHARS = 40

@@ -396,17 +396,18 @@ def _hits(index: SearchIndex, top: list[dict[str, Any]], rows: dict[int, dict[st
     for u in near:
         around.setdefault(u.pop("session_pk"), []).append(u)
     every = _matched_by_all(index, plan, mode) if fast else None
+    at = {c["unit_id"]: c["at"] for c in top if "at" in c}  # where the index found them
     if every is not None:  # the query alone says it: no search
         matched = dict.fromkeys(ids, every)
     elif fast:  # the index says which terms each hit matched
-        matched = index.matched_ids(plan.terms, ids)
+        matched = index.matched_ids(plan.terms, ids, at)
     else:
         matched = index.matched(plan.terms, {
             i: r["content"] + "\n" + (r["one_liner"] or "") for i, r in rows.items()})
     # split the score by field only for hits with a one-liner
     with_one_liner = [i for i in ids if (r := rows.get(i)) and r["one_liner"]]
     cols = index.field_scores(plan.terms, with_one_liner, w_body=p.w_body,
-                              w_one_liner=p.w_one_liner)
+                              w_one_liner=p.w_one_liner, at=at)
     hits = []
     for c in top:
         r = rows.get(c["unit_id"])

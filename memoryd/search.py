@@ -7,10 +7,10 @@ from typing import Any
 
 from memoryd.api import SearchRequest, SearchResponse, SearchResult
 from memoryd.background import QUERIES
-from memoryd.idle_release import RELEASE
 from memoryd.errors import StoreUnavailableError
 from memoryd.fleet.offline import cached_note, offline_hits, stale_note
 from memoryd.fleet.row_cache import read_rows
+from memoryd.idle_release import RELEASE
 from memoryd.index.text import snippet
 from memoryd.retrieval import Hit, Retrieval, plan_query, retrieve_sync
 from memoryd.store import Store
@@ -67,14 +67,31 @@ def _results(hits: list[Hit], terms: list[str]) -> list[SearchResult]:
     # built from our own rows, already of the fields' types: not validated again
     # (validation was half the time of building them)
     return [
-        SearchResult.model_construct(
-            unit_id=h.unit_id, record_id=h.record_id, agent=h.agent,
-            session_id=h.session_id, project=h.project, role=h.role, kind=h.kind,
-            ts=h.ts, turn=h.turn, snippet=snippet(h.content, h.matched or terms),
-            one_liner=h.one_liner, tool_name=h.tool_name,
-            score=round(h.score, 4), path=h.path, offset=h.offset, why=h.why())
+        _result({
+            "unit_id": h.unit_id, "record_id": h.record_id, "agent": h.agent,
+            "session_id": h.session_id, "project": h.project, "role": h.role,
+            "kind": h.kind, "ts": h.ts, "turn": h.turn,
+            "snippet": snippet(h.content, h.matched or terms), "one_liner": h.one_liner,
+            "tool_name": h.tool_name, "score": round(h.score, 4), "path": h.path,
+            "offset": h.offset, "why": h.why()})
         for h in hits
     ]
+
+
+_RESULT_FIELDS = frozenset(SearchResult.model_fields)
+
+
+def _result(values: dict[str, Any]) -> SearchResult:
+    """`SearchResult.model_construct(**values)` given every field (the model has no
+    aliases, defaults left to fill or post-init): the instance set up as it sets one up,
+    without its walk over the fields and their aliases (7 of a search's ~1,000 µs per
+    result; a test holds the two equal)."""
+    m = SearchResult.__new__(SearchResult)
+    object.__setattr__(m, "__dict__", values)
+    object.__setattr__(m, "__pydantic_fields_set__", set(_RESULT_FIELDS))
+    object.__setattr__(m, "__pydantic_extra__", None)
+    object.__setattr__(m, "__pydantic_private__", None)
+    return m
 
 
 def _message(total: int, shown: int, folded: int, limit: int) -> str:

@@ -246,3 +246,30 @@ async def test_memoryctl_context_and_claude_hook(ctx, sock, capsys, monkeypatch)
     assert code == 0 and capsys.readouterr() == ("", "")  # fails open, silently
     monkeypatch.setattr("sys.stdin", io.StringIO("not json"))
     assert main(["--socket", str(sock), "hook", "claude-code"]) == 0
+
+
+def test_git_root_walks_up_to_the_nearest_git_dir_as_pathlib_does(tmp_path, monkeypatch):
+    """The project of a cwd: the nearest directory above it holding `.git` (a directory
+    or a worktree's file), else the cwd itself, normalized as `Path` normalizes it."""
+    from pathlib import Path
+
+    from memoryd.context import git_root
+
+    def by_pathlib(cwd: str) -> str:
+        p = Path(cwd)
+        return next((str(d) for d in (p, *p.parents) if (d / ".git").exists()), str(p))
+
+    (tmp_path / "repo" / "src" / "pkg").mkdir(parents=True)
+    (tmp_path / "repo" / ".git").mkdir()
+    (tmp_path / "wt" / "a").mkdir(parents=True)
+    (tmp_path / "wt" / ".git").write_text("gitdir: elsewhere\n")
+    (tmp_path / "plain" / "x").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    cwds = [f"{tmp_path}/repo/src/pkg", f"{tmp_path}/repo/src/pkg/", f"{tmp_path}//repo/./src",
+            f"{tmp_path}/wt/a", f"{tmp_path}/plain/x", f"{tmp_path}/missing/dir",
+            "repo/src", "wt", "plain/x", "plain", ".", "./repo", "/", "//x"]
+    for cwd in cwds:
+        assert git_root(cwd) == by_pathlib(cwd), cwd
+    assert git_root(f"{tmp_path}/repo/src/pkg") == f"{tmp_path}/repo"
+    assert git_root("wt/a") == "wt"
+    assert git_root(f"{tmp_path}/plain/x") == f"{tmp_path}/plain/x"

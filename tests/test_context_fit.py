@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memoryd.fit import TRIM_MARK, Counts, fit, fit_estimate
+from memoryd.fit import TRIM_MARK, Counts, _first_split, _last_split, _split_at, fit, fit_estimate
 from memoryd.tokens import count_tokens, estimate_tokens, tokenizer_name
 
 
@@ -107,3 +107,20 @@ def test_a_context_block_from_the_fixtures_counts_as_the_whole():
         cuts = sorted(rng.sample(range(len(t) + 1), min(len(t) + 1, rng.randint(0, 6))))
         _joined_matches([t[a:b] + rng.choice(_SEAMS)
                          for a, b in zip([0, *cuts], [*cuts, len(t)], strict=True)])
+
+
+def _scanned(text: str, places: range) -> list[int]:
+    return [q for q in places if _split_at(text, q)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.one_of(st.characters(max_codepoint=0x80),
+                                  st.sampled_from("é中。\u2028")), max_size=90),
+       st.integers(1, 70))
+def test_the_split_scan_finds_the_places_the_rule_names(text, limit):
+    """`_first_split`/`_last_split` (a pattern over a text's ends) find the first and last
+    place `_split_at` (the rule, character by character) names within `limit`."""
+    first = _scanned(text, range(1, min(len(text), limit)))
+    last = _scanned(text, range(max(0, len(text) - limit) + 1, len(text)))
+    assert _first_split(text, limit) == (first[0] if first else None)
+    assert _last_split(text, limit) == (last[-1] if last else None)

@@ -336,3 +336,21 @@ async def test_project_within_is_a_directory_tree_not_a_pattern(tmp_path):
         assert sorted(h.session_id for h in r.hits) == ["a", "b", "g"]
     finally:
         await store.close()
+
+
+async def test_search_results_are_the_models_model_construct_makes(store):
+    """`/v1/search`'s results are set up without `model_construct`'s walk over the
+    fields: the same models (fields, fields set, JSON) as it makes from the same values."""
+    from memoryd.api import SearchRequest, SearchResult
+    from memoryd.search import search
+
+    await put(store, {**FILLER, "s": [("user", "the totals were computed on friday"),
+                                      ("assistant", "totals again: 4 and 5")]})
+    r = await search(store, SearchRequest(query="totals computed friday", max_results=5))
+    assert r.results
+    for got in r.results:
+        values = {k: getattr(got, k) for k in SearchResult.model_fields}
+        want = SearchResult.model_construct(**values)
+        assert got == want and got.model_fields_set == want.model_fields_set
+        assert got.model_dump_json() == want.model_dump_json()
+        assert SearchResult.model_validate(got.model_dump()) == want

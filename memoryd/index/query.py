@@ -122,9 +122,12 @@ def text_query(schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer,
     (`boost`: a factor per body token; the live tail's IDF correction.)"""
     occur = Occur.Must if mode == "and" else Occur.Should
     clauses = []
+    bodies: list[tantivy.Query | None] = []  # AND: each term's body clause (weighted) ...
+    ones: list[tantivy.Query] = []  # ... and the one-liner clauses there are
     for t in terms:
         tokens = term_tokens(analyzer, t)
         per_field = []
+        named: dict[str, tantivy.Query] = {}
         for f in fields:
             if f == "one_liner" and not _may_match(searcher, f, t, tokens):
                 continue
@@ -136,15 +139,44 @@ def text_query(schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer,
             elif w_body != 1.0:
                 q = Q.boost_query(q, w_body)
             per_field.append((Occur.Should, q))
+            named[f] = q
         if not per_field:
+            continue
+        if mode != "and":  # a flat OR of every field's clause: what a term adds is its
+            # fields' sum either way; one union instead of one per term (with one-liners
+            # in 5% of 1M units: 1.98 -> 1.38 ms mean per search)
+            clauses += [(occur, Q.boost_query(q, WEAK) if weak_term(t) else q)
+                        for _, q in per_field]
             continue
         q = per_field[0][1] if len(per_field) == 1 else Q.boolean_query(per_field)
         if weak_term(t):
             q = Q.boost_query(q, WEAK)
         clauses.append((occur, q))
+        body = named.get("body")
+        bodies.append(body if body is None or not weak_term(t) else Q.boost_query(body, WEAK))
+        if "one_liner" in named:
+            ones.append(named["one_liner"])
     if not clauses:
         return None
+    if ones and all(b is not None for b in bodies):
+        return _and_split(clauses, bodies, ones)  # type: ignore[arg-type]
     return Q.boolean_query(clauses)
+
+
+def _and_split(terms: list[tuple[tantivy.Occur, tantivy.Query]], bodies: list[tantivy.Query],
+               ones: list[tantivy.Query]) -> tantivy.Query:
+    """An AND query whose terms may match in a one-liner, as two disjoint parts: the
+    units with every term in the body and none in a one-liner (an intersection of term
+    postings), and the units with a one-liner match of some term that match every term
+    in the body or the one-liner (`terms`: each term's union of the two). The same units
+    and scores (to f32 rounding) as `terms` alone, whose intersection of unions is
+    seeked by scoring windows of each union: with one-liners in 5% of 1M units, 2.2 ->
+    0.96 ms per AND search."""
+    in_body = Q.boolean_query([(Occur.Must, b) for b in bodies]
+                              + [(Occur.MustNot, o) for o in ones])
+    any_one = Q.const_score_query(Q.boolean_query([(Occur.Should, o) for o in ones]), 0.0)
+    via_one = Q.boolean_query([*terms, (Occur.Must, any_one)])
+    return Q.boolean_query([(Occur.Should, in_body), (Occur.Should, via_one)])
 
 
 def match_query(schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer,

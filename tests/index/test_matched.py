@@ -4,9 +4,11 @@ the text analyzed here, what the fallback scan uses), for every kind of term: En
 stems, CJK words and single characters (a prefix), camelCase parts, lone digits, and
 words found only in a one-liner."""
 
-from tests.index.test_tail import QUERIES, build
+import asyncio
 
+from memoryd.index.tail import TailPolicy
 from memoryd.store.units import units_by_id
+from tests.index.test_tail import QUERIES, build
 
 
 async def test_matched_ids_agree_with_the_analysis_of_the_text(tmp_path):
@@ -25,5 +27,81 @@ async def test_matched_ids_agree_with_the_analysis_of_the_text(tmp_path):
                 {u: s for u, s in by_text.items() if s}, terms
             seen += sum(len(s) for s in by_index.values())
         assert seen > 500  # the terms matched many of the units
+    finally:
+        await store.close()
+
+
+async def test_matched_ids_where_ranked_found_the_units_say_the_same(tmp_path):
+    """Asked with the addresses `ranked` found the units at (its candidates' "at"),
+    `matched_ids` searches that searcher and maps the hits back by address: the same
+    terms per unit as asked without them, also after later commits moved the index on,
+    and with a unit the addresses do not cover (then it asks the index as usual)."""
+    from memoryd.index import Filters
+
+    store, new = await build(tmp_path, "a", tail=True)
+    try:
+        ix = store.index
+        asked = [q + ["deploy", "部署", "数", "getUserName"] for q in QUERIES] + QUERIES
+        found = {}
+        for terms in asked:
+            got = await store.read(lambda c, terms=terms: ix.ranked(
+                c, terms, Filters(), mode="or", limit=40, count=False))
+            found[tuple(terms)] = got[1]
+        held = 0
+        for terms in asked:
+            cands = found[tuple(terms)]
+            at = {c["unit_id"]: c["at"] for c in cands if "at" in c}
+            ids = [c["unit_id"] for c in cands if "at" in c]
+            held += len(ids)
+            assert ix.matched_ids(terms, ids, at) == ix.matched_ids(terms, ids), terms
+        assert held > 200
+        ix.tail_policy = TailPolicy(docs=1, seconds=0.0)  # commit the tail: a reload
+        ix.notify_write()
+        while len(ix.tail):
+            await asyncio.sleep(0.01)
+        for terms in asked:
+            cands = found[tuple(terms)]
+            at = {c["unit_id"]: c["at"] for c in cands if "at" in c}
+            ids = [c["unit_id"] for c in cands]  # the tail's too: not all in `at`
+            assert ix.matched_ids(terms, ids, at) == ix.matched_ids(terms, ids), terms
+            some = [u for u in ids if u in at]
+            assert ix.matched_ids(terms, some, at) == ix.matched_ids(terms, some), terms
+    finally:
+        await store.close()
+
+
+async def test_field_scores_where_ranked_found_the_units_say_the_same(tmp_path):
+    """`field_scores` asked with the addresses `ranked` found the units at gives what it
+    gives without them: while no commit came since (the addresses map the hits back),
+    and after one (it reads the index as usual)."""
+    from memoryd.index import Filters
+    from tests.index.test_tail import put, texts
+
+    store, new = await build(tmp_path, "f", tail=False)
+    try:
+        ix = store.index
+        asked = [["deploy"], ["deploy", "cache"], ["one", "liner", "deploy", "redis"]]
+
+        async def ranked(terms):
+            got = await store.read(lambda c: ix.ranked(c, terms, Filters(), mode="or",
+                                                       limit=60, count=False))
+            return {c["unit_id"]: c["at"] for c in got[1] if "at" in c}
+
+        split = 0
+        for terms in asked:
+            at = await ranked(terms)
+            ids = sorted(at)
+            with_at = ix.field_scores(terms, ids, at=at)
+            assert with_at == ix.field_scores(terms, ids), terms
+            split += len(with_at)
+        assert split > 5  # one-liners matched: scores split by field
+        at = await ranked(asked[1])
+        await store.write(put(texts(5, 99), "later"))  # a commit: a new generation
+        ix.notify_write()
+        await store.indexed()
+        while len(ix.tail):
+            await asyncio.sleep(0.01)
+        ids = sorted(at)
+        assert ix.field_scores(asked[1], ids, at=at) == ix.field_scores(asked[1], ids)
     finally:
         await store.close()

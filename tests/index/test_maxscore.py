@@ -9,10 +9,18 @@ import tantivy
 
 from memoryd.index import Filters, maxscore
 from memoryd.index.bm25 import main_stats
-from memoryd.index.query import ids_query, text_query
+from memoryd.index.query import (
+    WEAK,
+    _may_match,
+    idf,
+    ids_query,
+    term_clause,
+    term_tokens,
+    text_query,
+)
 from memoryd.index.schema import ANALYZER, build_analyzer, build_schema, document
 from memoryd.index.tail import TailPolicy
-from memoryd.index.text import index_text
+from memoryd.index.text import index_text, weak_term
 from memoryd.ingest.adapters.base import Record
 from memoryd.store import Store
 from memoryd.store.sessions import session_pk
@@ -42,7 +50,9 @@ def plain(s, schema, analyzer, terms, k, **kw):
     return s.search(text_query(schema, analyzer, s, terms, "or", **kw), k, count=False).hits
 
 
-def test_pruned_top_k_is_the_plain_top_k(tmp_path):
+def built(tmp_path):
+    """4,000 documents in several segments, one in 11 with a one-liner: (schema,
+    analyzer, searcher)."""
     schema, analyzer = build_schema(), build_analyzer()
     idx = tantivy.Index(schema, path=str(tmp_path))
     idx.register_tokenizer(ANALYZER, analyzer)
@@ -57,7 +67,11 @@ def test_pruned_top_k_is_the_plain_top_k(tmp_path):
     w.commit()
     w.wait_merging_threads()
     idx.reload()
-    s = idx.searcher()
+    return schema, analyzer, idx.searcher()
+
+
+def test_pruned_top_k_is_the_plain_top_k(tmp_path):
+    schema, analyzer, s = built(tmp_path)
     n = main_stats(s, schema).docs
     pruned = 0
     for terms in QUERIES:
@@ -77,6 +91,45 @@ def test_pruned_top_k_is_the_plain_top_k(tmp_path):
             assert free is None or [sc for sc, _ in free] == pytest.approx(
                 [sc for sc, _ in want], rel=1e-5)
     assert pruned >= 12  # pruning ran for most two-or-more-term queries
+
+
+def per_term(schema, analyzer, s, terms, occur):
+    """The per-term shape: each term the union of its body and one-liner clauses."""
+    clauses = []
+    for t in terms:
+        tokens = term_tokens(analyzer, t)
+        fields = [(tantivy.Occur.Should, term_clause(schema, "body", t, tokens))]
+        if _may_match(s, "one_liner", t, tokens):
+            fields.append((tantivy.Occur.Should, tantivy.Query.const_score_query(
+                term_clause(schema, "one_liner", t, tokens), 3.0 * idf(s, tokens))))
+        q = tantivy.Query.boolean_query(fields)
+        clauses.append((occur, tantivy.Query.boost_query(q, WEAK) if weak_term(t) else q))
+    return tantivy.Query.boolean_query(clauses)
+
+
+@pytest.mark.parametrize("mode", ["or", "and"])
+def test_a_query_scores_each_term_as_its_fields_sum(tmp_path, mode):
+    """An OR query is one flat union of every term's body and one-liner clauses (one
+    union per term cost 40% more with one-liners); an AND query with one-liner clauses
+    is two disjoint parts, every term in the body and no one-liner match, or some
+    one-liner match (an intersection of per-term unions cost 2.3x). Both match the units
+    the per-term shape matches, each scoring the sum over its terms of the term's body
+    BM25 and its one-liner bonus, a weak term's scaled down."""
+    schema, analyzer, s = built(tmp_path)
+    occur = tantivy.Occur.Must if mode == "and" else tantivy.Occur.Should
+    both = matched = 0
+    for terms in [*QUERIES, ["deploy", "cluster"], ["cache", "a"], ["schema", "index"]]:
+        terms = [t for t in terms if term_tokens(analyzer, t)]
+        want = s.search(per_term(schema, analyzer, s, terms, occur), 40, count=True)
+        got = s.search(text_query(schema, analyzer, s, terms, mode), 40, count=True)
+        assert got.count == want.count, terms
+        assert [(d.segment_ord, d.doc) for _, d in got.hits] == \
+            [(d.segment_ord, d.doc) for _, d in want.hits], terms
+        assert [sc for sc, _ in got.hits] == pytest.approx([sc for sc, _ in want.hits],
+                                                           rel=1e-6)
+        both += sum(_may_match(s, "one_liner", t, term_tokens(analyzer, t)) for t in terms)
+        matched += want.count
+    assert both > 10 and matched > 100  # one-liner clauses took part; units matched
 
 
 def put(texts_, sid):

@@ -12,6 +12,7 @@ import pytest
 import memoryd.store as store_mod
 import memoryd.store.compact as compact_mod
 import memoryd.store.db as db_mod
+from memoryd.index import Filters
 from memoryd.ingest.adapters.base import Record
 from memoryd.store import Store
 from memoryd.store.migrations import MIGRATIONS, migrate
@@ -63,11 +64,18 @@ async def write_old(path, monkeypatch):
 
 
 async def heron_hits(s) -> int:
-    from memoryd.index import Filters
-
     total, _ = await s.read(lambda c: s.index.candidates(
         c, ["heron"], Filters(), mode="or", limit=5, count=True))
     return total
+
+
+async def open_and_search(path) -> None:
+    """Open the store at `path` (compacting it when due), find every unit, close it."""
+    s = await Store.open(path)
+    try:
+        assert await heron_hits(s) == ROWS
+    finally:
+        await s.close()
 
 
 async def test_a_database_of_16k_pages_is_rewritten_once_in_32k_pages(tmp_path, monkeypatch,
@@ -120,11 +128,7 @@ async def test_the_pages_fts5_left_are_given_back(tmp_path, monkeypatch, caplog)
     conn.close()
     before = path.stat().st_size
     caplog.set_level(logging.INFO, logger="memoryd.store.compact")
-    s = await Store.open(path)
-    try:
-        assert await heron_hits(s) == ROWS
-    finally:
-        await s.close()
+    await open_and_search(path)
     assert "MB of free pages" in caplog.text
     page, mode, free, ok, rows = on_disk(path)
     assert (mode, free, ok, len(rows)) == ("wal", 0, "ok", ROWS)
@@ -138,11 +142,7 @@ async def test_a_database_another_process_holds_is_compacted_at_a_later_start(
     holder = sqlite3.connect(path)
     holder.execute("SELECT count(*) FROM units").fetchone()
     try:
-        s = await Store.open(path)
-        try:
-            assert await heron_hits(s) == ROWS
-        finally:
-            await s.close()
+        await open_and_search(path)
     finally:
         holder.close()
     assert "not compacted (page size 16384 -> 32768): database is locked" in caplog.text
@@ -161,11 +161,7 @@ async def test_without_room_for_the_rewrite_the_database_is_left_as_it_is(
     # in a test is to say so where the code asks)
     monkeypatch.setattr(compact_mod.shutil, "disk_usage",
                         lambda p: usage(1 << 40, 1 << 40, path.stat().st_size))
-    s = await Store.open(path)
-    try:
-        assert await heron_hits(s) == ROWS
-    finally:
-        await s.close()
+    await open_and_search(path)
     assert "not compacted (page size 16384 -> 32768)" in caplog.text
     assert "MB free, the rewrite needs" in caplog.text
     assert on_disk(path) == (16384, "wal", 0, "ok", rows)

@@ -7,9 +7,12 @@
   the index (5.6 of 12.1 MB for 30k units), and the only phrases a query makes are a CJK
   word's bigrams (in OR mode already split into single bigrams) and words like "don't",
   which now match as all of their tokens (`memoryd.index.query.term_clause`).
-- `unit_id`, `session_pk`, `seq`, `ts`: indexed fast fields, for filters (a session set,
-  the asking session's recent tail, a time range) inside the index and for mapping a
-  hit back to its row in SQLite.
+- `unit_id`, `session_pk`: indexed fast fields, for term filters (a session set, a set of
+  units to delete) inside the index and for mapping a hit back to its row in SQLite.
+- `seq`, `ts`: fast fields only, for range filters (the asking session's recent tail, a
+  time range): tantivy runs a range query on a fast field's column whether or not the
+  field is indexed too, so their terms were never read (schema 3 indexed them: 1.6 of
+  37.5 MB at 200k units, bench/README.md).
 - `speaker`, `dup`, `chars`: fast fields the reranking reads straight from the index, so
   ranking a hundred candidates costs no SQLite round trip: whose message a unit is
   (`SPEAKER_CODES`), a 64-bit hash of its normalized head (near-duplicate collapse; 0 for
@@ -27,7 +30,7 @@ from typing import Any
 
 import tantivy
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 ANALYZER = "memoryd"
 MAX_TOKEN_CHARS = 80  # longer "words" are hashes, base64 or minified code
 
@@ -38,8 +41,8 @@ def build_schema() -> tantivy.Schema:
     sb.add_text_field("one_liner", tokenizer_name=ANALYZER, index_option="freq")
     sb.add_unsigned_field("unit_id", indexed=True, fast=True)
     sb.add_unsigned_field("session_pk", indexed=True, fast=True)
-    sb.add_unsigned_field("seq", indexed=True, fast=True)
-    sb.add_float_field("ts", indexed=True, fast=True)
+    sb.add_unsigned_field("seq", fast=True)
+    sb.add_float_field("ts", fast=True)
     sb.add_unsigned_field("speaker", fast=True)
     sb.add_unsigned_field("dup", fast=True)
     sb.add_unsigned_field("chars", fast=True)

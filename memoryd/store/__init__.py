@@ -25,8 +25,9 @@ from memoryd.errors import StoreError
 from memoryd.fleet.health import Health, scrub
 from memoryd.fleet.offline import RecentHits
 from memoryd.index import SearchIndex
+from memoryd.store.compact import compact_if_due
 from memoryd.store.counters import fold_pg
-from memoryd.store.db import DBThread, SqliteRunner, connect
+from memoryd.store.db import PAGE_SIZE, DBThread, SqliteRunner, connect
 from memoryd.store.migrations import migrate
 from memoryd.store_target import StoreTarget
 
@@ -90,6 +91,7 @@ class Store:
             conn = connect(path)
             try:
                 migrate(conn)
+                compact_if_due(conn, path, PAGE_SIZE)
             finally:
                 conn.close()
             writer = DBThread(lambda: SqliteRunner(path, True), name="memoryd-db-writer")

@@ -50,7 +50,13 @@ log = logging.getLogger(__name__)
 RANK_FIELDS = ("unit_id", "session_pk", "seq", "ts", "speaker", "dup", "chars")
 """The fast fields `ranked` reads for each candidate (`chars` last: `_chars`)."""
 MASK_TERMS = 20  # terms matched per search in `matched_ids` (f32: 24 exact bits)
-WRITER_HEAP = 16_000_000  # tantivy's floor is 15 MB per indexing thread
+WRITER_HEAP = 32_000_000
+"""The writer's memory budget (one indexing thread). tantivy sizes each new segment's
+term table from it (a third of the budget): at 16 MB (its floor is 15) the table is half
+the size it gets from 32 MB on, and indexing a backfill's text took ~40% more CPU on
+tantivy's thread (1.83 -> 1.26 s for 30k units, a commit per 5,000; no gain above 32 MB;
+bench/README, branch `bidx`). The arena fills only as documents come: a live append's
+writer holds little."""
 META = "memoryd-index.json"
 SESSION_CLAUSES = 64  # session-set filter clauses kept (`_sessions_clause`)
 

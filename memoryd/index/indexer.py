@@ -76,12 +76,17 @@ def live_docs(rows: list[Any], tail: Tail) -> tuple[list[object], list[TailDoc]]
     return docs, live
 
 
+def unit_doc(r: sqlite3.Row) -> object:
+    """The index document of a unit row read with `UNIT_ROWS`."""
+    return document(r, index_text(r["content"]),
+                    index_text(r["one_liner"]) if r["one_liner"] else "",
+                    speaker=speaker_code(r["role"], r["kind"]), dup=dup_hash(r["content"]),
+                    chars=len(r["content"]))
+
+
 def unit_docs(rows: list[sqlite3.Row]) -> list[object]:
     """The index documents of unit rows read with `UNIT_ROWS`."""
-    return [document(r, index_text(r["content"]),
-                     index_text(r["one_liner"]) if r["one_liner"] else "",
-                     speaker=speaker_code(r["role"], r["kind"]), dup=dup_hash(r["content"]),
-                     chars=len(r["content"])) for r in rows]
+    return [unit_doc(r) for r in rows]
 
 
 class IndexWriterThread:
@@ -338,8 +343,8 @@ class Indexer(IndexWriterThread):
             pending, rows, again, changed = got
             if changed:  # deleted first: re-added below if the unit is still there
                 w.delete_documents_by_query(self.ix.ids_query(changed))
-            for d in unit_docs(again) + unit_docs(rows):
-                w.add_document(d)
+            for r in (*again, *rows):  # one by one: tantivy's thread starts at the first
+                w.add_document(unit_doc(r))
             if rows:
                 upto = rows[-1]["unit_id"]
             if pending:

@@ -15,16 +15,14 @@ from memoryd.idle_release import RELEASE
 from tests.fleet.daemons import fleet_daemons
 from tests.fleet.test_follow_index import insert_units, open_store, session
 from tests.helpers import short_dir, wait_for
+from tests.index.test_rest_after_writing import quick_rest  # noqa: F401 (a fixture)
 
 
 @pytest.fixture
-def quick_rest(monkeypatch):
-    """The writer let go 0.2 s after the last apply, the release 0.5 s after that."""
+def quick_feed_rest(quick_rest, monkeypatch):  # noqa: F811 (the fixture imported above)
+    """As `quick_rest` (the release 0.5 s after the end of writing), the feed's writer
+    let go 0.2 s after its last apply."""
     monkeypatch.setattr(feed_indexer, "WRITER_IDLE_S", 0.2)
-    monkeypatch.setattr(RELEASE, "after_s", 0.5)
-    RELEASE.cancel()
-    yield
-    RELEASE.cancel()
 
 
 def other_machine_writes(url: str, name: str, n: int) -> None:
@@ -42,7 +40,7 @@ async def _rested(c, dm, runs: int, units: int):
 
 
 async def test_a_member_that_built_and_followed_is_released_at_rest_without_a_query(
-        tmp_path, pg_url, quick_rest):
+        tmp_path, pg_url, quick_feed_rest):
     # the namespace exists with another machine's units before this member joins
     writer = open_store(tmp_path, pg_url, "server")
     writer.close_sync()

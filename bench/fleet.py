@@ -20,9 +20,10 @@ Measured today:
 - `search`: the same generated corpus ingested by a fleet member (PostgreSQL) and by a
   daemon in SQLite mode; the same queries' `/v1/search` and `/v1/context` over each
   socket, alternating query by query; p50/p99 and the fleet/SQLite ratio. A round as
-  soon as both are caught up, then `--rounds` once both are quiet (under 5% of a core:
-  the background work after a backfill is over), each with the daemons' CPU and the
-  load. Where a request's time goes, by thread: bench/fleet_profile.py.
+  soon as both are caught up, then `--rounds` once both are quiet (`wait_quiet`: in one
+  5 s window both under 5% of a core, and both statuses say no job running or due and
+  no feed change left to apply), each with the daemons' CPU and the load. Where a
+  request's time goes, by thread: bench/fleet_profile.py.
 - `backfill`: real `memoryd` subprocesses (generic JSONL corpus from bench/harness.py)
   spawned at once, each with its own home, transcript root (a copy of the corpus) and
   machine name, all in one namespace of one PostgreSQL: one daemon alone, and `--daemons`
@@ -84,7 +85,7 @@ sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(ROOT / "bench"))
 import harness as h  # noqa: E402
-from fleet_pair import alternating, fleet_env, pair, wait_quiet  # noqa: E402
+from fleet_pair import QUIET, alternating, fleet_env, pair, wait_quiet  # noqa: E402
 from pg_sample import server_cpu_s  # noqa: E402
 
 from tests.fleet.history import make_history  # noqa: E402
@@ -374,8 +375,7 @@ def search(lines: int, queries: int, rounds: int = 1) -> None:
         for r in range(rounds + 1):
             if r == 1:
                 quiet = wait_quiet(daemons)
-                print("quiet (under 5% of a core for 2 s) after round 0: " + ", ".join(
-                    f"{n} {s:.0f}s" for n, s in quiet.items()))
+                print(f"quiet ({QUIET}) {max(quiet.values()):.0f} s after round 0")
             before = {n: h.proc_cpu_s(d.proc.pid) for n, d in daemons.items()}
             times = _query_round(daemons, qs, warm=r == 0)
             cpu = {n: h.proc_cpu_s(d.proc.pid) - before[n] for n, d in daemons.items()}

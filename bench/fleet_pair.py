@@ -25,21 +25,47 @@ def fleet_env(url: str, machine: str) -> dict[str, str]:
             "MEMORYD_STORE__NAMESPACE": "bench"}
 
 
-def wait_quiet(daemons: dict[str, h.Memoryd], share: float = 0.05, window_s: float = 2.0,
+QUIET = "both under 5% of a core for 5 s, no job running or due, no feed change left"
+
+
+def background_idle(st: dict | None, now: float | None = None) -> bool:
+    """What a daemon's status says of its background work: caught up, no ingest queued,
+    no job running or due (a pending job may wait for a later time), and in fleet mode
+    no change of the feed left to apply."""
+    if not st or not st.get("caught_up") or st.get("queue_depth"):
+        return False
+    jobs = (st.get("summaries") or {}).get("jobs") or {}
+    if jobs.get("running") or jobs.get("running_now"):
+        return False
+    due = jobs.get("next_run_at")
+    if jobs.get("pending") and due is not None and due <= (now or time.time()):
+        return False
+    lag = (st.get("index") or {}).get("lag") or {}
+    return not lag.get("changes")
+
+
+def wait_quiet(daemons: dict[str, h.Memoryd], share: float = 0.05, window_s: float = 5.0,
                timeout_s: float = 600.0) -> dict[str, float]:
-    """Until every daemon ran under `share` of a core for `window_s` (caught up is not
-    quiet: session summaries, segment merges and the like run for a while after, at low
-    priority, and a search timed meanwhile shares the CPU and the GIL with them).
-    Returns the seconds each daemon took to get quiet."""
+    """Until every daemon, in the same window of `window_s`, ran under `share` of a core
+    and said at its start and its end that no background work was left
+    (`background_idle`). Caught up is not quiet: session summaries, one-liners, their
+    changes coming back through a fleet member's feed, segment merges and the like run
+    for a while after, at low priority, and a search timed meanwhile shares the CPU and
+    the GIL with them. 2 s under 5% of a core alone was too short: it could fall between
+    two jobs (a fleet member claims them by a 5 s poll) and a "quiet" round then ran
+    beside 9 s of background CPU (bench/README, "A fleet member's own writes").
+    Returns the seconds until all were quiet together."""
     t0 = time.monotonic()
-    quiet: dict[str, float] = {}
-    while len(quiet) < len(daemons) and time.monotonic() - t0 < timeout_s:
+    while time.monotonic() - t0 < timeout_s:
+        idle = all(background_idle(d.status()) for d in daemons.values())
         before = {n: h.proc_cpu_s(d.proc.pid) for n, d in daemons.items()}
         time.sleep(window_s)
-        for n, d in daemons.items():
-            if n not in quiet and h.proc_cpu_s(d.proc.pid) - before[n] < share * window_s:
-                quiet[n] = time.monotonic() - t0
-    return quiet
+        cpu_ok = all(h.proc_cpu_s(d.proc.pid) - before[n] < share * window_s
+                     for n, d in daemons.items())
+        if idle and cpu_ok and all(background_idle(d.status()) for d in daemons.values()):
+            took = time.monotonic() - t0
+            return dict.fromkeys(daemons, took)
+    raise TimeoutError(f"the daemons were not quiet together within {timeout_s:.0f} s")
 
 
 @contextlib.contextmanager

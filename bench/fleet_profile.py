@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 import harness as h  # noqa: E402
-from fleet_pair import alternating, pair, wait_quiet  # noqa: E402
+from fleet_pair import QUIET, alternating, pair, wait_quiet  # noqa: E402
 from pg_sample import server_cpu_s  # noqa: E402
 
 
@@ -170,8 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                   for n, d in daemons.items()}
         pg_caught = server_cpu_s(server)
         quiet = wait_quiet(daemons)
-        print("quiet (under 5% of a core for 2 s) after caught up: " + ", ".join(
-            f"{n} {s:.0f}s" for n, s in quiet.items()))
+        print(f"quiet ({QUIET}) {max(quiet.values()):.0f} s after caught up")
         catch_up(daemons, caught)
         print(f"  PostgreSQL's server (both daemons' share is the fleet member's): "
               f"{pg_caught:.1f} s to caught up, {server_cpu_s(server) - pg_caught:.1f} s "

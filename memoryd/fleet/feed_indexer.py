@@ -42,6 +42,7 @@ from memoryd.errors import StoreUnavailableError
 from memoryd.fleet import changefeed as cf
 from memoryd.fleet.follower import UNREACHABLE, Follower
 from memoryd.fleet.row_cache import FEED_ROWS, read_changed
+from memoryd.idle_release import RELEASE
 from memoryd.index.indexer import (
     BATCH,
     LIVE_UNITS,
@@ -93,6 +94,7 @@ class FeedIndexer(IndexWriterThread):
         self.held_s = 0.0    # time spent gathering changes before applies (status)
         self.holding = False  # waiting out the gap: no read of the feed until it ends
         self._unsaved: cf.Position | None = None  # applied to the tail, not committed
+        self._wrote = False  # the index written since the last rest (`_rest`)
         self.applies = 0  # batches of changes applied (to the tail, or committed)
         self.changes = 0  # change rows read from the feed
         self.indexed = 0  # documents added to the index (build and feed)
@@ -216,6 +218,7 @@ class FeedIndexer(IndexWriterThread):
         self.indexed += len(rows)
         w.commit()
         self.commits += 1
+        self._wrote = True
         self._applied_at = time.monotonic()  # the gap counts from the build's last commit too
         ix.committed()
         ix.upto = rows[-1]["unit_id"]
@@ -266,11 +269,24 @@ class FeedIndexer(IndexWriterThread):
             ix.caught_at = time.time()
             self._clear_index_pending(conn)
             if due is None and time.monotonic() - self._applied_at > WRITER_IDLE_S:
-                ix.close_writer()  # idle a while: let the writer's memory arena go
+                self._rest()
             # a NOTIFY, a local write, the poll interval or the tail's time to commit
             f.wait(timeout=None if due is None else min(due, ix.poll_interval_s),
                    stop=self._wake)
         return 0.0
+
+    def _rest(self) -> None:
+        """Idle `WRITER_IDLE_S` after writing (a build, a followed backlog, live
+        changes): let go of the writer (its arena, its merge threads) and of the row
+        cache writer's page cache, and have the freed heap given back once the daemon
+        rests (`RELEASE.settle`, as the SQLite writer does), with no query needed. Once
+        per burst: the next rest after more writing arms it again."""
+        self.ix.close_writer()
+        if not self._wrote:
+            return
+        self._wrote = False
+        self.ix.rows.shrink()
+        RELEASE.settle()
 
     def _commit(self) -> None:
         """Commit what the tail holds, reload, then store the position it reached."""
@@ -345,6 +361,7 @@ class FeedIndexer(IndexWriterThread):
             w.add_document(d)
         self.indexed += len(docs)
         self.changes += len(batch.changes)
+        self._wrote = True
         self._applied_at = time.monotonic()
         if live:
             with ix.tail.lock:  # a changed unit is never in neither

@@ -212,6 +212,12 @@ class RowCache:
             raise
         self.count = count
 
+    def shrink(self) -> None:
+        """The writer's page cache given back (the feed's thread, at rest)."""
+        if self._writer is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._writer.execute("PRAGMA shrink_memory")
+
     def status(self) -> dict[str, int]:
         """Units held and bytes on disk (the file with its write-ahead log)."""
         size = 0

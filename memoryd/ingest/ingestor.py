@@ -14,9 +14,8 @@ import json
 import logging
 import os
 import sqlite3
-import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,9 +58,6 @@ class Batch:
     reset: bool = False
 
 
-First = tuple[Adapter | None, Cursor | None, Batch | None]  # a file's first read
-
-
 @dataclass(frozen=True, slots=True)
 class IngestEvent:
     """Published after every committed batch that stored something new."""
@@ -75,7 +71,6 @@ class IngestEvent:
 class IngestStats:
     units: int = 0  # new units stored by this process
     batches: int = 0
-    read_ahead: int = 0  # files whose first read was made ahead of their turn, and used
     bad_lines: int = 0
     errors: int = 0
     last_error: str | None = None
@@ -171,36 +166,23 @@ class Ingestor:
                 total += max(0, st.st_size - (s.offset if st.st_ino == s.inode else 0))
         return total
 
-    async def cursor_for(self, path: Path, root: Path) -> Cursor | None:
-        # on the writer: never queued behind query readers (a cursor read is tiny)
-        cursor = await self.store.write(lambda c: get_cursor(c, str(path), self.store.machine))
-        lag_trace.stage("cursor")
-        if cursor is None:
-            cursor = await self._moved_here(path, root)
-        return cursor
-
-    async def ingest_file(self, path: Path, root: Path, agent: str, *, live: bool = False,
-                          first: Awaitable[First] | None = None,
-                          on_read: Callable[[], None] | None = None) -> int:
+    async def ingest_file(self, path: Path, root: Path, agent: str, *, live: bool = False) -> int:
         """Read what is new in `path`; `agent` is a format name or "auto". Returns the
         number of new units. Never raises for a bad or vanished file; a file that fails
-        is recorded in `failures` and not tried again until its backoff has passed.
-        `first` is the file's first read (`cursor_for` then `prepare_and_read`) when the
-        queue has already made it, read ahead; `on_read` is called once that read is in
-        hand."""
+        is recorded in `failures` and not tried again until its backoff has passed."""
         key = str(path)
         if not self.failures.due(key):
             return 0
         lag_trace.stage("ingest", path.name)
         try:
-            if first is None:
-                cursor = await self.cursor_for(path, root)
-                first = asyncio.to_thread(self.prepare_and_read, path, root, agent, cursor)
-            else:
-                self.stats.read_ahead += 1
-            adapter, cursor, batch = await first
-            if on_read is not None:
-                on_read()
+            # on the writer: never queued behind query readers (a cursor read is tiny)
+            cursor = await self.store.write(lambda c: get_cursor(c, key, self.store.machine))
+            lag_trace.stage("cursor")
+            if cursor is None:
+                cursor = await self._moved_here(path, root)
+            # one thread hop for both (under load each hop waits for the GIL)
+            adapter, cursor, batch = await asyncio.to_thread(self._prepare_and_read, path,
+                                                             root, agent, cursor)
             if adapter is None:
                 if cursor is not None:
                     await self.store.write(lambda c: save_cursor(c, cursor))
@@ -301,15 +283,13 @@ class Ingestor:
 
     # -- worker thread ------------------------------------------------------------------
 
-    def prepare_and_read(self, path: Path, root: Path, agent: str, cursor: Cursor | None,
-                         stop: threading.Event | None = None) -> First:
-        """One thread hop for both (under load each hop waits for the GIL). `stop`, once
-        set, ends the batch at the next line (a read ahead making way for a live file)."""
+    def _prepare_and_read(self, path: Path, root: Path, agent: str, cursor: Cursor | None
+                          ) -> tuple[Adapter | None, Cursor | None, Batch | None]:
         adapter, cursor = self._prepare(path, root, agent, cursor)
         lag_trace.stage("prepared")
         if adapter is None or cursor is None:
             return adapter, cursor, None
-        return adapter, cursor, self._read_batch(path, root, adapter, cursor, stop)
+        return adapter, cursor, self._read_batch(path, root, adapter, cursor)
 
     def _prepare(self, path: Path, root: Path, agent: str,
                  cursor: Cursor | None) -> tuple[Adapter | None, Cursor | None]:
@@ -353,8 +333,7 @@ class Ingestor:
         adapter = adapters.for_agent(agent, path)
         return adapter if adapter.claims(path, root, line) else None
 
-    def _read_batch(self, path: Path, root: Path, adapter: Adapter, cursor: Cursor,
-                    stop: threading.Event | None = None) -> Batch:
+    def _read_batch(self, path: Path, root: Path, adapter: Adapter, cursor: Cursor) -> Batch:
         c = dataclasses.replace(cursor, state=dict(cursor.state))
         batch = Batch(c)
         with open(path, "rb") as f:
@@ -368,13 +347,12 @@ class Ingestor:
             if adapter.whole_file:
                 self._read_document(f, st, adapter, batch)
             else:
-                self._read_lines(f, adapter, batch, stop)
+                self._read_lines(f, adapter, batch)
             c.size, c.inode, c.mtime_ns = st.st_size, st.st_ino, st.st_mtime_ns
             c.head_hash, c.tail_hash = fingerprint(f, c.offset)
         return batch
 
-    def _read_lines(self, f: Any, adapter: Adapter, batch: Batch,
-                    stop: threading.Event | None = None) -> None:
+    def _read_lines(self, f: Any, adapter: Adapter, batch: Batch) -> None:
         c = batch.cursor
         consumed = 0
         batch.done = True
@@ -387,8 +365,7 @@ class Ingestor:
                                              f"the {self.max_line_bytes}-byte limit"))
             elif line.data.strip():
                 self._parse(line.data, line.start, adapter, batch)
-            if (consumed >= BATCH_BYTES or len(batch.items) >= BATCH_ITEMS
-                    or (stop is not None and stop.is_set())):
+            if consumed >= BATCH_BYTES or len(batch.items) >= BATCH_ITEMS:
                 batch.done = False
                 break
 

@@ -128,7 +128,8 @@ M_ARENA_MAX = -8
 ARENA_MAX = 2
 BURST_MMAP_THRESHOLD = 128 << 10  # glibc's starting threshold, held for a burst
 REST_MMAP_THRESHOLD = 32 << 20  # the ceiling glibc's own threshold rises to
-_MALLOC_ENV = ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES", "MALLOC_MMAP_THRESHOLD_")
+_MALLOC_ENV = ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES", "MALLOC_MMAP_THRESHOLD_",
+               "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_")
 _tuned: dict[str, int] = {}
 
 
@@ -141,9 +142,9 @@ def tune_malloc(environ: dict[str, str] | None = None) -> dict[str, int]:
     `malloc_trim` cannot give back. `M_ARENA_MAX` 2: the threads share two arenas, so
     what one freed another reuses. (A fixed 1 MiB `M_MMAP_THRESHOLD` did as well for
     memory but made every search map and unmap tantivy's large buffers: +1.3 ms a
-    search, +12 ms an append that reopens the writer; not kept.) An operator's own
-    `MALLOC_ARENA_MAX` or `GLIBC_TUNABLES` are left as they are. glibc only; elsewhere
-    nothing is set."""
+    search, +12 ms an append that reopens the writer; it is held only during a burst of
+    writing: `malloc_burst`.) An operator's own malloc settings (`_MALLOC_ENV`) leave
+    all of it as glibc has it. glibc only; elsewhere nothing is set."""
     env = os.environ if environ is None else environ
     c = libc()
     if c is None or not hasattr(c, "mallopt") or any(k in env for k in _MALLOC_ENV):

@@ -122,7 +122,6 @@ class IdleRelease:
                 self._timer = None
 
 
-M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 M_ARENA_MAX = -8
 ARENA_MAX = 2
@@ -167,8 +166,11 @@ def malloc_burst(on: bool) -> int | None:
     freed (the peak during a 200k-line backfill fell 205-212 -> 156-191 MB, the rest
     2-3 MB). After it, 32 MiB (glibc's ceiling for its own threshold): a search's large
     buffers are reused rather than mapped each time, as once glibc's own threshold has
-    risen (a fixed 1 MiB cost a search 1.3 ms). Only where `tune_malloc` tuned malloc:
-    an operator's own settings are left as they are."""
+    risen (a fixed 1 MiB cost a search 1.3 ms). The trim threshold is left as it is: at
+    64 MiB (glibc's own rule, twice the mmap threshold) a thread arena's top was never
+    shrunk and what the tokenizer's load left there stayed resident (+5 MB after
+    requests). Only where `tune_malloc` tuned malloc: an operator's own settings are left
+    as they are."""
     want = BURST_MMAP_THRESHOLD if on else REST_MMAP_THRESHOLD
     c = libc()
     with _burst_lock:
@@ -178,9 +180,7 @@ def malloc_burst(on: bool) -> int | None:
         if c is None or c.mallopt(ctypes.c_int(M_MMAP_THRESHOLD), ctypes.c_int(want)) != 1:
             return None
         _tuned["mmap_threshold"] = want
-        if not on and c.mallopt(ctypes.c_int(M_TRIM_THRESHOLD), ctypes.c_int(2 * want)) == 1:
-            _tuned["trim_threshold"] = 2 * want  # as glibc's own rule: the heap's top is
-        return want                               # not shrunk and grown again per search
+        return want
 
 
 _burst_lock = threading.Lock()

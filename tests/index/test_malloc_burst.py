@@ -89,8 +89,7 @@ def test_a_backlog_maps_large_blocks_until_the_writer_rests(tmp_path):
     assert out["tuned"] == {"arena_max": 2}
     assert out["burst"] == {"arena_max": 2, "mmap_threshold": BURST_MMAP_THRESHOLD}
     assert out["burst_mapped"] is True
-    rest = {"arena_max": 2, "mmap_threshold": REST_MMAP_THRESHOLD,
-            "trim_threshold": 2 * REST_MMAP_THRESHOLD}
+    rest = {"arena_max": 2, "mmap_threshold": REST_MMAP_THRESHOLD}
     assert out["rest"] == rest
     assert out["rest_mapped"] == [False, False]  # a search's buffers come from the heap
     assert out["again"] is None  # already at rest: nothing set twice

@@ -167,10 +167,9 @@ def malloc_burst(on: bool) -> int | None:
     2-3 MB). After it, 32 MiB (glibc's ceiling for its own threshold): a search's large
     buffers are reused rather than mapped each time, as once glibc's own threshold has
     risen (a fixed 1 MiB cost a search 1.3 ms). The trim threshold is left as it is: at
-    64 MiB (glibc's own rule, twice the mmap threshold) a thread arena's top was never
-    shrunk and what the tokenizer's load left there stayed resident (+5 MB after
-    requests). Only where `tune_malloc` tuned malloc: an operator's own settings are left
-    as they are."""
+    64 MiB (glibc's own rule, twice the mmap threshold) a thread arena's top is not
+    shrunk, and what the tokenizer's load left there may stay resident. Only where
+    `tune_malloc` tuned malloc: an operator's own settings are left as they are."""
     want = BURST_MMAP_THRESHOLD if on else REST_MMAP_THRESHOLD
     c = libc()
     with _burst_lock:

@@ -31,6 +31,7 @@ import os
 import random
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -254,12 +255,19 @@ def show(snaps: list[dict]) -> None:
             print(f"    {mb:7.2f} MB {count:8,}  {site}")
 
 
-def warm_and_rest(d: h.Memoryd, queries: list, idle_s: float) -> None:
+def warm_and_rest(d: h.Memoryd, queries: list, idle_s: float) -> tuple[float, float]:
+    """The searches and contexts, then the rest; their median ms (wall, over the socket)."""
+    ms: tuple[list[float], list[float]] = ([], [])
     for q, mode in queries:
+        t0 = time.perf_counter()
         d.client.search(query=q, mode=mode)
+        ms[0].append(1000 * (time.perf_counter() - t0))
     for q, _ in queries:
+        t0 = time.perf_counter()
         d.client.request("POST", "/v1/context", {"query": q, "cwd": "/bench/proj01"})
+        ms[1].append(1000 * (time.perf_counter() - t0))
     time.sleep(idle_s)
+    return statistics.median(ms[0]), statistics.median(ms[1])
 
 
 def self_backfill(args: argparse.Namespace) -> None:
@@ -279,7 +287,7 @@ def self_backfill(args: argparse.Namespace) -> None:
         py = ["-X", "tracemalloc=1", *py]
     snaps = []
     try:
-        for run in ("self-backfill", "restarted"):
+        for run in ("self-backfill", "restarted")[:1 if args.no_restart else 2]:
             with h.short_dir() as sd:
                 d = h.Memoryd(home, Path(info.path), sd / "m.sock",
                               log_path=dir / f"{run}.log", env=env, python_args=py)
@@ -294,11 +302,13 @@ def self_backfill(args: argparse.Namespace) -> None:
                     snaps.append(snapshot(d, probe, home,
                                           f"{run}: {args.idle_s:.0f} s rest, no query"))
                     c0, t0 = cpu_s(d.proc.pid), time.monotonic()
-                    warm_and_rest(d, queries, args.idle_s)
+                    search_ms, context_ms = warm_and_rest(d, queries, args.idle_s)
                     snaps.append(snapshot(d, probe, home, f"{run}: {len(queries)} searches "
                                           f"+ contexts, {args.idle_s:.0f} s rest"))
                     print(f"  CPU over the warm-up and rest: "
-                          f"{100 * (cpu_s(d.proc.pid) - c0) / (time.monotonic() - t0):.2f}%")
+                          f"{100 * (cpu_s(d.proc.pid) - c0) / (time.monotonic() - t0):.2f}%; "
+                          f"search p50 {search_ms:.2f} ms, context p50 {context_ms:.2f} ms "
+                          "(the first ones load what they need)")
                 finally:
                     d.stop()
     finally:
@@ -332,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tracemalloc", action="store_true",
                    help="with --probe: and under tracemalloc (slow; where Python's bytes are)")
     p.add_argument("--keep", action="store_true", help="keep the self-backfill's home")
+    p.add_argument("--no-restart", action="store_true",
+                   help="with --self-backfill: no restart (quick A/Bs of what a backfill "
+                        "leaves; figures to report keep the restarted baseline)")
     p.add_argument("--env", action="append", default=[], metavar="K=V",
                    help="with --self-backfill: in the daemon's environment (e.g. glibc's "
                         "MALLOC_ARENA_MAX=2), repeatable")

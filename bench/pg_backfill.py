@@ -67,9 +67,10 @@ def raw_pg(rows: list[tuple[str]], url: str) -> float:
 
 
 def backfill(info: h.CorpusInfo, work: Path, env: dict[str, str]
-             ) -> tuple[float, float, int]:
+             ) -> tuple[float, float, int, float]:
     """Seconds from spawn until every line is stored (status: backfill done, nothing
-    queued or unread), until caught_up (searchable too), and the units."""
+    queued or unread), until caught_up (searchable too), the units, and the daemon's
+    CPU seconds until caught up (all its threads)."""
     with h.short_dir() as sd:
         d = h.Memoryd(work / "home", Path(info.path), sd / "m.sock",
                       log_path=work / "memoryd.log", env=env)
@@ -88,9 +89,10 @@ def backfill(info: h.CorpusInfo, work: Path, env: dict[str, str]
             else:
                 raise TimeoutError("not caught up within an hour")
             secs = time.perf_counter() - d.started
+            cpu = h.proc_cpu_s(d.proc.pid)
         finally:
             d.stop()
-    return stored if stored is not None else secs, secs, st["units"]
+    return stored if stored is not None else secs, secs, st["units"], cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,27 +121,28 @@ def main(argv: list[str] | None = None) -> int:
         wait_until_ready(server)
         r_sqlite = raw_sqlite(rows, work / "raw.db")
         r_pg = raw_pg(rows, server.url(server.create_database()))
-        s_stored, s_secs, s_units = backfill(info, work / "sqlite", {})
+        s_stored, s_secs, s_units, s_cpu = backfill(info, work / "sqlite", {})
         url = server.url(server.create_database())
-        p_stored, p_secs, p_units = backfill(info, work / "pg", {"MEMORYD_STORE__URL": url,
+        p_stored, p_secs, p_units, p_cpu = backfill(info, work / "pg", {"MEMORYD_STORE__URL": url,
                                                      "MEMORYD_STORE__MACHINE": "bench"})
     finally:
         server.stop()
         server.destroy()
         shutil.rmtree(work, ignore_errors=True)
     n = len(rows)
-    table = [["raw executemany, SQLite", f"{r_sqlite:.2f}", f"{n / r_sqlite:,.0f}", f"{n:,}"],
-             ["raw executemany, PostgreSQL", f"{r_pg:.2f}", f"{n / r_pg:,.0f}", f"{n:,}"],
-             ["memoryd backfill, SQLite", f"{s_secs:.2f}", f"{s_units / s_secs:,.0f}",
-              f"{s_units:,}"],
-             ["memoryd backfill, PostgreSQL", f"{p_secs:.2f}", f"{p_units / p_secs:,.0f}",
-              f"{p_units:,}"],
-             ["(SQLite: every line stored)", f"{s_stored:.2f}", f"{s_units / s_stored:,.0f}",
+    table = [["raw executemany, SQLite", f"{r_sqlite:.2f}", f"{n / r_sqlite:,.0f}", f"{n:,}",
               ""],
+             ["raw executemany, PostgreSQL", f"{r_pg:.2f}", f"{n / r_pg:,.0f}", f"{n:,}", ""],
+             ["memoryd backfill, SQLite", f"{s_secs:.2f}", f"{s_units / s_secs:,.0f}",
+              f"{s_units:,}", f"{s_cpu:.1f}"],
+             ["memoryd backfill, PostgreSQL", f"{p_secs:.2f}", f"{p_units / p_secs:,.0f}",
+              f"{p_units:,}", f"{p_cpu:.1f}"],
+             ["(SQLite: every line stored)", f"{s_stored:.2f}", f"{s_units / s_stored:,.0f}",
+              "", ""],
              ["(PostgreSQL: every line stored)", f"{p_stored:.2f}",
-              f"{p_units / p_stored:,.0f}", ""]]
+              f"{p_units / p_stored:,.0f}", "", ""]]
     print()
-    print(h.table(table, ["run", "seconds", "units/s", "units"]))
+    print(h.table(table, ["run", "seconds", "units/s", "units", "daemon CPU s"]))
     print()
     print(f"memoryd PG/SQLite rate: {(p_units / p_secs) / (s_units / s_secs):.2f}x   "
           f"raw PG/SQLite rate: {r_sqlite / r_pg:.2f}x   every line stored, PG/SQLite: "

@@ -147,7 +147,7 @@ class Daemon:
             self._sources = configured_sources(s, self.environ)
             self.ingestor.subscribers.append(self._on_ingest)
             self.summaries = Summaries(s, self.store, self.events, environ=self.environ,
-                                       clock=self.clock, busy=lambda: not self.backfill_done)
+                                       clock=self.clock, busy=self._jobs_wait)
             self.ingestor.subscribers.append(self.summaries.on_ingest)
             self.queue = IngestQueue(self.ingestor, self.sources)
             if target.kind == "postgresql":  # own transcripts first, the fleet's after
@@ -395,6 +395,17 @@ class Daemon:
         self.backfill_done = True
         log.info("backfill done: %d files read in %.1fs (%s)", queued, time.monotonic() - t0,
                  self.backfill.line())
+
+    def _jobs_wait(self) -> bool:
+        """Background jobs (summaries, one-liners) wait while the backfill runs and, on
+        a fleet member, while its index still builds or pages a backlog of the feed: run
+        beside it they took the CPU the niced feed writer needed, so it was caught up
+        late (issue 14, bench/README "pgcatch"). A SQLite daemon's index keeps up with
+        its own backfill; a fleet member's follows it through the feed, after."""
+        if not self.backfill_done:
+            return True
+        backlog = getattr(self.store.index, "backlog", None) if self.store else None
+        return bool(backlog is not None and backlog())
 
     async def _refresh_backfill(self) -> None:
         await self._unread_bytes(update_backfill=True)

@@ -101,6 +101,12 @@ class FeedIndexer(IndexWriterThread):
         # this thread's CPU seconds by stage of the feed's applies (status, bench)
         self.cpu = {"read": 0.0, "rows": 0.0, "index": 0.0}
 
+    def backlog(self) -> bool:
+        """A backlog is being worked through: the last poll of the feed left another page
+        waiting (a backfill, a return after an outage). Changes that trickle in (live
+        appends, a job's one-liners) never fill a page, so they are no backlog."""
+        return self._paging
+
     def follow_status(self) -> dict[str, Any]:
         f = self.follower
         return {"listening": f.status()["listening"] if f else False,

@@ -99,6 +99,16 @@ class FleetIndex(SearchIndex):
         finally:
             self.waiters -= 1
 
+    def backlog(self) -> bool:
+        """The index is being built, or works through a backlog of the feed: the daemon's
+        background jobs wait for it (`Daemon._jobs_wait`), as a SQLite daemon's index is
+        caught up when its backfill ends. False without a writer thread (nothing to wait
+        for: the store is closing, or never opened)."""
+        ind = self._indexer
+        if ind is None:
+            return False
+        return self.state == "rebuilding" or ind.backlog()
+
     def _new_indexer(self, clear_pending: Any) -> FeedIndexer:
         return FeedIndexer(self, clear_pending)
 

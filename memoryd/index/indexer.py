@@ -271,6 +271,7 @@ class Indexer(IndexWriterThread):
         lag_trace.stage("index_read", len(first[1]))
         rebuild = self.ix.state == "rebuilding"
         if rebuild or len(first[1]) + len(first[2]) > LIVE_UNITS:
+            RELEASE.burst(True)  # large buffers mapped, not left in the heaps
             self._reap(wait=True)  # the writer is needed
             if rebuild:  # background work, niced
                 upto, done = self._bulk.submit(self._add, conn, pos, first).result()
@@ -283,6 +284,7 @@ class Indexer(IndexWriterThread):
                 self._clear_pending(max(done, self._uncommitted))
                 self._uncommitted = 0
         else:
+            RELEASE.burst(False)  # a live pass: the backlog is done
             upto, done = self._live(pos, first)
             if done > pos[1]:
                 self._uncommitted = done  # cleared after the commit that holds it

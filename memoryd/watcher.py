@@ -90,9 +90,14 @@ class Watcher:
                     await cycle.wait()
                     continue
                 log.info("watching %s", ", ".join(map(str, self._roots)))
+                # what was written after the last scan and before the watch began (a
+                # directory made while the daemon started, a root that appeared) has no
+                # event: a scan once the watch holds, or it waited for the next
+                # reconciliation (`watch.reconcile_seconds`)
                 async for changes in watch_changes(
                     self._roots, self._filter, debounce_ms=self._debounce_ms, stop=cycle,
-                    force_polling=self._force_polling):
+                    force_polling=self._force_polling,
+                    ready=lambda: self._spawn(self._scan_after_start())):
                     try:
                         self._handle(changes)
                     except Exception:  # a bad batch never stops the watch
@@ -137,6 +142,13 @@ class Watcher:
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
+    async def _scan_after_start(self) -> None:
+        try:
+            await self.reconcile()
+        except Exception:  # the reconciliation loop tries again
+            self.errors += 1
+            log.warning("scan after the watch began failed", exc_info=True)
+
     async def _submit_tree(self, path: Path) -> None:
         files = await asyncio.to_thread(lambda: [p for p, _ in walk(path, self._candidate)])
         for p in files:
@@ -177,13 +189,16 @@ async def watch_changes(roots: tuple[Path, ...], keep: Callable[[Change, str], b
                         debounce_ms: int, stop: asyncio.Event, force_polling: bool | None,
                         fast_ms: int = FAST_STEP_MS, slow_ms: int = SLOW_STEP_MS,
                         quiet_s: float = QUIET_S, wake: bool = True,
-                        quick_ms: int = QUICK_STEP_MS) -> AsyncIterator[set[tuple[Change, str]]]:
+                        quick_ms: int = QUICK_STEP_MS,
+                        ready: Callable[[], None] | None = None,
+                        ) -> AsyncIterator[set[tuple[Change, str]]]:
     """Batches of changes under `roots` that `keep` accepts, until `stop` is set: the
     Rust notifier's watch in a thread. Where inotify answers (Linux, `wake` on) it rings
     a doorbell (`memoryd.inotify_wake`) and the watch waits on it without stepping; a
     ring is collected at `quick_ms` (a change after a calm of `CALM_S`: one appended
     line) or at the fast step (changes streaming in, gathered into fewer batches).
-    Elsewhere the watch steps: fast while changes come, slow after `quiet_s` without."""
+    Elsewhere the watch steps: fast while changes come, slow after `quiet_s` without.
+    `ready` is called once the notifier watches (every change from then on is seen)."""
     halt = threading.Event()  # what the notifier's thread polls, each step
     relay = asyncio.create_task(_set_threading_event(stop, halt))
     # a thread of its own: the watch blocks it for as long as the watch lasts
@@ -198,6 +213,8 @@ async def watch_changes(roots: tuple[Path, ...], keep: Callable[[Change, str], b
         with RustNotify([str(r) for r in roots], False, polling, POLL_DELAY_MS, True,
                         True) as notifier:
             step = _Step(notifier, pool, halt, keep, debounce_ms)
+            if ready is not None:
+                ready()
             batches = (_rung(step, bell, stop, fast, quick_ms) if bell is not None
                        else _stepped(step, fast, slow_ms, quiet_s))
             async for changes in batches:

@@ -206,18 +206,14 @@ def memoryd_backfill(info: h.CorpusInfo, work: Path, progress: float | None,
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--files", type=int, default=400)
-    p.add_argument("--lines", type=int, default=500, help="lines per file")
-    p.add_argument("--quick", action="store_true", help="100 files x 300 lines (~30 s)")
+    h.corpus_options(p)
     p.add_argument("--repeat", type=int, default=1, help="runs of each side (median is shown)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--keep", action="store_true", help="keep the built stores in bench/out")
     p.add_argument("--cold-imports", action="store_true",
                    help="no byte-code cache: the daemon compiles its imports on every spawn "
                         "when PYTHONDONTWRITEBYTECODE is set (the figures before 2026-11-24)")
-    args = p.parse_args(argv)
-    if args.quick:
-        args.files, args.lines = 100, 300
+    args = h.corpus_size(p.parse_args(argv))
 
     print(f"backfill benchmark: {h.machine()}")
     info = h.corpus(args.files, args.lines, args.seed)

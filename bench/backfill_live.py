@@ -82,14 +82,10 @@ def run(info: h.CorpusInfo, work: Path, gap: float, poll: float) -> dict[str, ob
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--files", type=int, default=400)
-    p.add_argument("--lines", type=int, default=500, help="lines per file")
-    p.add_argument("--quick", action="store_true", help="100 files x 300 lines")
+    h.corpus_options(p)
     p.add_argument("--gap-ms", type=float, default=30.0, help="between appends")
     p.add_argument("--poll-ms", type=float, default=2.0)
-    a = p.parse_args(argv)
-    if a.quick:
-        a.files, a.lines = 100, 300
+    a = h.corpus_size(p.parse_args(argv))
     print(f"backfill_live: {h.machine()}")
     info = h.corpus(a.files, a.lines)
     out = run(info, h.OUT / "backfill-live", a.gap_ms / 1000, a.poll_ms / 1000)

@@ -101,14 +101,10 @@ def run_once(info: h.CorpusInfo, work: Path) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--files", type=int, default=400)
-    p.add_argument("--lines", type=int, default=500)
-    p.add_argument("--quick", action="store_true", help="100 files x 300 lines")
+    h.corpus_options(p)
     p.add_argument("--repeat", type=int, default=3, help="runs (the median is shown)")
     p.add_argument("--seed", type=int, default=1)
-    args = p.parse_args(argv)
-    if args.quick:
-        args.files, args.lines = 100, 300
+    args = h.corpus_size(p.parse_args(argv))
     print(f"backfill stages: {h.machine()}")
     info = h.corpus(args.files, args.lines, args.seed)
     runs = [run_once(info, h.OUT / "backfill-stages") for _ in range(args.repeat)]

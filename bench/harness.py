@@ -433,6 +433,20 @@ def corpus(files: int, lines: int, seed: int = 1, *, base: Path | None = None,
     return info
 
 
+def corpus_options(p: Any) -> None:
+    """The backfill benches' corpus size: `--files` × `--lines`, `--quick` for 100 × 300
+    (applied by `corpus_size`)."""
+    p.add_argument("--files", type=int, default=400)
+    p.add_argument("--lines", type=int, default=500, help="lines per file")
+    p.add_argument("--quick", action="store_true", help="100 files x 300 lines")
+
+
+def corpus_size(a: Any) -> Any:
+    if a.quick:
+        a.files, a.lines = 100, 300
+    return a
+
+
 def corpus_files(path: str | Path) -> list[Path]:
     return sorted(Path(path).rglob("*.jsonl"))
 

@@ -12,6 +12,8 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from memoryd.ingest.adapters.base import Record
@@ -47,12 +49,24 @@ def both_caught(stores: list[Store], n: int) -> bool:
     return all(caught(s) and len(indexed_ids(s)) == n for s in stores)
 
 
-def test_own_units_and_one_liners_are_indexed_once_as_another_machines_are(tmp_path,
-                                                                            pg_url):
+@contextmanager
+def two_machines(tmp_path: Path, pg_url: str) -> Iterator[tuple[Store, Store]]:
+    """A laptop and a server on one namespace, both joined before the test writes: a
+    build that reads units committed after its join applies them again from the feed
+    (by design), which would count them twice."""
     a = open_store(tmp_path, pg_url, "laptop")
     b = open_store(tmp_path, pg_url, "server")
     try:
         until(lambda: caught(a) and caught(b), 30, "both joined")
+        yield a, b
+    finally:
+        a.close_sync()
+        b.close_sync()
+
+
+def test_own_units_and_one_liners_are_indexed_once_as_another_machines_are(tmp_path,
+                                                                            pg_url):
+    with two_machines(tmp_path, pg_url) as (a, b):
         own = a.write_sync(put([f"laptop line {i} ibis" for i in range(30)], "s", "laptop"))
         other = b.write_sync(put([f"server line {i} crane" for i in range(20)], "t", "server"))
         until(lambda: both_caught([a, b], 50), 30, "both machines' units on both")
@@ -71,18 +85,10 @@ def test_own_units_and_one_liners_are_indexed_once_as_another_machines_are(tmp_p
         assert len(indexed_ids(a)) == len(indexed_ids(b)) == 50
         assert set(a.read_sync(lambda c: a.index.status(c))["feed"]["cpu_s"]) == {
             "read", "rows", "index"}
-    finally:
-        a.close_sync()
-        b.close_sync()
 
 
 def test_a_forget_on_one_machine_leaves_both_indexes(tmp_path, pg_url):
-    a = open_store(tmp_path, pg_url, "laptop")
-    b = open_store(tmp_path, pg_url, "server")
-    try:
-        # both joined first: a build that reads units committed after its join applies
-        # them again from the feed (by design), which would count them twice below
-        until(lambda: caught(a) and caught(b), 30, "both joined")
+    with two_machines(tmp_path, pg_url) as (a, b):
         own = a.write_sync(put([f"keep {i} plover" for i in range(10)], "keep", "laptop"))
         gone = a.write_sync(put([f"forget {i} rail" for i in range(10)], "gone", "laptop"))
         until(lambda: both_caught([a, b], 20), 30, "both machines hold the 20 units")
@@ -92,9 +98,6 @@ def test_a_forget_on_one_machine_leaves_both_indexes(tmp_path, pg_url):
         until(lambda: both_caught([a, b], 10), 30, "the forget on both machines")
         assert indexed_ids(a) == indexed_ids(b) == set(own) == store_ids(pg_url)
         assert feed_status(a)["indexed"] == feed_status(b)["indexed"] == 20  # none again
-    finally:
-        a.close_sync()
-        b.close_sync()
 
 
 # The child: a fleet member's store that stops reading the feed (its writer held in the

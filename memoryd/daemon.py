@@ -404,8 +404,7 @@ class Daemon:
         its own backfill; a fleet member's follows it through the feed, after."""
         if not self.backfill_done:
             return True
-        backlog = getattr(self.store.index, "backlog", None) if self.store else None
-        return bool(backlog is not None and backlog())
+        return self.store is not None and self.store.index.backlog()
 
     async def _refresh_backfill(self) -> None:
         await self._unread_bytes(update_backfill=True)

@@ -282,6 +282,12 @@ class SearchIndex:
     def searchable(self) -> bool:
         return self.state == "ready" and self._index is not None
 
+    def backlog(self) -> bool:
+        """Whether background jobs should wait for this index (`Daemon._jobs_wait`):
+        never here, as a daemon's own index keeps up with its backfill (a fleet member's
+        follows the shared store after it: `FleetIndex.backlog`)."""
+        return False
+
     def candidates(self, conn: sqlite3.Connection, terms: list[str], f: Filters, *,
                    mode: str, limit: int, count: bool, w_body: float = 1.0,
                    w_one_liner: float = 3.0) -> tuple[int, list[tuple[int, float]]]:

@@ -167,9 +167,8 @@ _SPACE_RUN = re.compile(rb"  +")
 def _dup_bytes(text: str) -> bytes:
     """`dup_key` as UTF-8. ASCII (most heads) takes one `bytes.translate` (for ASCII,
     casefold is lower and `[\\W_]` is everything but letters and digits) and one regex
-    joining runs of spaces (what a split and join did: 0.8 of its 3.0 us a head, most
-    words being one space apart already; bench/README, branch `bcpu`); anything else
-    the regex."""
+    joining runs of spaces (2.2 us a head against a split and join's 3.0: most words
+    are one space apart already; bench/README, branch `bcpu`); anything else the regex."""
     head = text[:DUP_HEAD]
     if head.isascii():
         return _SPACE_RUN.sub(b" ", head.encode().translate(_ASCII_WORD_BYTES)).strip()

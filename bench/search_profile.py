@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import pstats
 import random
 import statistics
@@ -50,6 +51,7 @@ _cur_cpu: dict[str, float] = defaultdict(float)
 def timed(name: str, fn):
     """`fn` timed into stage `name`: wall time, and the CPU time of the thread it runs on
     (a figure a loaded machine does not stretch)."""
+    @functools.wraps(fn)
     def wrap(*a, **kw):
         t0, c0 = time.perf_counter(), time.thread_time()
         try:
@@ -76,8 +78,9 @@ def instrument_context() -> None:
     """The stages of a context request (`ContextBuilder`): its reader-thread job, the
     retrievals inside it, the index's stages, and the fitting."""
     import memoryd.context as ctx
-    import memoryd.index as index_mod
     instrument()
+    # the module `ranked` calls it in (memoryd.index.reader; memoryd.index before the split)
+    index_mod = sys.modules[SearchIndex.ranked.__wrapped__.__module__]
     index_mod.session_pks = timed("session_pks", index_mod.session_pks)
     ctx.retrieve_sync = timed("retrieve_sync", ctx.retrieve_sync)
     ctx.ContextBuilder._from_store = timed("from_store (recall)", ctx.ContextBuilder._from_store)

@@ -268,3 +268,17 @@ async def test_ranked_with_one_liner_clauses_apart_ranks_as_the_one_query(tmp_pa
                         [c["bm25"] for c in b[1]], rel=1e-5)
     finally:
         await store.close()
+
+
+def test_a_terms_tokens_are_kept_and_each_caller_gets_its_own_list():
+    """`term_tokens` analyzes a term once (a search asks 6-10 times) and hands out a new
+    list each time, so no caller can change what the next one gets."""
+    from memoryd.index.query import _term_tokens
+
+    analyzer = build_analyzer()
+    first = term_tokens(analyzer, "deploying")
+    first.append("changed")
+    hits = _term_tokens.cache_info().hits
+    assert term_tokens(analyzer, "deploying") == ["deploy"]
+    assert _term_tokens.cache_info().hits == hits + 1
+    assert term_tokens(analyzer, "数据库") == ["数据", "据库"]

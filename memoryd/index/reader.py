@@ -132,8 +132,11 @@ class IndexReader:
                                      self._sessions_clause(pks) if pks is not None else None)
             guess = estimate(s, self.analyzer, terms, mode) if count and not clauses else None
             exact = count and guess is None
-            ones = None  # an OR query's one-liner clauses, searched apart (`_with_one_liners`)
-            if mode == "or" and not exact and _no_negative_idf(scoring, self.analyzer, terms):
+            # an unfiltered OR query's one-liner clauses, searched apart (`_with_one_liners`;
+            # under a filter the one query costs less: each search evaluates the filter)
+            ones = None
+            if mode == "or" and not exact and not clauses \
+                    and _no_negative_idf(scoring, self.analyzer, terms):
                 ones = text_query(self.schema, self.analyzer, scoring, terms, mode,
                                   w_one_liner=w_one_liner, fields=("one_liner",))
             q = text_query(self.schema, self.analyzer, scoring, terms, mode, w_body=w_body,

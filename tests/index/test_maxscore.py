@@ -223,11 +223,12 @@ def test_an_or_search_with_its_one_liner_clauses_apart_is_the_one_query(tmp_path
 
 
 async def test_ranked_with_one_liner_clauses_apart_ranks_as_the_one_query(tmp_path):
-    """Through a store, with a live tail and without, filtered or not: `ranked` without
-    an exact count (the one-liner clauses searched apart) gives the candidates it gives
-    with one (the one query). Here "deploy", in nearly every unit, has a negative IDF
-    once the units given one-liners were indexed again (their old documents still count
-    in its frequency): its queries keep the one query."""
+    """Through a store, with a live tail and without, filtered or not (filtered: always
+    the one query): `ranked` without an exact count (the one-liner clauses searched
+    apart) gives the candidates it gives with one (the one query). Here "deploy", in
+    nearly every unit, has a negative IDF once the units given one-liners were indexed
+    again (their old documents still count in its frequency): its queries keep the one
+    query."""
     from memoryd.index.reader import _no_negative_idf
 
     store = await Store.open(tmp_path / "m.db")

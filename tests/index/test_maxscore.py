@@ -141,6 +141,19 @@ def put(texts_, sid):
     return run
 
 
+async def ranked_alike(store, queries, ask):
+    """`ask(conn, terms, filters, side)` (`ranked` one way or the other) ranks the same
+    units with the same scores (to f32 rounding) for sides True and False, for each of
+    the queries, unfiltered and filtered."""
+    for f in (Filters(), Filters(project="/p/base")):
+        for terms in queries:
+            a, b = [await store.read(lambda c, side=side, terms=terms, f=f: ask(
+                c, terms, f, side)) for side in (True, False)]
+            assert [c["unit_id"] for c in a[1]] == [c["unit_id"] for c in b[1]], terms
+            assert [c["bm25"] for c in a[1]] == pytest.approx([c["bm25"] for c in b[1]],
+                                                              rel=1e-5)
+
+
 async def test_a_pruned_search_ranks_as_the_plain_one_with_a_live_tail(tmp_path):
     store = await Store.open(tmp_path / "m.db")
     store.index.tail_policy = TailPolicy(docs=10**9, seconds=3600.0)
@@ -155,16 +168,12 @@ async def test_a_pruned_search_ranks_as_the_plain_one_with_a_live_tail(tmp_path)
         await store.indexed()
         assert len(store.index.tail) == 40  # the tail's statistics count in the scores
         ix = store.index
-        for f in (Filters(), Filters(project="/p/base")):
-            for terms in QUERIES:
-                def ask(c, force, terms=terms, f=f):
-                    ix.force_prune = force
-                    return ix.ranked(c, terms, f, mode="or", limit=15, count=False)
-                a = await store.read(lambda c: ask(c, True))
-                b = await store.read(lambda c: ask(c, False))
-                assert [c["unit_id"] for c in a[1]] == [c["unit_id"] for c in b[1]], terms
-                assert [c["bm25"] for c in a[1]] == pytest.approx(
-                    [c["bm25"] for c in b[1]], rel=1e-5)
+
+        def ask(c, terms, f, force):
+            ix.force_prune = force
+            return ix.ranked(c, terms, f, mode="or", limit=15, count=False)
+
+        await ranked_alike(store, QUERIES, ask)
     finally:
         store.index.force_prune = False
         await store.close()
@@ -258,15 +267,9 @@ async def test_ranked_with_one_liner_clauses_apart_ranks_as_the_one_query(tmp_pa
             s = ix._index.searcher()
             assert not _no_negative_idf(s, ix.analyzer, ["deploy"])
             assert sum(_no_negative_idf(s, ix.analyzer, t) for t in QUERIES) >= 5
-            for f in (Filters(), Filters(project="/p/base")):
-                for terms in [*QUERIES, ["deploy", "cluster"], ["cache", "a"]]:
-                    def ask(c, count, terms=terms, f=f):
-                        return ix.ranked(c, terms, f, mode="or", limit=25, count=count)
-                    a = await store.read(lambda c: ask(c, False))
-                    b = await store.read(lambda c: ask(c, True))
-                    assert [c["unit_id"] for c in a[1]] == [c["unit_id"] for c in b[1]], terms
-                    assert [c["bm25"] for c in a[1]] == pytest.approx(
-                        [c["bm25"] for c in b[1]], rel=1e-5)
+            await ranked_alike(store, [*QUERIES, ["deploy", "cluster"], ["cache", "a"]],
+                               lambda c, terms, f, exact: ix.ranked(
+                                   c, terms, f, mode="or", limit=25, count=exact))
     finally:
         await store.close()
 

@@ -135,10 +135,11 @@ class IndexReader:
             # an unfiltered OR query's one-liner clauses, searched apart (`_with_one_liners`;
             # under a filter the one query costs less: each search evaluates the filter)
             ones = None
-            if mode == "or" and not exact and not clauses \
-                    and _no_negative_idf(scoring, self.analyzer, terms):
+            if mode == "or" and not exact and not clauses:
                 ones = text_query(self.schema, self.analyzer, scoring, terms, mode,
                                   w_one_liner=w_one_liner, fields=("one_liner",))
+                if ones is not None and not _no_negative_idf(scoring, self.analyzer, terms):
+                    ones = None
             q = text_query(self.schema, self.analyzer, scoring, terms, mode, w_body=w_body,
                            w_one_liner=w_one_liner, boost=boost,
                            fields=("body",) if ones is not None else ("body", "one_liner"))

@@ -10,6 +10,17 @@ seed per session file, `harness.jsonl_texts`) while this process stores them, an
 bare twin is built in another process from the finished database while memoryd's
 index catches up.
 
+One-liners (on unless --no-one-liners; the store's directory then ends in `-ol`): every
+unit the summaries would give one gets the line they write without a model
+(`extractive.one_liner`), by their rule at the default settings (tool calls and results
+of at least 400 characters, messages of at least 1,500: `units_for_one_liners`). A real
+store has them once its sessions are summarized, and a search pays for them (one-liner
+clauses in its query). In this generator's corpus the rule picks 11.1% of the units
+(10.1% messages, 1.0% tool results: the corpus has few tool units); in the genuine
+transcripts of tests/fixtures/sessions it picks 23.4% of 1,647 units (claude-code 47%,
+codex 38%, pi 19%, mostly tool calls and results). The store is indexed with them, as
+memoryd's writer indexes a one-liner.
+
 When the index's SCHEMA_VERSION changed since the build, only memoryd's index is
 rebuilt (by its own writer).
 
@@ -33,6 +44,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness as h  # noqa: E402
 
+from memoryd.config import SummarySettings  # noqa: E402
+from memoryd.extractive import VERSION as EXTRACTIVE_VERSION  # noqa: E402
+from memoryd.extractive import one_liner  # noqa: E402
 from memoryd.index import SearchIndex  # noqa: E402
 from memoryd.index.indexer import UNIT_ROWS, unit_docs  # noqa: E402
 from memoryd.index.schema import ANALYZER, build_analyzer, build_schema  # noqa: E402
@@ -43,15 +57,45 @@ from memoryd.store import Store  # noqa: E402
 from memoryd.store.db import SqliteRunner, connect  # noqa: E402
 from memoryd.store.migrations import migrate  # noqa: E402
 from memoryd.store.sessions import session_pk  # noqa: E402
+from memoryd.store.summaries import (  # noqa: E402
+    EXTRACTIVE,
+    calls_by_id,
+    set_one_liner_upto,
+    units_for_one_liners,
+)
 from memoryd.store.units import SessionWriter  # noqa: E402
 
 PER_SESSION = 500
 CHUNK = 50_000  # units per transaction
 ROOT = Path("/bench")  # the path the sessions were "read" from (their ids and projects)
+ONE_LINERS = "-ol"  # the end of the name of a store whose long units have one-liners
 
 
-def store_dir(units: int, seed: int = 1) -> Path:
-    return h.OUT / f"search-g{h.GEN_VERSION}-{units}-s{seed}"
+def store_dir(units: int, seed: int = 1, one_liners: bool = True) -> Path:
+    return h.OUT / f"search-g{h.GEN_VERSION}-{units}-s{seed}{ONE_LINERS if one_liners else ''}"
+
+
+def has_one_liners(dir: Path) -> bool:
+    """Whether the store in `dir` gives its long units one-liners (its name says)."""
+    return dir.name.endswith(ONE_LINERS)
+
+
+def add_one_liners(conn: sqlite3.Connection, pk: int) -> int:
+    """The one-liners the summaries write without a model, for the session's long units
+    (their rule and thresholds at the default settings), inside the write's transaction:
+    the index follows by unit id after it, so no `index_pending` row is queued (as
+    `save_one_liners` would). How many were written."""
+    cfg = SummarySettings()
+    units, reached = units_for_one_liners(conn, pk, 0, cfg.one_liner_min_chars,
+                                          cfg.one_liner_message_chars, 1 << 30)
+    ids = [u["related_id"] for u in units if u["kind"] == "tool_result" and u["related_id"]]
+    calls = calls_by_id(conn, pk, ids) if ids else {}
+    conn.executemany(
+        "UPDATE units SET one_liner = ?, one_liner_by = ?, one_liner_prompt = ? WHERE id = ?",
+        [(one_liner(u, calls.get(u["related_id"]) if u["kind"] == "tool_result" else None),
+          EXTRACTIVE, EXTRACTIVE_VERSION, u["id"]) for u in units])
+    set_one_liner_upto(conn, pk, reached)
+    return len(units)
 
 
 def index_fingerprint() -> str:
@@ -112,7 +156,7 @@ def _index(db: str, index_root: str, writing, out) -> None:
 
 def build(units: int, seed: int, dir: Path, log=print) -> dict:
     """memoryd store + bare tantivy twin + JSONL transcripts with `units` units; cached by
-    its parameters."""
+    its parameters (`store_dir`: with one-liners when its name says so)."""
     meta = dir / "meta.json"
     fp = index_fingerprint()
     if meta.exists():
@@ -149,7 +193,8 @@ def build(units: int, seed: int, dir: Path, log=print) -> dict:
     indexer.start()
     try:
         done, sessions, timing = _store(units, dir / "src", itertools.chain([first], gen),
-                                        db, t0, log, done=done, session=start)
+                                        db, t0, log, done=done, session=start,
+                                        one_liners=has_one_liners(dir))
         gen.close()  # ends the generator's pool
         written = time.perf_counter() - t0
         log(f"  {done:,} units stored in {written:.0f} s; the indexes follow", flush=True)
@@ -162,13 +207,15 @@ def build(units: int, seed: int, dir: Path, log=print) -> dict:
         # the bare baseline searches a copy of the same segments
         shutil.copytree(paths.data_dir / "index" / "tantivy", dir / "raw-tantivy")
         n = db.run(lambda c: c.execute("SELECT count(*) FROM units").fetchone()[0])
+        lines = db.run(lambda c: c.execute(
+            "SELECT count(*) FROM units WHERE one_liner IS NOT NULL").fetchone()[0])
         db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         gen.close()
         db.close()
         if indexer.is_alive():
             indexer.terminate()
-    info = {"units": n, "sessions": sessions, "index_fingerprint": fp,
+    info = {"units": n, "sessions": sessions, "one_liners": lines, "index_fingerprint": fp,
             "build_s": round(time.perf_counter() - t0, 1), "write_s": round(written, 1),
             **{f"{k}_s": round(v, 1) for k, v in timing.items()},
             "index_s": round(index_s, 1),
@@ -196,9 +243,11 @@ def _stored(db: Path) -> tuple[int, int]:
 
 
 def _store(units: int, src: Path, texts: Iterator[str], db: SqliteRunner, t0: float,
-           log, *, done: int = 0, session: int = 0) -> tuple[int, int, dict[str, float]]:
+           log, *, done: int = 0, session: int = 0, one_liners: bool = False
+           ) -> tuple[int, int, dict[str, float]]:
     """Session files from `texts` (session `session` on) into `src` and their units into
-    the database, until `units` are stored: (units, sessions, seconds by step)."""
+    the database (`one_liners`: and the long ones' one-liners, `add_one_liners`), until
+    `units` are stored: (units, sessions, seconds by step)."""
     adapter = adapters.for_agent("generic")
     timing = {"generate": 0.0, "parse": 0.0, "memoryd": 0.0}
     queued = 0
@@ -214,6 +263,8 @@ def _store(units: int, src: Path, texts: Iterator[str], db: SqliteRunner, t0: fl
                 rid = rec.record_id or content_id(rec.role, rec.kind, rec.ts, rec.content)
                 w.add(rec, rid, None, None)
             new += w.flush()
+            if one_liners:
+                add_one_liners(conn, w.pk)
         return new
 
     while done < units:
@@ -275,9 +326,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--units", type=int, default=1_000_000)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--no-one-liners", dest="one_liners", action="store_false",
+                   help="no unit gets a one-liner (the stores built before 2026-11-24)")
     args = p.parse_args(argv)
     print(f"store build: {h.machine()}")
-    info = build(args.units, args.seed, store_dir(args.units, args.seed))
+    info = build(args.units, args.seed, store_dir(args.units, args.seed, args.one_liners))
     print(json.dumps(info))
     return 0
 

@@ -168,11 +168,13 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--processes", type=int, default=40,
                    help="queries also asked through `memoryctl context` as a whole process")
+    p.add_argument("--no-one-liners", dest="one_liners", action="store_false",
+                   help="the store without one-liners (bench/bigstore.py)")
     args = p.parse_args()
     if args.quick:
         args.units, args.queries = 100_000, 80
     print(h.machine())
-    dir = h.OUT / f"search-g{h.GEN_VERSION}-{args.units}-s{args.seed}"
+    dir = search_bench.store_dir(args.units, args.seed, args.one_liners)
     search_bench.build(args.units, args.seed, dir)
     asyncio.run(run(args, dir))
     return 0

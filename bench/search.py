@@ -40,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness as h  # noqa: E402
-from bigstore import bare_tantivy, build  # noqa: E402,F401  (build: context_latency, idle)
+from bigstore import bare_tantivy, build, store_dir  # noqa: E402,F401  (context_latency)
 
 from memoryd.api import SearchRequest  # noqa: E402
 from memoryd.index.query import text_query  # noqa: E402
@@ -236,11 +236,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--with-summaries", action="store_true",
                    help="leave the daemon's automatic summaries on (it then summarizes the "
                         "store's idle sessions while it answers)")
+    p.add_argument("--no-one-liners", dest="one_liners", action="store_false",
+                   help="the store without one-liners (bench/bigstore.py)")
     args = p.parse_args(argv)
     if args.quick:
         args.units, args.queries = 100_000, 100
     print(f"search benchmark: {h.machine()}")
-    dir = h.OUT / f"search-g{h.GEN_VERSION}-{args.units}-s{args.seed}"
+    dir = store_dir(args.units, args.seed, args.one_liners)
     info = build(args.units, args.seed, dir)
     if args.build_only:
         return 0

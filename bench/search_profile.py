@@ -8,6 +8,7 @@ to it but what opening the store does), so it adds no build:
     .venv/bin/python bench/search_profile.py --home /path/to/copied/home --queries 100
     .venv/bin/python bench/search_profile.py --home ... --cprofile 30   # top 30 functions
     .venv/bin/python bench/search_profile.py --home ... --context        # /v1/context's work
+    .venv/bin/python bench/search_profile.py --home ... --rg <store>/src  # after an rg pass
 
 Stages are timed by wrapping the functions retrieval calls (this script only; memoryd
 runs unchanged): index.ranked (tantivy search + fast fields), the hits' rows from SQLite,
@@ -19,9 +20,11 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import pstats
 import random
 import statistics
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -50,6 +53,7 @@ _cur_cpu: dict[str, float] = defaultdict(float)
 def timed(name: str, fn):
     """`fn` timed into stage `name`: wall time, and the CPU time of the thread it runs on
     (a figure a loaded machine does not stretch)."""
+    @functools.wraps(fn)
     def wrap(*a, **kw):
         t0, c0 = time.perf_counter(), time.thread_time()
         try:
@@ -76,8 +80,9 @@ def instrument_context() -> None:
     """The stages of a context request (`ContextBuilder`): its reader-thread job, the
     retrievals inside it, the index's stages, and the fitting."""
     import memoryd.context as ctx
-    import memoryd.index as index_mod
     instrument()
+    # the module `ranked` calls it in (memoryd.index.reader; memoryd.index before the split)
+    index_mod = sys.modules[SearchIndex.ranked.__wrapped__.__module__]
     index_mod.session_pks = timed("session_pks", index_mod.session_pks)
     ctx.retrieve_sync = timed("retrieve_sync", ctx.retrieve_sync)
     ctx.ContextBuilder._from_store = timed("from_store (recall)", ctx.ContextBuilder._from_store)
@@ -178,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cprofile", type=int, default=0, help="print the top N by own time")
     p.add_argument("--context", action="store_true",
                    help="profile /v1/context's work (ContextBuilder.build) instead")
+    p.add_argument("--rg", type=Path, help="run `rg` over these transcripts (untimed) "
+                   "before each timed search, as search.py does without --no-rg")
     args = p.parse_args(argv)
     print(f"{'context' if args.context else 'search'} profile: {h.machine()}")
     gen = h.TextGen(args.seed)
@@ -197,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     def one(q: str, mode: str) -> None:
         from memoryd.api import SearchRequest
         req = SearchRequest(query=q, mode=mode)
+        if args.rg and profiling_run:  # untimed: the caches cold as after search.py's rg
+            subprocess.run(["rg", "-i", "-F", "-c", "-e", q.split()[0], str(args.rg)],
+                           capture_output=True)
         _cur.clear()
         _cur_cpu.clear()
         t0 = time.perf_counter()
@@ -234,12 +244,14 @@ def main(argv: list[str] | None = None) -> int:
             STAGES[k].append(v)
             CPU[k].append(_cur_cpu.get(k, v if "CPU" in k else 0.0))
 
+    profiling_run = False
     for _, q, mode in queries:  # warm
         if retrieval.plan_query(q, mode).match:
             one(q, mode)
     STAGES.clear()
     CPU.clear()
     profiling = bool(args.cprofile)
+    profiling_run = True
     for _ in range(args.repeat):
         for _, q, mode in queries:
             if retrieval.plan_query(q, mode).match:

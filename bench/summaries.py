@@ -56,10 +56,11 @@ def settings(fake: FakeLLM | None) -> Settings:
 
 
 async def settle(svc: Summaries) -> None:
-    while True:
-        c = await svc.queue.counts()
-        if c["pending"] == 0 and c["running"] == 0 and not svc.triggers.pending():
-            return
+    while True:  # the triggers first: a check may enqueue while the counts are read
+        if not svc.triggers.pending():
+            c = await svc.queue.counts()
+            if c["pending"] == 0 and c["running"] == 0:
+                return
         await asyncio.sleep(0.005)
 
 

@@ -405,9 +405,9 @@ def _hits(index: SearchIndex, top: list[dict[str, Any]], rows: dict[int, dict[st
         matched = index.matched(plan.terms, {
             i: r["content"] + "\n" + (r["one_liner"] or "") for i, r in rows.items()})
     # split the score by field only for hits with a one-liner
-    with_one_liner = [i for i in ids if (r := rows.get(i)) and r["one_liner"]]
-    cols = index.field_scores(plan.terms, with_one_liner, w_body=p.w_body,
-                              w_one_liner=p.w_one_liner, at=at)
+    lines = {i: r["one_liner"] for i in ids if (r := rows.get(i)) and r["one_liner"]}
+    cols = index.split_scores(plan.terms, lines, {c["unit_id"]: c["bm25"] for c in top},
+                              w_body=p.w_body, w_one_liner=p.w_one_liner, at=at)
     hits = []
     for c in top:
         r = rows.get(c["unit_id"])

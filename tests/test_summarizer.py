@@ -12,19 +12,20 @@ from memoryd.server.app import Services, make_app
 from memoryd.server.summaries_api import routes
 from memoryd.store.summaries import get_session, summary_history
 from memoryd.summarizer import load_prompt, trim
-from tests.fakes import Transcript, fake_llm, settings_with, summaries_service  # noqa: F401
+from tests.fakes import (  # noqa: F401
+    Transcript,
+    fake_llm,
+    settings_with,
+    summaries_idle,
+    summaries_service,
+)
 from tests.helpers import wait_for
 
 LONG_OUTPUT = "\n".join(f"{i:>4}  const value{i} = compute({i});" for i in range(200))
 
 
-async def idle(svc) -> bool:
-    c = await svc.queue.counts()
-    return c["pending"] == 0 and c["running"] == 0 and not svc.triggers.pending()
-
-
 async def settled(svc, timeout: float = 15.0) -> None:  # scaled by wait_for
-    await wait_for(lambda: idle(svc), timeout=timeout)
+    await wait_for(lambda: summaries_idle(svc), timeout=timeout)
 
 
 async def session(svc, pk: int = 1) -> dict:

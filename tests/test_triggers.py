@@ -6,7 +6,13 @@ from __future__ import annotations
 import time
 
 from memoryd.store.summaries import get_session, summary_history
-from tests.fakes import Transcript, fake_llm, settings_with, summaries_service  # noqa: F401
+from tests.fakes import (  # noqa: F401
+    Transcript,
+    fake_llm,
+    settings_with,
+    summaries_idle,
+    summaries_service,
+)
 from tests.helpers import wait_for
 
 T0 = 1_700_000_000.0
@@ -21,11 +27,7 @@ class Clock:
 
 
 async def settled(svc, timeout: float = 10.0) -> None:
-    async def idle():
-        c = await svc.queue.counts()
-        return c["pending"] == 0 and c["running"] == 0 and not svc.triggers.pending()
-
-    await wait_for(idle, timeout=timeout)
+    await wait_for(lambda: summaries_idle(svc), timeout=timeout)
 
 
 async def reasons(svc, pk: int = 1) -> list[str]:

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 import tantivy
 
-from memoryd.index.bm25 import K1, idf as bm25_idf
+from memoryd.index.bm25 import K1
+from memoryd.index.bm25 import idf as bm25_idf
 from memoryd.index.query import (
     WEAK,
     _may_match,
@@ -59,12 +60,13 @@ class Part:
 
 def parts(schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer, stats: object,
           raw: tantivy.Searcher, terms: list[str], *, n_docs: int, w_body: float,
-          w_one_liner: float, boost: Callable[[str], float] | None
+          w_one_liner: float, boost: Callable[[str], float] | None, one_liners: bool = True
           ) -> tuple[list[Part], list[Part]]:
     """(body parts with their bounds, parts always required) of an OR query over body and
-    one-liner, scoring as `text_query` does. `stats`: the searcher `text_query` reads
-    frequencies from (the index's, or `Combined` with the tail); `raw`: the index's own
-    searcher, whose BM25 counts `n_docs` documents (deleted ones too)."""
+    one-liner (without `one_liners`: the body alone), scoring as `text_query` does.
+    `stats`: the searcher `text_query` reads frequencies from (the index's, or `Combined`
+    with the tail); `raw`: the index's own searcher, whose BM25 counts `n_docs`
+    documents (deleted ones too)."""
     body: list[Part] = []
     always: list[Part] = []
     for t in terms:
@@ -88,7 +90,7 @@ def parts(schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer, stats: object,
                     f = boost(x) if boost is not None else 1.0
                     bound += (1.0 + K1) * bm25_idf(df, n_docs) * f
             body.append(Part(b, w * w_body * bound * SLACK, min(post)))
-        if _may_match(stats, "one_liner", t, tokens):  # type: ignore[arg-type]
+        if one_liners and _may_match(stats, "one_liner", t, tokens):  # type: ignore[arg-type]
             o = term_clause(schema, "one_liner", t, tokens)
             assert o is not None
             always.append(Part(Q.const_score_query(

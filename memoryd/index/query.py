@@ -16,6 +16,7 @@ which have none yet, and so crush every one-liner match to almost nothing.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,9 +55,17 @@ class Filters:
 
 def term_tokens(analyzer: tantivy.TextAnalyzer, term: str) -> list[str]:
     """The indexed tokens a query term stands for (a lone CJK character: itself)."""
+    return list(_term_tokens(analyzer, term))
+
+
+@functools.lru_cache(maxsize=1024)
+def _term_tokens(analyzer: tantivy.TextAnalyzer, term: str) -> tuple[str, ...]:
+    """`term_tokens`, kept: a search asks for each term's tokens 6-10 times (its body and
+    one-liner clauses, the estimate, the pruning's bounds, which terms each hit matched)
+    and the analyzer's call costs ~7 us (1M units: ~24 calls, 0.17 ms of a search)."""
     if is_cjk(term):
-        return cjk_grams(term)
-    return analyzer.analyze(term)
+        return tuple(cjk_grams(term))
+    return tuple(analyzer.analyze(term))
 
 
 def term_clause(schema: tantivy.Schema, fname: str, term: str, tokens: list[str],

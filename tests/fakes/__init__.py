@@ -89,6 +89,16 @@ class Ingest:
         return await self.ingestor.ingest_file(t.path, t.root, "generic")
 
 
+async def summaries_idle(svc: Any) -> bool:
+    """No trigger check under way or waiting, then no job pending or running. The
+    triggers are asked first: asked after the counts, a check that enqueued its job
+    while the counts were read would look settled before its job was counted."""
+    if svc.triggers.pending():
+        return False
+    c = await svc.queue.counts()
+    return c["pending"] == 0 and c["running"] == 0
+
+
 @contextlib.asynccontextmanager
 async def summaries_service(db: Path, settings: Settings, *, clock: Callable[[], float] | None
                             = None, environ: dict[str, str] | None = None

@@ -8,7 +8,7 @@ import asyncio
 
 from memoryd.index.tail import TailPolicy
 from memoryd.store.units import units_by_id
-from tests.index.test_tail import QUERIES, build
+from tests.index.test_tail import HOLD, QUERIES, build, put, texts
 
 
 async def test_matched_ids_agree_with_the_analysis_of_the_text(tmp_path):
@@ -75,7 +75,6 @@ async def test_field_scores_where_ranked_found_the_units_say_the_same(tmp_path):
     gives without them: while no commit came since (the addresses map the hits back),
     and after one (it reads the index as usual)."""
     from memoryd.index import Filters
-    from tests.index.test_tail import put, texts
 
     store, new = await build(tmp_path, "f", tail=False)
     try:
@@ -103,5 +102,62 @@ async def test_field_scores_where_ranked_found_the_units_say_the_same(tmp_path):
             await asyncio.sleep(0.01)
         ids = sorted(at)
         assert ix.field_scores(asked[1], ids, at=at) == ix.field_scores(asked[1], ids)
+    finally:
+        await store.close()
+
+
+ONE_LINERS = ["deploy the 部署 cache", "getUserName 数据库迁移 4", "kubernetes rollback x",
+              "parse json redis", "search token budget", "memory context deploy 数"]
+
+
+async def test_split_scores_say_what_the_field_searches_say(tmp_path):
+    """`split_scores` (the one-liner's share from its analyzed text and the terms' IDF,
+    the body's the rest of `ranked`'s score) gives what `field_scores`' two searches give,
+    to f32 rounding: for OR and AND queries of every kind of term, one-liners matching
+    one term, several, a weak one (a lone digit, one letter), CJK words and characters,
+    or none; and exactly `field_scores` while the tail holds units."""
+    import math
+
+    from memoryd.index import Filters
+    from memoryd.store.summaries import save_one_liners
+
+    store, new = await build(tmp_path, "s", tail=False)
+    try:
+        ix = store.index
+        lines = [(u, ONE_LINERS[u % len(ONE_LINERS)], "test", "v1") for u in range(1, 601, 3)]
+        await store.write(lambda c: save_one_liners(c, lines))
+        await store.indexed()
+        while len(ix.tail):
+            await asyncio.sleep(0.01)
+        asked = QUERIES + [q + ["deploy", "部署", "数", "getUserName"] for q in QUERIES]
+        split = 0
+        for terms in asked:
+            for mode in ("or", "and"):
+                got = await store.read(lambda c, t=terms, m=mode: ix.ranked(
+                    c, t, Filters(), mode=m, limit=60, count=False))
+                cands = got[1]
+                rows = await store.read(
+                    lambda c, ids=[x["unit_id"] for x in cands]: units_by_id(c, ids))
+                have = {u: r["one_liner"] for u, r in rows.items() if r["one_liner"]}
+                whole = {x["unit_id"]: x["bm25"] for x in cands}
+                at = {x["unit_id"]: x["at"] for x in cands}
+                fast = ix.split_scores(terms, have, whole, at=at)
+                slow = ix.field_scores(terms, list(have), at=at)
+                assert fast.keys() == slow.keys(), (terms, mode)
+                for u, (body, one) in slow.items():
+                    assert math.isclose(fast[u][0], body, rel_tol=2 ** -20, abs_tol=1e-5)
+                    assert math.isclose(fast[u][1], one, rel_tol=2 ** -20), (terms, u)
+                split += len(fast)
+        assert split > 300  # many hits' one-liners matched
+        await store.write(put(texts(5, 77), "later"))  # units in the tail again
+        await store.indexed()
+        ix.tail_policy = HOLD
+        await store.write(put(texts(5, 78), "held"))
+        await store.indexed()
+        assert len(ix.tail)
+        rows = await store.read(lambda c: units_by_id(c, [u for u, *_ in lines]))
+        have = {u: r["one_liner"] for u, r in rows.items()}
+        assert ix.split_scores(["deploy", "4"], have, dict.fromkeys(have, 9.0)) == \
+            ix.field_scores(["deploy", "4"], list(have))
     finally:
         await store.close()

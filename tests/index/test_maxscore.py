@@ -141,6 +141,19 @@ def put(texts_, sid):
     return run
 
 
+async def ranked_alike(store, queries, ask):
+    """`ask(conn, terms, filters, side)` (`ranked` one way or the other) ranks the same
+    units with the same scores (to f32 rounding) for sides True and False, for each of
+    the queries, unfiltered and filtered."""
+    for f in (Filters(), Filters(project="/p/base")):
+        for terms in queries:
+            a, b = [await store.read(lambda c, side=side, terms=terms, f=f: ask(
+                c, terms, f, side)) for side in (True, False)]
+            assert [c["unit_id"] for c in a[1]] == [c["unit_id"] for c in b[1]], terms
+            assert [c["bm25"] for c in a[1]] == pytest.approx([c["bm25"] for c in b[1]],
+                                                              rel=1e-5)
+
+
 async def test_a_pruned_search_ranks_as_the_plain_one_with_a_live_tail(tmp_path):
     store = await Store.open(tmp_path / "m.db")
     store.index.tail_policy = TailPolicy(docs=10**9, seconds=3600.0)
@@ -155,16 +168,12 @@ async def test_a_pruned_search_ranks_as_the_plain_one_with_a_live_tail(tmp_path)
         await store.indexed()
         assert len(store.index.tail) == 40  # the tail's statistics count in the scores
         ix = store.index
-        for f in (Filters(), Filters(project="/p/base")):
-            for terms in QUERIES:
-                def ask(c, force, terms=terms, f=f):
-                    ix.force_prune = force
-                    return ix.ranked(c, terms, f, mode="or", limit=15, count=False)
-                a = await store.read(lambda c: ask(c, True))
-                b = await store.read(lambda c: ask(c, False))
-                assert [c["unit_id"] for c in a[1]] == [c["unit_id"] for c in b[1]], terms
-                assert [c["bm25"] for c in a[1]] == pytest.approx(
-                    [c["bm25"] for c in b[1]], rel=1e-5)
+
+        def ask(c, terms, f, force):
+            ix.force_prune = force
+            return ix.ranked(c, terms, f, mode="or", limit=15, count=False)
+
+        await ranked_alike(store, QUERIES, ask)
     finally:
         store.index.force_prune = False
         await store.close()
@@ -190,3 +199,90 @@ def test_the_statistics_are_read_through_the_rarest_probe_a_live_document_holds(
     want = main_stats(s, schema)
     got = main_stats(s, schema, ("onli", "cluster"))
     assert got == want and got.docs == 50 and got.live == 49 and got.tokens > 0
+
+
+def test_an_or_search_with_its_one_liner_clauses_apart_is_the_one_query(tmp_path):
+    """`_with_one_liners`: the top k of the body clauses alone, merged with the top k of
+    the units a one-liner clause matches (scored by both fields), is the top k of the one
+    query over both fields: the same units in the same order, the same scores to f32
+    rounding, filtered or not."""
+    from memoryd.index.query import restricted
+    from memoryd.index.reader import _with_one_liners
+
+    schema, analyzer, s = built(tmp_path)
+    session = [(tantivy.Occur.Must, tantivy.Query.term_query(schema, "session_pk", 3))]
+    apart = 0
+    for terms in [*QUERIES, ["deploy", "cluster"], ["cache", "a"], ["schema", "index"]]:
+        body = text_query(schema, analyzer, s, terms, "or", fields=("body",))
+        ones = text_query(schema, analyzer, s, terms, "or", fields=("one_liner",))
+        full = text_query(schema, analyzer, s, terms, "or")
+        if ones is None:
+            continue
+        for clauses in ([], session):
+            for k in (5, 20, 60):
+                first = s.search(restricted(body, clauses), k, count=False).hits
+                got = _with_one_liners(s, first, body, ones, clauses, k)
+                want = s.search(restricted(full, clauses), k, count=False).hits
+                assert [(d.segment_ord, d.doc) for _, d in got] == \
+                    [(d.segment_ord, d.doc) for _, d in want], (terms, k, clauses)
+                assert [sc for sc, _ in got] == pytest.approx([sc for sc, _ in want],
+                                                              rel=1e-6)
+                apart += got != first
+    assert apart > 20  # one-liner matches changed the body-only top k
+
+
+async def test_ranked_with_one_liner_clauses_apart_ranks_as_the_one_query(tmp_path):
+    """Through a store, with a live tail and without, filtered or not (filtered: always
+    the one query): `ranked` without an exact count (the one-liner clauses searched
+    apart) gives the candidates it gives with one (the one query). Here "deploy", in
+    nearly every unit, has a negative IDF once the units given one-liners were indexed
+    again (their old documents still count in its frequency): its queries keep the one
+    query."""
+    from memoryd.index.reader import _no_negative_idf
+
+    store = await Store.open(tmp_path / "m.db")
+    store.index.tail_policy = TailPolicy(docs=10**9, seconds=3600.0)
+    rng = random.Random(5)
+    try:
+        base = await store.write(put([text(rng) for _ in range(1500)], "base"))
+        await store.indexed()
+        await store.write(lambda c: save_one_liners(
+            c, [(u, text(rng), "test", "v1") for u in base[::7]]))
+        await store.indexed()
+        store.index.tail_policy = TailPolicy(docs=1, seconds=0.0)  # commit them
+        store.index.notify_write()
+        await store.indexed()
+        ix = store.index
+        for live in (False, True):
+            if live:
+                ix.tail_policy = TailPolicy(docs=10**9, seconds=3600.0)
+                new = await store.write(put([text(rng) for _ in range(40)], "live"))
+                await store.write(lambda c: save_one_liners(
+                    c, [(u, "deploy rare3 summary", "test", "v1") for u in new[::4]]))
+                await store.indexed()
+                assert len(ix.tail) == 40
+            else:
+                while len(ix.tail):
+                    await store.indexed()
+            s = ix._index.searcher()
+            assert not _no_negative_idf(s, ix.analyzer, ["deploy"])
+            assert sum(_no_negative_idf(s, ix.analyzer, t) for t in QUERIES) >= 5
+            await ranked_alike(store, [*QUERIES, ["deploy", "cluster"], ["cache", "a"]],
+                               lambda c, terms, f, exact: ix.ranked(
+                                   c, terms, f, mode="or", limit=25, count=exact))
+    finally:
+        await store.close()
+
+
+def test_a_terms_tokens_are_kept_and_each_caller_gets_its_own_list():
+    """`term_tokens` analyzes a term once (a search asks 6-10 times) and hands out a new
+    list each time, so no caller can change what the next one gets."""
+    from memoryd.index.query import _term_tokens
+
+    analyzer = build_analyzer()
+    first = term_tokens(analyzer, "deploying")
+    first.append("changed")
+    hits = _term_tokens.cache_info().hits
+    assert term_tokens(analyzer, "deploying") == ["deploy"]
+    assert _term_tokens.cache_info().hits == hits + 1
+    assert term_tokens(analyzer, "数据库") == ["数据", "据库"]

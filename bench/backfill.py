@@ -9,7 +9,10 @@ synchronous=NORMAL, one transaction per 2000 rows). A second raw line does json.
 plain SQLite table and a bare tantivy index with memoryd's schema and analyzer (what
 memoryd writes, without redaction or its bookkeeping). The daemon runs from a byte-code
 cache of its own (`--cold-imports`: without it), and the run prints when every line was
-stored, apart from when the index caught up.
+stored, apart from when the index caught up. Beside the times: each side's CPU seconds
+(every thread; memoryd's from /proc at caught_up, start-up included), a measure the
+machine's load moves much less than a time, and the disk a backfill leaves (database +
+index, and the index's segments) over the transcripts' bytes.
 
     .venv/bin/python bench/backfill.py              # 400 files x 500 lines = 200k lines
     .venv/bin/python bench/backfill.py --quick      # 100 files x 300 lines, ~30 s
@@ -30,10 +33,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness as h  # noqa: E402
+from idle import cpu_s  # noqa: E402
 
 
 def raw_baseline(info: h.CorpusInfo, db: Path, batch: int = 2000) -> dict[str, float]:
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     conn = h.bare_fts(db)
     rows: list[tuple[str]] = []
     lines = units = 0
@@ -60,7 +64,8 @@ def raw_baseline(info: h.CorpusInfo, db: Path, batch: int = 2000) -> dict[str, f
         flush()
     conn.close()
     secs = time.perf_counter() - t0
-    return {"secs": secs, "units": units, "lines": lines, "db_mb": h.dir_mb(db.parent)}
+    return {"secs": secs, "cpu": time.process_time() - c0, "units": units, "lines": lines,
+            "db_mb": h.dir_mb(db.parent)}
 
 
 def raw_tantivy_baseline(info: h.CorpusInfo, work: Path, batch: int = 2000) -> dict[str, float]:
@@ -75,7 +80,7 @@ def raw_tantivy_baseline(info: h.CorpusInfo, work: Path, batch: int = 2000) -> d
 
     from memoryd.index.schema import ANALYZER, build_analyzer, build_schema
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     work.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(work / "raw.db", isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
@@ -114,7 +119,7 @@ def raw_tantivy_baseline(info: h.CorpusInfo, work: Path, batch: int = 2000) -> d
     w.commit()
     w.wait_merging_threads()
     conn.close()
-    return {"secs": time.perf_counter() - t0, "units": units}
+    return {"secs": time.perf_counter() - t0, "cpu": time.process_time() - c0, "units": units}
 
 
 def redaction_secs(info: h.CorpusInfo) -> tuple[float, int]:
@@ -193,15 +198,28 @@ def memoryd_backfill(info: h.CorpusInfo, work: Path, progress: float | None,
             ready = d.wait_ready(timeout=120)
             st, stored, index_then = wait_caught_up(d, progress)
             secs = time.perf_counter() - d.started
+            cpu = cpu_s(d.proc.pid)
             rss = d.peak_rss_mb()
         finally:
             code = d.stop()
     if code not in (0, None):
         print(f"  warning: memoryd exited with {code}; see {work / 'memoryd.log'}")
-    return {"secs": secs, "ready": ready, "stored": stored, "index_then": index_then,
+    return {"secs": secs, "cpu": cpu, "ready": ready, "stored": stored, "index_then": index_then,
             "units": st["units"], "files": st["files"],
             "bad_lines": st["bad_lines"], "errors": st["ingest"]["errors"],
-            "rss_mb": rss, "db_mb": h.dir_mb(home / "data")}
+            "rss_mb": rss, "db_mb": h.dir_mb(home / "data"), **disk(home / "data")}
+
+
+def disk(data: Path) -> dict[str, float]:
+    """What a stopped daemon left: the database's files and the index's, in MB, and the
+    index's segment count (its meta.json)."""
+    db = sum(p.stat().st_size for p in data.glob("memoryd.db*"))
+    tdir = data / "index" / "tantivy"
+    try:
+        segments = len(json.loads((tdir / "meta.json").read_text())["segments"])
+    except (OSError, ValueError, KeyError):
+        segments = -1
+    return {"disk_db_mb": db / 1e6, "disk_index_mb": h.dir_mb(tdir), "segments": segments}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -237,15 +255,15 @@ def main(argv: list[str] | None = None) -> int:
         r = raw_baseline(info, work / "raw" / "raw.db")
         raws.append(r)
         print(f"[{i + 1}/{args.repeat}] raw json.loads + fts5 insert: {r['secs']:.2f} s "
-              f"({r['units']:,} rows)")
+              f"({r['units']:,} rows, CPU {r['cpu']:.2f} s)")
         r2 = raw_tantivy_baseline(info, work / "raw2")
         raws2.append(r2)
         print(f"[{i + 1}/{args.repeat}] raw json + sqlite + bare tantivy: {r2['secs']:.2f} s "
-              f"({r2['units']:,} rows)")
+              f"({r2['units']:,} rows, CPU {r2['cpu']:.2f} s)")
         m = memoryd_backfill(info, work, progress=30.0, env=env)
         mds.append(m)
         print(f"[{i + 1}/{args.repeat}] memoryd spawn -> caught_up:   {m['secs']:.2f} s "
-              f"({m['units']:,} units, ready after {m['ready']:.2f} s)")
+              f"({m['units']:,} units, ready after {m['ready']:.2f} s, CPU {m['cpu']:.2f} s)")
         if m["stored"] is not None:
             print(f"[{i + 1}/{args.repeat}]   every line stored after {m['stored']:.2f} s, "
                   f"index then at {m['index_then']:,} units; index caught up "
@@ -271,6 +289,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ratio memoryd/raw (time): {h.ratio(m_s, r_s)}   "
           f"(median of {args.repeat} run{'s' if args.repeat > 1 else ''}; the issue's baseline)")
     print(f"ratio memoryd/raw json + sqlite + bare tantivy (time): {h.ratio(m_s, r2_s)}")
+    m_c = statistics.median(x["cpu"] for x in mds)
+    print(f"CPU seconds: memoryd {m_c:.2f}, raw json + fts5 "
+          f"{statistics.median(x['cpu'] for x in raws):.2f}, raw json + sqlite + tantivy "
+          f"{statistics.median(x['cpu'] for x in raws2):.2f}; memoryd "
+          f"{1e6 * m_c / m['units']:.0f} us a unit; ratio memoryd/raw (CPU): "
+          f"{h.ratio(m_c, statistics.median(x['cpu'] for x in raws))}")
+    print(f"disk after stop: database {m['disk_db_mb']:.1f} MB + index {m['disk_index_mb']:.1f} "
+          f"MB ({m['segments']} segments) = "
+          f"{(m['disk_db_mb'] + m['disk_index_mb']) / mb:.3f}x the transcripts' bytes")
     print(f"memoryd ready (health answers) after {m['ready']:.2f} s; "
           f"files {m['files']}, bad lines {m['bad_lines']}, ingest errors {m['errors']}")
     red, chars = redaction_secs(info)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from memoryd.ingest.adapters.base import Record
@@ -148,7 +149,7 @@ class SessionWriter:
         else:
             for i in range(0, len(rows), INSERT_ROWS):
                 part = rows[i:i + INSERT_ROWS]
-                self.conn.execute(_insert_rows(len(part)), [v for row in part for v in row])
+                self.conn.execute(_insert_rows(len(part)), list(chain.from_iterable(part)))
 
 
 def _insert_rows(n: int) -> str:

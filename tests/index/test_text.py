@@ -249,3 +249,26 @@ async def test_an_index_ahead_of_its_database_is_rebuilt(tmp_path):
         assert store.index.docs() == 2
     finally:
         await store.close()
+
+
+def test_dup_key_of_ascii_text_is_the_definitions_key():
+    """`dup_key` and `dup_hash` take a fast path for ASCII heads (a translate, then runs of
+    spaces joined): for any ASCII text they give what the definition gives (the head,
+    case folded, each run of `[\\W_]` one space, stripped), so the near-duplicate keys in
+    an index do not depend on which path made them."""
+    import hashlib
+    import random
+
+    from memoryd.index.text import _NON_WORD, DUP_HEAD, dup_hash, dup_key
+
+    rng = random.Random(11)
+    alphabet = "aZq09 _-\t\n\r\x0b\x0c.,;:!?()[]{}'\"\\/\x00\x1c\x7f"
+    texts = ["", " ", "___", "a", " a ", "a  b", "a\t\n b", "--a--", "Hello, World!  Again",
+             "x" * 500, "a " * 300, " " * 450 + "late", "A_b__C", "\x1c a \x1f b \x7f"]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 600)))
+              for _ in range(3000)]
+    for t in texts:
+        want = _NON_WORD.sub(" ", t[:DUP_HEAD].casefold()).strip()
+        assert dup_key(t) == want, t
+        h = int.from_bytes(hashlib.blake2b(want.encode(), digest_size=8).digest(), "big")
+        assert dup_hash(t) == ((h or 1) if want else 0), t

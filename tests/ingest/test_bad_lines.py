@@ -84,8 +84,9 @@ async def test_issue_8_deep_nesting_line_does_not_fail_the_file(tmp_path, caplog
 
 
 def test_a_lines_decoding_and_shape_check_say_what_json_loads_and_the_field_order_say():
-    """The ingestor's own line decoding (UTF-8 without json.loads' sniffing) and the
-    shape check's one-intersection fast path give the same objects and messages."""
+    """The ingestor's own line decoding (UTF-8 without json.loads' sniffing, the C
+    scanner for a line that is one value) and the shape check's one-intersection fast
+    path give the same objects and messages."""
     import json
 
     from memoryd.ingest.adapters.base import _FIELD_TYPES, shape_error
@@ -94,7 +95,11 @@ def test_a_lines_decoding_and_shape_check_say_what_json_loads_and_the_field_orde
     lines = [b'{"role": "user", "content": "hi"}', '{"a": "中文 ✓"}'.encode(),
              b'\xef\xbb\xbf{"a": 1}', '{"a": 1}'.encode("utf-16"), '{"a": 1}'.encode("utf-32"),
              '{"a": 1}'.encode("utf-16-le"), b'"\\ud800"', b'{"a": "\xff"}', b"{bad", b"\xff\xfe",
-             b"[1]", b"1", b"", b"\x00"]
+             b"[1]", b"1", b"", b"\x00",
+             # the C scanner's fast path and what it leaves to the decoder: blanks around
+             # a value, extra data, a cut line, JSON's non-standard constants
+             b'{"a": 1}\r', b' {"a": 1}', b'{"a": 1} ', b'{"a": 1} x', b'{"a": 1}{"b": 2}',
+             b'{"a": "b', b'{"a": 1,}', b'{"a": NaN, "b": -Infinity}', b"  ", b"]"]
     for data in lines:
         want = got = None
         try:

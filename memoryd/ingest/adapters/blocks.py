@@ -73,6 +73,8 @@ def _url_text(url: object, kind: str = "image") -> str:
 
 def flatten(content: object) -> str:
     """Searchable text of a message's content (string, block, or list of blocks)."""
+    if isinstance(content, str):  # most lines: what the join below makes of one string
+        return replace_data_urls(content).strip()
     out: list[str] = []
     _collect(content, out, 0)
     return "\n".join(p for p in out if p).strip()

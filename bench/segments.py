@@ -151,10 +151,10 @@ def prepare(store: Path, work: Path, variants: list[str], log=print) -> dict[str
                 shutil.copytree(built.data_dir / "index", vdir / "index")
             info[v] = {}
             continue
-        log(f"building {v} (load {os.getloadavg()[0]:.1f}) ...")
-        info[v] = build(v, built.db, vdir / "index")
-        log(f"  {v}: {info[v]['proc_wall_s']:.0f} s, CPU {info[v]['cpu_s']:.0f} s, "
-            f"peak RSS {info[v]['peak_rss_mb']:.0f} MB")
+        cached = (vdir / "index" / "build.json").exists()
+        info[v] = b = build(v, built.db, vdir / "index")
+        log(f"{v}: {'built before: ' if cached else ''}{b['proc_wall_s']:.0f} s, CPU "
+            f"{b['cpu_s']:.0f} s, peak RSS {b['peak_rss_mb']:.0f} MB, load {b['load']:.1f}")
     return info
 
 
@@ -187,6 +187,7 @@ def measure(args: argparse.Namespace, store: Path, work: Path, variants: list[st
                     d.wait_ready(300)
                     st = d.wait_caught_up(300)
                     print(f"daemon on {v}: index {st.get('index')}")
+                settle(daemons)
             sides = [("bare", v) for v in variants] + [("socket", v) for v in daemons]
             orders = [sides[k:] + sides[:k] for k in range(len(sides))]
             orders += [o[::-1] for o in orders]
@@ -228,6 +229,19 @@ def measure(args: argparse.Namespace, store: Path, work: Path, variants: list[st
                          "socket p50", "socket p99", "socket CPU",
                          f"bare p50 / {variants[0]}"]))
     print("(ms; CPU: mean per search, bare: this thread, socket: the daemon, all threads)")
+
+
+def settle(daemons: dict[str, h.Memoryd], timeout: float = 120.0) -> None:
+    """Wait until no daemon uses CPU (< 20 ms a second): a daemon's CPU per search is its
+    CPU over the search, all threads, so none may still be finishing its start."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        c0 = {v: h.proc_cpu_s(d.proc.pid) for v, d in daemons.items()}
+        time.sleep(1.0)
+        busy = [v for v, d in daemons.items() if h.proc_cpu_s(d.proc.pid) - c0[v] > 0.02]
+        if not busy:
+            return
+    print(f"still busy after {timeout:.0f} s: {', '.join(busy)}")
 
 
 def one(side: tuple[str, str], q: str, mode: str, ixs: dict, daemons: dict

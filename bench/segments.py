@@ -23,6 +23,8 @@ variant, as bench/search.py does):
   bare     bare tantivy: the query memoryd builds, top 15, unit ids read (search.py's raw)
   socket   POST /v1/search to a memoryd serving a copy of the database with that variant's
            index (one daemon per variant, all up together; --no-socket skips them)
+With --rg, `rg -i -F -c` reads the store's transcripts before each query's timed runs (the
+searches then start with cold CPU caches, as after any big read: bench/search.py's rg).
 
     .venv/bin/python bench/segments.py --variants h512,h128,reindex --build-only
     .venv/bin/python bench/segments.py --variants as-built,reindex,h128,h512
@@ -53,6 +55,7 @@ from search import do_bare  # noqa: E402
 from memoryd.paths import resolve_paths  # noqa: E402
 from memoryd.retrieval import plan_query  # noqa: E402
 
+RG = shutil.which("rg")
 STORE = h.OUT / f"search-g{h.GEN_VERSION}-1000000-s1-ol"
 
 
@@ -196,6 +199,9 @@ def measure(args: argparse.Namespace, store: Path, work: Path, variants: list[st
                 for i, (q, mode) in enumerate(queries):
                     for side in sides:  # untimed first: the pages into the OS cache
                         one(side, q, mode, ixs, daemons)
+                    if args.rg:  # caches cold again, as after any big read (search.py)
+                        subprocess.run([RG, "-i", "-F", "-c", "-e", q.split()[0],
+                                        str(store / "src")], capture_output=True)
                     for side in orders[(i + 3 * rep) % len(orders)]:
                         dt, dc = one(side, q, mode, ixs, daemons)
                         times[side].append(dt)
@@ -267,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--build-only", action="store_true")
     p.add_argument("--no-socket", action="store_true", help="bare tantivy only")
+    p.add_argument("--rg", action="store_true",
+                   help="an `rg` over the store's transcripts before each query's timed runs")
     p.add_argument("--clean", action="store_true", help="delete --work at the end")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--db", type=Path, help=argparse.SUPPRESS)

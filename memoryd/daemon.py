@@ -62,6 +62,9 @@ from memoryd.web import routes as web_routes
 log = logging.getLogger(__name__)
 
 STOP_TIMEOUT = 4.0
+# background jobs wait for a fleet member's index backlog at most this long at a stretch: a
+# member fed a full page at every poll without pause would otherwise keep them waiting
+JOBS_WAIT_MAX_S = 600.0
 MEMORY_POLL_S = 60.0  # MEMORY.md edits arrive through the watcher; this look is the safety net
 
 
@@ -104,6 +107,9 @@ class Daemon:
         self._last_store_status: tuple[Any, ...] | None = None  # for a store gone away
         self._stack = contextlib.AsyncExitStack()
         self._stop_requested = asyncio.Event()
+        self.jobs_wait_max_s = JOBS_WAIT_MAX_S
+        self._backlog_since: float | None = None  # jobs have waited for the index since
+        self._backlog_told = False  # that they no longer wait was logged
         self._tasks: list[asyncio.Task[Any]] = []
         self._sources: list[Source] = []
         self._adhoc: list[Source] = []  # folders given to POST /v1/ingest
@@ -401,10 +407,24 @@ class Daemon:
         a fleet member, while its index still builds or pages a backlog of the feed: run
         beside it they took the CPU the niced feed writer needed, so it was caught up
         late (issue 14, bench/README "pgcatch"). A SQLite daemon's index keeps up with
-        its own backfill; a fleet member's follows it through the feed, after."""
+        its own backfill; a fleet member's follows it through the feed, after. They wait
+        for the index `jobs_wait_max_s` at most at a stretch, then run beside it."""
         if not self.backfill_done:
             return True
-        return self.store is not None and self.store.index.backlog()
+        if self.store is None or not self.store.index.backlog():
+            self._backlog_since, self._backlog_told = None, False
+            return False
+        now = time.monotonic()
+        if self._backlog_since is None:
+            self._backlog_since = now
+        waited = now - self._backlog_since
+        if waited < self.jobs_wait_max_s:
+            return True
+        if not self._backlog_told:
+            self._backlog_told = True
+            log.info("background jobs run beside the index's backlog: it has lasted %.0f s",
+                     waited)
+        return False
 
     async def _refresh_backfill(self) -> None:
         await self._unread_bytes(update_backfill=True)

@@ -59,3 +59,36 @@ async def test_jobs_wait_while_the_index_pages_a_backlog_then_run(tmp_path, pg_u
             assert not ix.backlog()
             st = await wait_for(lambda: caught_up(client), timeout=30)
             assert st["units"] == 2 + 6 * PAGE
+
+
+async def test_jobs_wait_for_the_index_at_most_jobs_wait_max_s(tmp_path, pg_url):
+    """A member fed a full page at every poll would keep its jobs waiting for good: past
+    `jobs_wait_max_s` of one backlog they run beside it."""
+    root = tmp_path / "laptop" / "src"
+    write_jsonl(root / "a.jsonl", [msg(0, "the heron ledger"), msg(1, "a reply")])
+    with short_dir() as d:
+        async with fleet_daemons(tmp_path, {"laptop": root}, d, pg_url) as started:
+            dm, _ = started["laptop"]
+            ix, queue = dm.store.index, dm.summaries.queue
+            feed = ix._indexer
+            feed.follower.batch = PAGE
+            applies = feed.applies
+            ix.busy_gap_s = 3600.0
+            ix.busy = lambda: feed.applies > applies  # the backlog is held for good
+
+            def put(c):
+                pk = session_pk(c, "generic", "t", project="/p", machine="server")
+                return [store_record(c, pk, Record("user", f"server line {i} crane"),
+                                     f"t-{i}", None, 0).unit_id for i in range(6 * PAGE)]
+
+            await dm.store.write(put)
+            await wait_for(lambda: feed.holding and ix.backlog(), timeout=30)
+            dm.jobs_wait_max_s = 2.0
+            pk = await dm.store.read(lambda c: c.execute(
+                "SELECT id FROM sessions WHERE machine = 'laptop'").fetchone()[0])
+            t0 = time.monotonic()
+            job_id = await queue.enqueue("summarize", f"session:{pk}", {}, reason="test")
+            job = await asyncio.wait_for(queue.wait(job_id), timeout=60)
+            assert job.state == "done"
+            assert time.monotonic() - t0 >= 1.0  # it waited first
+            assert ix.backlog()  # and ran while the backlog still held

@@ -50,11 +50,11 @@ def main() -> None:
         sock = d / "m.sock"
         home = Path(tmp) / "home"
         if args.units:
-            import harness as h
+            import bigstore
             import search as sb
             from idle import fresh_copy
 
-            built = h.OUT / f"search-g{h.GEN_VERSION}-{args.units}-s1"
+            built = bigstore.store_dir(args.units)  # search.py's store (with one-liners)
             sb.build(args.units, 1, built)
             home = fresh_copy(built, "status-home")
         with Memoryd(home, src, sock, env={"MEMORYD_AUTO_SUMMARY": "0"}) as md:

@@ -11,6 +11,7 @@ import os
 import platform
 import secrets
 import signal
+import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -18,8 +19,7 @@ from typing import Any
 
 from memoryd import __version__, _sdnotify
 from memoryd.api import IngestRequest, IngestResponse
-from memoryd.backfill import (BackfillProgress, human_bytes, log_progress, offsets,
-                              read_paths_since)
+from memoryd.backfill import BackfillProgress, human_bytes, log_progress, offsets, read_paths_since
 from memoryd.config import Settings, settings_summary
 from memoryd.consolidate.clock import Clock
 from memoryd.consolidate.retention import Retention
@@ -28,8 +28,8 @@ from memoryd.context import ContextBuilder
 from memoryd.db_guard import watch_identity
 from memoryd.errors import AlreadyRunningError, BadRequestError, StoreUnavailableError
 from memoryd.events import EventBus
-from memoryd.idle_release import RELEASE, tune_malloc
 from memoryd.forgetting import Forgetting
+from memoryd.idle_release import RELEASE, rss_mb, tune_malloc
 from memoryd.index.tail import TailPolicy
 from memoryd.ingest.ingestor import IngestEvent, Ingestor
 from memoryd.ingest.queue import IngestQueue
@@ -37,6 +37,15 @@ from memoryd.ingest.redact import Redactor
 from memoryd.memory import MemoryFile
 from memoryd.memory.fleet_sync import FleetMemory
 from memoryd.paths import Paths, mkdir_private
+from memoryd.reexec import (
+    Handover,
+    Reexec,
+    can_exec,
+    due,
+    exec_self,
+    listening_fds,
+    serve_handed_over,
+)
 from memoryd.reload import reload_settings
 from memoryd.served_log import ServedLog
 from memoryd.server import consolidate_api, export_api, summaries_api
@@ -51,6 +60,7 @@ from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
 from memoryd.sources import Candidates, Source, configured_sources, owner, walk
 from memoryd.store import Store
 from memoryd.store.files import file_stats, files_with_bad_lines
+from memoryd.store.jobs import next_due
 from memoryd.store.sessions import count_sessions
 from memoryd.store.units import count_units
 from memoryd.summaries_service import Summaries
@@ -62,7 +72,16 @@ from memoryd.web import routes as web_routes
 log = logging.getLogger(__name__)
 
 STOP_TIMEOUT = 4.0
+REEXEC_RECHECK_S = 30.0  # a re-exec due while jobs run: asked again this much later
 MEMORY_POLL_S = 60.0  # MEMORY.md edits arrive through the watcher; this look is the safety net
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        a, b = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def ensure_token(path: Path) -> str:
@@ -103,6 +122,10 @@ class Daemon:
         self._baseline: dict[str, int] = {}
         self._last_store_status: tuple[Any, ...] | None = None  # for a store gone away
         self._stack = contextlib.AsyncExitStack()
+        # a re-exec's handover (sockets, lock) when the previous image left one
+        self.reexec = Reexec(environ)
+        self._sites: list[Any] = []
+        self._lock_file: Any = None
         self._stop_requested = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._sources: list[Source] = []
@@ -126,6 +149,7 @@ class Daemon:
     async def start(self) -> None:
         self.state = "starting"
         self.started_at = time.time()
+        self._loop = asyncio.get_running_loop()
         s = self.settings
         try:
             self.paths.ensure()
@@ -228,8 +252,17 @@ class Daemon:
                 lambda: asyncio.to_thread(index.prune_changes, keep_s), grace)  # type: ignore[attr-defined]
 
     def _lock(self) -> None:
-        # held for the daemon's lifetime; 0600 like every file memoryd makes
-        f = os.fdopen(os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o600), "r+")
+        # held for the daemon's lifetime; 0600 like every file memoryd makes. After a
+        # re-exec, the previous image's descriptor: its lock was never let go
+        h = self.reexec.handover
+        fd = h.lock if h is not None and h.lock is not None else None
+        if fd is not None and not _same_file(fd, self.paths.lock):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            fd = None
+        if fd is None:
+            fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
+        f = os.fdopen(fd, "r+")
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -240,6 +273,7 @@ class Daemon:
         f.truncate(0)
         f.write(f"{os.getpid()}\n")
         f.flush()
+        self._lock_file = f
         self._stack.callback(f.close)
 
     async def _serve(self) -> None:
@@ -266,12 +300,90 @@ class Daemon:
         runner = GuardedRunner(app, shutdown_timeout=1.0, access_log=None)
         await runner.setup()
         self._stack.push_async_callback(runner.cleanup)
-        await start_unix(runner, self.socket_path)
-        self._stack.callback(self.socket_path.unlink, missing_ok=True)
         srv = self.settings.server
-        if srv.tcp_enabled:
+        unix_ok, self.tcp_port = False, None
+        if self.reexec.inherited:  # the previous image's sockets, with their backlogs
+            assert self.reexec.handover is not None
+            unix_ok, self.tcp_port = await serve_handed_over(
+                runner, self.reexec.handover, self.socket_path,
+                srv.tcp_port if srv.tcp_enabled else None)
+        if not unix_ok:
+            await start_unix(runner, self.socket_path)
+        self._stack.callback(self._unlink_socket)
+        if srv.tcp_enabled and self.tcp_port is None:
             _, self.tcp_port = await start_tcp(runner, srv.tcp_host, srv.tcp_port,
                                                allow_non_loopback=srv.allow_non_loopback)
+        self._sites = list(runner.sites)
+        self.reexec.served()
+        RELEASE.on_rest(self._rested)
+        self._stack.callback(RELEASE.on_rest, self._rested, on=False)
+
+    def _unlink_socket(self) -> None:
+        if not self.reexec.requested:  # a re-exec keeps it: the next image serves on it
+            self.socket_path.unlink(missing_ok=True)
+
+    def _rested(self) -> None:
+        """The idle release ran at rest (its timer's thread): is a re-exec due?"""
+        with contextlib.suppress(RuntimeError):  # the loop is gone: stopping anyway
+            self._loop.call_soon_threadsafe(self._check_reexec)
+
+    def _check_reexec(self) -> None:
+        if self.state == "running" and not self.reexec.requested:
+            self._spawn(self._maybe_reexec(), "reexec")
+
+    async def _maybe_reexec(self) -> None:
+        """Once at rest after storing `server.reexec_after_units` units or more: stop
+        as on SIGTERM, keeping the sockets and the lock, and `run` re-executes the
+        process (memoryd.reexec). At rest: caught up, the index writer closed, no job
+        running or due; a daemon busy with jobs is asked again `REEXEC_RECHECK_S` later."""
+        assert self.ingestor is not None and self.queue is not None
+        assert self.store is not None
+        units = self.ingestor.stats.units
+        if (self.reexec.requested or self.state != "running"
+                or not due(units, self.settings.server.reexec_after_units)):
+            return
+        if not await self._at_rest():
+            self._loop.call_later(REEXEC_RECHECK_S, self._rested)
+            return
+        if not can_exec():
+            log.warning("not re-executing: %s cannot be executed", sys.executable)
+            return
+        self.reexec.requested = True
+        log.info("re-executing in place to give back memory: RSS %s MB after storing %d "
+                 "units (server.reexec_after_units = %d)", rss_mb(), units,
+                 self.settings.server.reexec_after_units)
+        _sdnotify.notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}\n"
+                         "STATUS=re-executing to give back memory")
+        self._stop_requested.set()
+
+    async def _at_rest(self) -> bool:
+        assert self.store is not None and self.queue is not None
+        if not self.backfill_done or self.queue.depth() or self.ingestor is None \
+                or self.ingestor.parked or self.store.index.has_writer():
+            return False
+        index = await self.store.read(self.store.index.status)
+        if not index["caught_up"]:
+            return False
+        if self.summaries is not None:
+            q = self.summaries.queue
+            due_at = await self.store.read(next_due)
+            if q.running or (due_at is not None and due_at <= self.clock()):
+                return False
+        return True
+
+    def _handover(self) -> Handover:
+        """What the next image takes over: the listening sockets (duplicates, so the
+        sites' stop leaves them open) and the lock; counted as one more re-exec."""
+        unix, tcp = listening_fds(self._sites)
+        lock = None
+        if self._lock_file is not None:
+            lock = os.dup(self._lock_file.fileno())
+            os.set_inheritable(lock, True)
+        prev = self.reexec.handover
+        return Handover(unix=unix, tcp=tcp, lock=lock,
+                        reexecs=(prev.reexecs if prev else 0) + 1, at=time.time(),
+                        rss_mb=rss_mb(),
+                        units=self.ingestor.stats.units if self.ingestor else 0)
 
     def _memory_folder_changed(self) -> None:
         if self.memory is not None:
@@ -527,7 +639,8 @@ class Daemon:
                        "bad_lines_this_run": st.bad_lines, "errors": st.errors,
                        "last_error": st.last_error, **failures},
             "queries": self.limiter.as_dict(),  # search/context: running, waiting, 503s
-            "memory": RELEASE.status(),  # RSS now, idle releases run (memoryd.idle_release)
+            # RSS now, idle releases run (memoryd.idle_release), re-execs (memoryd.reexec)
+            "memory": {**RELEASE.status(), **self.reexec.status()},
             "watcher": {"batches": self.watcher.batches if self.watcher else 0,
                         "errors": self.watcher.errors if self.watcher else 0},
             **extra,
@@ -583,6 +696,7 @@ class Daemon:
         # handlers first: the socket answers before start() returns, and a SIGTERM in
         # between must still stop cleanly (it is acted on once start() is done)
         loop = asyncio.get_running_loop()
+        handover = None
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.request_stop)
         loop.add_signal_handler(signal.SIGHUP, self.request_reload)
@@ -593,7 +707,17 @@ class Daemon:
         finally:
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
+            if self.reexec.requested:  # before the sites stop: their sockets stay open
+                handover = self._handover()
             await self.stop()
+        if handover is not None:
+            log.info("stopped; re-executing")
+            try:
+                exec_self(handover)
+            except OSError as e:
+                log.error("re-exec failed, exiting for the service manager to restart "
+                          "memoryd: %s", e)
+                return 1
         log.info("stopped")
         return self.exit_code
 

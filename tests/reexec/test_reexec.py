@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -37,10 +38,15 @@ class Proc:
 
     def __init__(self, home: Path, src: Path, sock: Path, threshold: int) -> None:
         self.home, self.src, self.sock = home, src, sock
+        # systemd's notify socket, as a Type=notify unit gives one
+        self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.notify.bind(str(sock.with_name("notify")))
+        self.notify.setblocking(False)
         self.log = home / "log" / "memoryd.log"
         env = {**os.environ, "MEMORYD_HOME": str(home), "MEMORYD_LOG__FILE": "true",
                "MEMORYD_AUTO_SUMMARY": "0",
-               "MEMORYD_SERVER__REEXEC_AFTER_UNITS": str(threshold)}
+               "MEMORYD_SERVER__REEXEC_AFTER_UNITS": str(threshold),
+               "NOTIFY_SOCKET": str(sock.with_name("notify"))}
         env.pop("MEMORYD_SOCKET", None)
         self.cmd = [sys.executable, str(SCRIPT), "--no-default-sources", "--source",
                     f"generic={src}", "--socket", str(sock), "--port", "0"]
@@ -57,6 +63,14 @@ class Proc:
         st = self.status()
         m = st["memory"]
         return st if st["caught_up"] and m["idle_releases"] > runs and not m["armed"] else None
+
+    def notified(self) -> list[str]:
+        out = []
+        while True:
+            try:
+                out.append(self.notify.recv(4096).decode().split("\n")[0])
+            except BlockingIOError:
+                return out
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -108,6 +122,7 @@ def memoryd(tmp_path):
         if p.proc.poll() is None:
             p.proc.kill()
             p.proc.wait()
+        p.notify.close()
         p._dir.__exit__(None, None, None)  # type: ignore[attr-defined]
 
 
@@ -149,6 +164,8 @@ def test_issue_11_a_backfill_over_the_threshold_reexecs_once_and_serves_througho
     log = m.log.read_text()
     assert "re-executing in place to give back memory: RSS" in log
     assert "re-exec #1 done: serving again" in log
+    # systemd sees a reload of the same main PID, not a stop
+    assert m.notified() == ["READY=1", "RELOADING=1", "READY=1"]
 
     # the TCP port answers too (the bearer token from the state dir)
     token = (m.home / "state" / "token").read_text().strip()
@@ -168,6 +185,7 @@ def test_issue_11_a_backfill_over_the_threshold_reexecs_once_and_serves_througho
     assert st["memory"]["reexecs"] == 1 and st["units"] == 1203 and st["pid"] == pid
     assert m.stop() == 0
     assert not m.sock.exists()
+    assert m.notified() == ["STOPPING=1"]
 
 
 @pytest.mark.parametrize("threshold", [5000, 0])

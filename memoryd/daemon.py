@@ -11,7 +11,6 @@ import os
 import platform
 import secrets
 import signal
-import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -19,7 +18,13 @@ from typing import Any
 
 from memoryd import __version__, _sdnotify
 from memoryd.api import IngestRequest, IngestResponse
-from memoryd.backfill import BackfillProgress, human_bytes, log_progress, offsets, read_paths_since
+from memoryd.backfill import (
+    BackfillProgress,
+    human_bytes,
+    log_progress,
+    offsets,
+    read_paths_since,
+)
 from memoryd.config import Settings, settings_summary
 from memoryd.consolidate.clock import Clock
 from memoryd.consolidate.retention import Retention
@@ -29,7 +34,7 @@ from memoryd.db_guard import watch_identity
 from memoryd.errors import AlreadyRunningError, BadRequestError, StoreUnavailableError
 from memoryd.events import EventBus
 from memoryd.forgetting import Forgetting
-from memoryd.idle_release import RELEASE, rss_mb, tune_malloc
+from memoryd.idle_release import RELEASE, tune_malloc
 from memoryd.index.tail import TailPolicy
 from memoryd.ingest.ingestor import IngestEvent, Ingestor
 from memoryd.ingest.queue import IngestQueue
@@ -37,15 +42,7 @@ from memoryd.ingest.redact import Redactor
 from memoryd.memory import MemoryFile
 from memoryd.memory.fleet_sync import FleetMemory
 from memoryd.paths import Paths, mkdir_private
-from memoryd.reexec import (
-    Handover,
-    Reexec,
-    can_exec,
-    due,
-    exec_self,
-    listening_fds,
-    serve_handed_over,
-)
+from memoryd.reexec import Reexec, due, exec_self, serve_handed_over
 from memoryd.reload import reload_settings
 from memoryd.served_log import ServedLog
 from memoryd.server import consolidate_api, export_api, summaries_api
@@ -74,14 +71,6 @@ log = logging.getLogger(__name__)
 STOP_TIMEOUT = 4.0
 REEXEC_RECHECK_S = 30.0  # a re-exec due while jobs run: asked again this much later
 MEMORY_POLL_S = 60.0  # MEMORY.md edits arrive through the watcher; this look is the safety net
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    try:
-        a, b = os.fstat(fd), os.stat(path)
-    except OSError:
-        return False
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def ensure_token(path: Path) -> str:
@@ -254,12 +243,7 @@ class Daemon:
     def _lock(self) -> None:
         # held for the daemon's lifetime; 0600 like every file memoryd makes. After a
         # re-exec, the previous image's descriptor: its lock was never let go
-        h = self.reexec.handover
-        fd = h.lock if h is not None and h.lock is not None else None
-        if fd is not None and not _same_file(fd, self.paths.lock):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-            fd = None
+        fd = self.reexec.inherited_lock(self.paths.lock)
         if fd is None:
             fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
         f = os.fdopen(fd, "r+")
@@ -345,16 +329,8 @@ class Daemon:
         if not await self._at_rest():
             self._loop.call_later(REEXEC_RECHECK_S, self._rested)
             return
-        if not can_exec():
-            log.warning("not re-executing: %s cannot be executed", sys.executable)
-            return
-        self.reexec.requested = True
-        log.info("re-executing in place to give back memory: RSS %s MB after storing %d "
-                 "units (server.reexec_after_units = %d)", rss_mb(), units,
-                 self.settings.server.reexec_after_units)
-        _sdnotify.notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}\n"
-                         "STATUS=re-executing to give back memory")
-        self._stop_requested.set()
+        if self.reexec.request(units, self.settings.server.reexec_after_units):
+            self._stop_requested.set()
 
     async def _at_rest(self) -> bool:
         assert self.store is not None and self.queue is not None
@@ -371,19 +347,6 @@ class Daemon:
                 return False
         return True
 
-    def _handover(self) -> Handover:
-        """What the next image takes over: the listening sockets (duplicates, so the
-        sites' stop leaves them open) and the lock; counted as one more re-exec."""
-        unix, tcp = listening_fds(self._sites)
-        lock = None
-        if self._lock_file is not None:
-            lock = os.dup(self._lock_file.fileno())
-            os.set_inheritable(lock, True)
-        prev = self.reexec.handover
-        return Handover(unix=unix, tcp=tcp, lock=lock,
-                        reexecs=(prev.reexecs if prev else 0) + 1, at=time.time(),
-                        rss_mb=rss_mb(),
-                        units=self.ingestor.stats.units if self.ingestor else 0)
 
     def _memory_folder_changed(self) -> None:
         if self.memory is not None:
@@ -708,7 +671,9 @@ class Daemon:
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
             if self.reexec.requested:  # before the sites stop: their sockets stay open
-                handover = self._handover()
+                handover = self.reexec.next_handover(
+                    self._sites, self._lock_file,
+                    self.ingestor.stats.units if self.ingestor else 0)
             await self.stop()
         if handover is not None:
             log.info("stopped; re-executing")

@@ -31,6 +31,9 @@ from typing import Any, NoReturn
 
 from aiohttp import web
 
+from memoryd import _sdnotify
+from memoryd.idle_release import rss_mb
+
 log = logging.getLogger(__name__)
 
 ENV = "MEMORYD_REEXEC_HANDOVER"
@@ -65,6 +68,49 @@ class Reexec:
     @property
     def inherited(self) -> bool:
         return self.handover is not None and bool(self.handover.unix or self.handover.tcp)
+
+    def inherited_lock(self, path: Path) -> int | None:
+        """The lock file's descriptor the previous image held (still locked), or None
+        (then, or if it is not `path`'s file, the caller opens and locks it anew)."""
+        h = self.handover
+        fd = h.lock if h is not None else None
+        if fd is None:
+            return None
+        try:
+            a, b = os.fstat(fd), os.stat(path)
+            if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
+                return fd
+        except OSError:
+            pass
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        return None
+
+    def request(self, units: int, threshold: int) -> bool:
+        """Decide to re-exec (the caller then stops as on SIGTERM and calls `exec_self`
+        with `next_handover`): logged with the RSS, told to systemd as a reload."""
+        if self.requested or not can_exec():
+            if not self.requested:
+                log.warning("not re-executing: %s cannot be executed", sys.executable)
+            return False
+        self.requested = True
+        log.info("re-executing in place to give back memory: RSS %s MB after storing %d "
+                 "units (server.reexec_after_units = %d)", rss_mb(), units, threshold)
+        _sdnotify.notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}\n"
+                         "STATUS=re-executing to give back memory")
+        return True
+
+    def next_handover(self, sites: list[Any], lock_file: Any, units: int) -> Handover:
+        """What the next image takes over: the listening sockets of `sites` (duplicates,
+        so the sites' stop leaves them open) and the lock; one more re-exec."""
+        unix, tcp = listening_fds(sites)
+        lock = None
+        if lock_file is not None:
+            lock = os.dup(lock_file.fileno())
+            os.set_inheritable(lock, True)
+        prev = self.handover.reexecs if self.handover else 0
+        return Handover(unix=unix, tcp=tcp, lock=lock, reexecs=prev + 1, at=time.time(),
+                        rss_mb=rss_mb(), units=units)
 
     def served(self) -> None:
         """The new image serves again: the pause is over."""
@@ -166,6 +212,8 @@ def take_handover(environ: Mapping[str, str]) -> Handover | None:
         return None
     try:
         h = Handover(**json.loads(raw))
+        if not all(type(fd) is int and fd >= 0 for fd in h.fds()):
+            raise ValueError("descriptors are not numbers")
     except (ValueError, TypeError):
         log.warning("ignoring a malformed %s", ENV)
         return None

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -87,12 +88,14 @@ class Poller(threading.Thread):
         self.ask, self.go = ask, go
         self.stop = threading.Event()
         self.ok, self.errors = 0, []
+        self.calls: list[tuple[float, float]] = []  # wall clock at each call's start, end
 
     def run(self) -> None:
         while self.go is not None and not self.go.wait(0.01):
             if self.stop.is_set():
                 return
         while not self.stop.is_set():
+            t0 = time.time()
             try:
                 if self.ask():
                     self.ok += 1
@@ -100,6 +103,7 @@ class Poller(threading.Thread):
                     self.errors.append("a wrong answer")
             except Exception as e:  # refused, reset, an error answer: all count
                 self.errors.append(repr(e))
+            self.calls.append((t0, time.time()))
 
 
 @pytest.fixture
@@ -158,6 +162,11 @@ def test_issue_11_a_backfill_over_the_threshold_reexecs_once_and_serves_througho
     last = st["memory"]["last_reexec"]
     assert last["units_before"] == 1200 and last["rss_mb_before"] > 0
     assert last["pause_ms"] > 0 and last["at"] > 0
+    # the pollers did ask while no image served: calls begun after the old image began
+    # to stop and answered after the new one served, each waiting in the backlog
+    served_at = last["at"] + last["pause_ms"] / 1000
+    for p in (health, search):
+        assert any(last["at"] <= t0 < served_at <= t1 for t0, t1 in p.calls)
     st = wait(lambda: (s := m.status())["caught_up"] and s, 60)
     assert st["units"] == 1200 and st["index"]["units"] == 1200
     assert st["ingest"]["units_this_run"] == 0  # nothing read twice

@@ -333,20 +333,21 @@ class Daemon:
             self._stop_requested.set()
 
     async def _at_rest(self) -> bool:
+        """Caught up (a fleet member: its index too), the index writer closed, no job
+        running or due, and the store reachable."""
         assert self.store is not None and self.queue is not None
+        index = self.store.index
         if not self.backfill_done or self.queue.depth() or self.ingestor is None \
-                or self.ingestor.parked or self.store.index.has_writer():
+                or self.ingestor.parked or index.has_writer() or index.backlog():
             return False
-        index = await self.store.read(self.store.index.status)
-        if not index["caught_up"]:
-            return False
-        if self.summaries is not None:
-            q = self.summaries.queue
-            due_at = await self.store.read(next_due)
-            if q.running or (due_at is not None and due_at <= self.clock()):
+        try:
+            if not (await self.store.read(index.status))["caught_up"]:
                 return False
-        return True
-
+            due_at = await self.store.read(next_due)
+        except StoreUnavailableError:
+            return False
+        running = self.summaries is not None and self.summaries.queue.running
+        return not running and (due_at is None or due_at > self.clock())
 
     def _memory_folder_changed(self) -> None:
         if self.memory is not None:

@@ -37,7 +37,8 @@ def lines(prefix: str, n: int) -> list[dict]:
 class Proc:
     """memoryd as a process (through `SCRIPT`), on a short socket path and TCP port 0."""
 
-    def __init__(self, home: Path, src: Path, sock: Path, threshold: int) -> None:
+    def __init__(self, home: Path, src: Path, sock: Path, threshold: int,
+                 extra_env: dict[str, str]) -> None:
         self.home, self.src, self.sock = home, src, sock
         # systemd's notify socket, as a Type=notify unit gives one
         self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -47,7 +48,7 @@ class Proc:
         env = {**os.environ, "MEMORYD_HOME": str(home), "MEMORYD_LOG__FILE": "true",
                "MEMORYD_AUTO_SUMMARY": "0",
                "MEMORYD_SERVER__REEXEC_AFTER_UNITS": str(threshold),
-               "NOTIFY_SOCKET": str(sock.with_name("notify"))}
+               "NOTIFY_SOCKET": str(sock.with_name("notify")), **extra_env}
         env.pop("MEMORYD_SOCKET", None)
         self.cmd = [sys.executable, str(SCRIPT), "--no-default-sources", "--source",
                     f"generic={src}", "--socket", str(sock), "--port", "0"]
@@ -110,13 +111,14 @@ class Poller(threading.Thread):
 def memoryd(tmp_path):
     started: list[Proc] = []
 
-    def start(threshold: int, files: int = 3, per_file: int = 400) -> Proc:
+    def start(threshold: int, files: int = 3, per_file: int = 400,
+              env: dict[str, str] | None = None) -> Proc:
         src = tmp_path / "src"
         for f in range(files):
             write_jsonl(src / "p" / f"s{f}.jsonl", lines(f"old{f}", per_file))
         d = short_dir()
         sock = d.__enter__() / "m.sock"
-        p = Proc(tmp_path / "home", src, sock, threshold)
+        p = Proc(tmp_path / "home", src, sock, threshold, env or {})
         started.append(p)
         p._dir = d  # type: ignore[attr-defined]
         return p
@@ -208,4 +210,23 @@ def test_issue_11_below_the_threshold_or_disabled_no_reexec(memoryd, threshold):
     assert st["units"] == 1203 and st["pid"] == m.proc.pid
     assert st["uptime_s"] >= started  # the same image throughout
     assert "re-executing" not in m.log.read_text()
+    assert m.stop() == 0
+
+
+@pytest.mark.timeout(600)
+def test_issue_11_a_fleet_member_reexecs_once_after_its_backfill(memoryd, pg_url):
+    """A fleet member (a real PostgreSQL): the same, its shared store reconnected by the
+    new image, its units searchable after it."""
+    m = memoryd(threshold=1000, env={"MEMORYD_STORE__URL": pg_url,
+                                     "MEMORYD_STORE__MACHINE": "laptop",
+                                     "MEMORYD_STORE__NAMESPACE": "team"})
+    pid = wait(lambda: (s := m.status())["caught_up"] and s, 120)["pid"]
+    st = wait(lambda: (s := m.status())["memory"]["reexecs"] == 1 and s["caught_up"] and s,
+              120)
+    assert st["pid"] == pid == m.proc.pid and st["units"] == 1200
+    assert st["store"]["kind"] == "postgresql" and st["ingest"]["units_this_run"] == 0
+    assert m.client.search(query="old2tok5")["total"] == 1
+    write_jsonl(m.src / "p" / "s9.jsonl", lines("fresh", 3))
+    wait(lambda: m.client.search(query="freshtok1")["total"] == 1, 60)
+    assert m.status()["memory"]["reexecs"] == 1
     assert m.stop() == 0

@@ -47,11 +47,18 @@ class Handover:
     tcp: list[int] = field(default_factory=list)  # listening TCP sockets
     lock: int | None = None  # the lock file, still locked
     reexecs: int = 0  # re-execs of this daemon so far (this one included)
-    at: float | None = None  # wall clock when the last one began
-    stopped_at: float | None = None  # wall clock when the old image had stopped serving
+    at: float | None = None  # wall clock when the old image began to stop
+    stopped_at: float | None = None  # wall clock when it had stopped, just before execv
     rss_mb: float | None = None  # the old image's RSS when it began
     units: int = 0  # units the old image had stored since it started
-    pause_ms: float | None = None  # stop -> serving again, set by the new image
+    pause_ms: float | None = None  # began to stop -> serving again, set by the new image
+
+    def valid(self) -> bool:
+        number = (int, float)
+        return (all(type(fd) is int and fd >= 0 for fd in self.fds())
+                and type(self.reexecs) is int and type(self.units) is int
+                and all(v is None or (isinstance(v, number) and not isinstance(v, bool))
+                        for v in (self.at, self.stopped_at, self.rss_mb, self.pause_ms)))
 
     def fds(self) -> list[int]:
         return [*self.unix, *self.tcp, *([] if self.lock is None else [self.lock])]
@@ -115,11 +122,13 @@ class Reexec:
     def served(self) -> None:
         """The new image serves again: the pause is over."""
         h = self.handover
-        if h is not None and h.stopped_at is not None and h.pause_ms is None:
-            h.pause_ms = round(1000 * (time.time() - h.stopped_at), 1)
-            log.info("re-exec #%d done: serving again %.0f ms after the old image stopped "
-                     "(it held %s MB after storing %d units)", h.reexecs, h.pause_ms,
-                     h.rss_mb, h.units)
+        if h is not None and h.at is not None and h.pause_ms is None:
+            now = time.time()
+            h.pause_ms = round(1000 * (now - h.at), 1)
+            log.info("re-exec #%d done: serving again %.0f ms after the old image began to "
+                     "stop (%.0f ms after its execv; it held %s MB after storing %d units)",
+                     h.reexecs, h.pause_ms, 1000 * (now - (h.stopped_at or h.at)), h.rss_mb,
+                     h.units)
 
     def status(self) -> dict[str, Any]:
         h = self.handover
@@ -212,8 +221,8 @@ def take_handover(environ: Mapping[str, str]) -> Handover | None:
         return None
     try:
         h = Handover(**json.loads(raw))
-        if not all(type(fd) is int and fd >= 0 for fd in h.fds()):
-            raise ValueError("descriptors are not numbers")
+        if not h.valid():
+            raise ValueError("a field of the wrong type")
     except (ValueError, TypeError):
         log.warning("ignoring a malformed %s", ENV)
         return None

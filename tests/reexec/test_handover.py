@@ -14,7 +14,8 @@ from tests.helpers import short_dir
 
 def test_a_malformed_handover_is_ignored_and_not_passed_on():
     for raw in ("{not json", json.dumps({"unix": [3], "bogus": 1}), "[]",
-                json.dumps({"unix": ["3"]}), json.dumps({"lock": -1})):
+                json.dumps({"unix": ["3"]}), json.dumps({"lock": -1}),
+                json.dumps({"at": "yesterday"}), json.dumps({"reexecs": 1.5})):
         env = {ENV: raw, "OTHER": "x"}
         assert take_handover(env) is None
         assert env == {"OTHER": "x"}

@@ -636,6 +636,7 @@ class Daemon:
 
     def request_stop(self) -> None:
         _sdnotify.notify("STOPPING=1")
+        self.reexec.requested = False  # a SIGTERM while a re-exec was decided: a stop
         self._stop_requested.set()
 
     async def stop(self) -> None:

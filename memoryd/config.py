@@ -65,6 +65,8 @@ class ServerSettings(_Section):
     query_concurrency: int = Field(3, ge=1, le=64)
     query_backlog: int = Field(12, ge=0, le=1024)
     query_max_wait_s: float = Field(1.0, gt=0, le=300)
+    # after storing this many units, re-exec in place once at rest (memoryd.reexec); 0: never
+    reexec_after_units: int = Field(50_000, ge=0)
 
     @field_validator("tcp_host")
     @classmethod

@@ -18,8 +18,13 @@ from typing import Any
 
 from memoryd import __version__, _sdnotify
 from memoryd.api import IngestRequest, IngestResponse
-from memoryd.backfill import (BackfillProgress, human_bytes, log_progress, offsets,
-                              read_paths_since)
+from memoryd.backfill import (
+    BackfillProgress,
+    human_bytes,
+    log_progress,
+    offsets,
+    read_paths_since,
+)
 from memoryd.config import Settings, settings_summary
 from memoryd.consolidate.clock import Clock
 from memoryd.consolidate.retention import Retention
@@ -28,8 +33,8 @@ from memoryd.context import ContextBuilder
 from memoryd.db_guard import watch_identity
 from memoryd.errors import AlreadyRunningError, BadRequestError, StoreUnavailableError
 from memoryd.events import EventBus
-from memoryd.idle_release import RELEASE, tune_malloc
 from memoryd.forgetting import Forgetting
+from memoryd.idle_release import RELEASE, tune_malloc
 from memoryd.index.tail import TailPolicy
 from memoryd.ingest.ingestor import IngestEvent, Ingestor
 from memoryd.ingest.queue import IngestQueue
@@ -37,6 +42,7 @@ from memoryd.ingest.redact import Redactor
 from memoryd.memory import MemoryFile
 from memoryd.memory.fleet_sync import FleetMemory
 from memoryd.paths import Paths, mkdir_private
+from memoryd.reexec import Reexec, due, exec_self, serve_handed_over
 from memoryd.reload import reload_settings
 from memoryd.served_log import ServedLog
 from memoryd.server import consolidate_api, export_api, summaries_api
@@ -51,6 +57,7 @@ from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
 from memoryd.sources import Candidates, Source, configured_sources, owner, walk
 from memoryd.store import Store
 from memoryd.store.files import file_stats, files_with_bad_lines
+from memoryd.store.jobs import next_due
 from memoryd.store.sessions import count_sessions
 from memoryd.store.units import count_units
 from memoryd.summaries_service import Summaries
@@ -65,6 +72,7 @@ STOP_TIMEOUT = 4.0
 # background jobs wait for a fleet member's index backlog at most this long at a stretch: a
 # member fed a full page at every poll without pause would otherwise keep them waiting
 JOBS_WAIT_MAX_S = 600.0
+REEXEC_RECHECK_S = 30.0  # a re-exec due while jobs run: asked again this much later
 MEMORY_POLL_S = 60.0  # MEMORY.md edits arrive through the watcher; this look is the safety net
 
 
@@ -106,6 +114,10 @@ class Daemon:
         self._baseline: dict[str, int] = {}
         self._last_store_status: tuple[Any, ...] | None = None  # for a store gone away
         self._stack = contextlib.AsyncExitStack()
+        # a re-exec's handover (sockets, lock) when the previous image left one
+        self.reexec = Reexec(environ)
+        self._sites: list[Any] = []
+        self._lock_file: Any = None
         self._stop_requested = asyncio.Event()
         self.jobs_wait_max_s = JOBS_WAIT_MAX_S
         self._backlog_since: float | None = None  # jobs have waited for the index since
@@ -132,6 +144,7 @@ class Daemon:
     async def start(self) -> None:
         self.state = "starting"
         self.started_at = time.time()
+        self._loop = asyncio.get_running_loop()
         s = self.settings
         try:
             self.paths.ensure()
@@ -234,8 +247,12 @@ class Daemon:
                 lambda: asyncio.to_thread(index.prune_changes, keep_s), grace)  # type: ignore[attr-defined]
 
     def _lock(self) -> None:
-        # held for the daemon's lifetime; 0600 like every file memoryd makes
-        f = os.fdopen(os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o600), "r+")
+        # held for the daemon's lifetime; 0600 like every file memoryd makes. After a
+        # re-exec, the previous image's descriptor: its lock was never let go
+        fd = self.reexec.inherited_lock(self.paths.lock)
+        if fd is None:
+            fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
+        f = os.fdopen(fd, "r+")
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -246,6 +263,7 @@ class Daemon:
         f.truncate(0)
         f.write(f"{os.getpid()}\n")
         f.flush()
+        self._lock_file = f
         self._stack.callback(f.close)
 
     async def _serve(self) -> None:
@@ -272,12 +290,70 @@ class Daemon:
         runner = GuardedRunner(app, shutdown_timeout=1.0, access_log=None)
         await runner.setup()
         self._stack.push_async_callback(runner.cleanup)
-        await start_unix(runner, self.socket_path)
-        self._stack.callback(self.socket_path.unlink, missing_ok=True)
         srv = self.settings.server
-        if srv.tcp_enabled:
+        unix_ok, self.tcp_port = False, None
+        if self.reexec.inherited:  # the previous image's sockets, with their backlogs
+            assert self.reexec.handover is not None
+            unix_ok, self.tcp_port = await serve_handed_over(
+                runner, self.reexec.handover, self.socket_path,
+                srv.tcp_port if srv.tcp_enabled else None)
+        if not unix_ok:
+            await start_unix(runner, self.socket_path)
+        self._stack.callback(self._unlink_socket)
+        if srv.tcp_enabled and self.tcp_port is None:
             _, self.tcp_port = await start_tcp(runner, srv.tcp_host, srv.tcp_port,
                                                allow_non_loopback=srv.allow_non_loopback)
+        self._sites = list(runner.sites)
+        self.reexec.served()
+        RELEASE.on_rest(self._rested)
+        self._stack.callback(RELEASE.on_rest, self._rested, on=False)
+
+    def _unlink_socket(self) -> None:
+        if not self.reexec.requested:  # a re-exec keeps it: the next image serves on it
+            self.socket_path.unlink(missing_ok=True)
+
+    def _rested(self) -> None:
+        """The idle release ran at rest (its timer's thread): is a re-exec due?"""
+        with contextlib.suppress(RuntimeError):  # the loop is gone: stopping anyway
+            self._loop.call_soon_threadsafe(self._check_reexec)
+
+    def _check_reexec(self) -> None:
+        if self.state == "running" and not self.reexec.requested:
+            self._spawn(self._maybe_reexec(), "reexec")
+
+    async def _maybe_reexec(self) -> None:
+        """Once at rest after storing `server.reexec_after_units` units or more: stop
+        as on SIGTERM, keeping the sockets and the lock, and `run` re-executes the
+        process (memoryd.reexec). At rest: caught up, the index writer closed, no job
+        running or due; a daemon busy with jobs is asked again `REEXEC_RECHECK_S` later."""
+        assert self.ingestor is not None and self.queue is not None
+        assert self.store is not None
+        units = self.ingestor.stats.units
+        if (self.reexec.requested or self.state != "running"
+                or not due(units, self.settings.server.reexec_after_units)):
+            return
+        if not await self._at_rest():
+            self._loop.call_later(REEXEC_RECHECK_S, self._rested)
+            return
+        if self.reexec.request(units, self.settings.server.reexec_after_units):
+            self._stop_requested.set()
+
+    async def _at_rest(self) -> bool:
+        """Caught up (a fleet member: its index too), the index writer closed, no job
+        running or due, and the store reachable."""
+        assert self.store is not None and self.queue is not None
+        index = self.store.index
+        if not self.backfill_done or self.queue.depth() or self.ingestor is None \
+                or self.ingestor.parked or index.has_writer() or index.backlog():
+            return False
+        try:
+            if not (await self.store.read(index.status))["caught_up"]:
+                return False
+            due_at = await self.store.read(next_due)
+        except StoreUnavailableError:
+            return False
+        running = self.summaries is not None and self.summaries.queue.running
+        return not running and (due_at is None or due_at > self.clock())
 
     def _memory_folder_changed(self) -> None:
         if self.memory is not None:
@@ -547,7 +623,8 @@ class Daemon:
                        "bad_lines_this_run": st.bad_lines, "errors": st.errors,
                        "last_error": st.last_error, **failures},
             "queries": self.limiter.as_dict(),  # search/context: running, waiting, 503s
-            "memory": RELEASE.status(),  # RSS now, idle releases run (memoryd.idle_release)
+            # RSS now, idle releases run (memoryd.idle_release), re-execs (memoryd.reexec)
+            "memory": {**RELEASE.status(), **self.reexec.status()},
             "watcher": {"batches": self.watcher.batches if self.watcher else 0,
                         "errors": self.watcher.errors if self.watcher else 0},
             **extra,
@@ -579,6 +656,7 @@ class Daemon:
 
     def request_stop(self) -> None:
         _sdnotify.notify("STOPPING=1")
+        self.reexec.requested = False  # a SIGTERM while a re-exec was decided: a stop
         self._stop_requested.set()
 
     async def stop(self) -> None:
@@ -603,6 +681,7 @@ class Daemon:
         # handlers first: the socket answers before start() returns, and a SIGTERM in
         # between must still stop cleanly (it is acted on once start() is done)
         loop = asyncio.get_running_loop()
+        handover = None
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.request_stop)
         loop.add_signal_handler(signal.SIGHUP, self.request_reload)
@@ -613,7 +692,19 @@ class Daemon:
         finally:
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
+            if self.reexec.requested:  # before the sites stop: their sockets stay open
+                handover = self.reexec.next_handover(
+                    self._sites, self._lock_file,
+                    self.ingestor.stats.units if self.ingestor else 0)
             await self.stop()
+        if handover is not None:
+            log.info("stopped; re-executing")
+            try:
+                exec_self(handover)
+            except OSError as e:
+                log.error("re-exec failed, exiting for the service manager to restart "
+                          "memoryd: %s", e)
+                return 1
         log.info("stopped")
         return self.exit_code
 

@@ -1,0 +1,61 @@
+"""What a new image takes from the handover its predecessor left (memoryd.reexec): a
+malformed one is ignored and removed from the environment, a descriptor that is not a
+listening socket of the expected kind is closed rather than served."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+from memoryd.reexec import ENV, Handover, adopt, due, take_handover
+from tests.helpers import short_dir
+
+
+def test_a_malformed_handover_is_ignored_and_not_passed_on():
+    for raw in ("{not json", json.dumps({"unix": [3], "bogus": 1}), "[]",
+                json.dumps({"unix": ["3"]}), json.dumps({"lock": -1}),
+                json.dumps({"at": "yesterday"}), json.dumps({"reexecs": 1.5})):
+        env = {ENV: raw, "OTHER": "x"}
+        assert take_handover(env) is None
+        assert env == {"OTHER": "x"}
+    assert take_handover({}) is None
+
+
+def test_a_handover_is_read_once_and_its_descriptors_not_inherited_further():
+    r, w = os.pipe()
+    os.set_inheritable(r, True)
+    try:
+        env = {ENV: json.dumps({"lock": r, "reexecs": 2, "at": 1.5})}
+        h = take_handover(env)
+        assert h == Handover(lock=r, reexecs=2, at=1.5) and ENV not in env
+        assert not os.get_inheritable(r)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_only_a_listening_socket_of_the_family_asked_for_is_adopted():
+    with short_dir() as d:
+        listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listening.bind(str(d / "a.sock"))
+        listening.listen()
+        s = adopt(os.dup(listening.fileno()), socket.AF_UNIX)
+        assert s is not None and s.getsockname() == str(d / "a.sock")
+        s.close()
+        fd = os.dup(listening.fileno())
+        assert adopt(fd, socket.AF_INET, socket.AF_INET6) is None
+        try:
+            os.fstat(fd)
+            raise AssertionError("the descriptor was left open")
+        except OSError:
+            pass
+        listening.close()
+        unbound = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # not listening
+        assert adopt(os.dup(unbound.fileno()), socket.AF_UNIX) is None
+        unbound.close()
+
+
+def test_due_only_over_the_threshold_and_never_at_zero():
+    assert due(50_000, 50_000) and not due(49_999, 50_000)
+    assert not due(10**9, 0)

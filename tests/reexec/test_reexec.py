@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from memoryd.cli.output import render_status
 from memoryd.client import MemorydClient
 from tests.helpers import short_dir, write_jsonl
 from tests.helpers import wait_until as wait
@@ -164,6 +165,8 @@ def test_issue_11_a_backfill_over_the_threshold_reexecs_once_and_serves_througho
     last = st["memory"]["last_reexec"]
     assert last["units_before"] == 1200 and last["rss_mb_before"] > 0
     assert last["pause_ms"] > 0 and last["at"] > 0
+    assert "re-executed in place 1x to give back memory" in render_status(st)
+    assert "memoryd_reexecs 1.0" in m.client.request("GET", "/metrics")
     # the pollers did ask while no image served: calls begun after the old image began
     # to stop and answered after the new one served, each waiting in the backlog
     served_at = last["at"] + last["pause_ms"] / 1000

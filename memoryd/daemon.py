@@ -42,7 +42,7 @@ from memoryd.ingest.redact import Redactor
 from memoryd.memory import MemoryFile
 from memoryd.memory.fleet_sync import FleetMemory
 from memoryd.paths import Paths, mkdir_private
-from memoryd.reexec import Reexec, due, exec_self, serve_handed_over
+from memoryd.reexec import Reexec, due, exec_self, serve_handed_over, stop_accepting
 from memoryd.reload import reload_settings
 from memoryd.served_log import ServedLog
 from memoryd.server import consolidate_api, export_api, summaries_api
@@ -696,6 +696,7 @@ class Daemon:
                 handover = self.reexec.next_handover(
                     self._sites, self._lock_file,
                     self.ingestor.stats.units if self.ingestor else 0)
+                await stop_accepting(self._sites)
             await self.stop()
         if handover is not None:
             log.info("stopped; re-executing")

@@ -17,6 +17,7 @@ travels in the same variable, which the new image removes from its environment.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -37,6 +38,7 @@ from memoryd.idle_release import rss_mb
 log = logging.getLogger(__name__)
 
 ENV = "MEMORYD_REEXEC_HANDOVER"
+DRAIN_S = 0.25  # the connections accepted before a re-exec send their request meanwhile
 
 
 @dataclass
@@ -149,6 +151,19 @@ def due(units: int, threshold: int) -> bool:
 def can_exec() -> bool:
     """Whether the interpreter can be executed again (an upgrade may have removed it)."""
     return bool(sys.executable) and os.access(sys.executable, os.X_OK)
+
+
+async def stop_accepting(sites: list[Any], drain_s: float = DRAIN_S) -> None:
+    """Stop accepting on `sites` (call after `listening_fds`: the sockets stay open in
+    the handover, and a client that connects from now on waits in the backlog for the
+    next image), then give the connections this image accepted `drain_s` to send their
+    request: the stop serves a request in progress, but drops a connection whose request
+    has not arrived yet, and its client would see a reset."""
+    for site in sites:
+        server = getattr(site, "_server", None)
+        if server is not None:
+            server.close()
+    await asyncio.sleep(drain_s)
 
 
 def listening_fds(sites: list[Any]) -> tuple[list[int], list[int]]:

@@ -397,17 +397,19 @@ def _hits(index: SearchIndex, top: list[dict[str, Any]], rows: dict[int, dict[st
         around.setdefault(u.pop("session_pk"), []).append(u)
     every = _matched_by_all(index, plan, mode) if fast else None
     at = {c["unit_id"]: c["at"] for c in top if "at" in c}  # where the index found them
+    held = None  # the terms each hit's one-liner holds, when the index said
     if every is not None:  # the query alone says it: no search
         matched = dict.fromkeys(ids, every)
     elif fast:  # the index says which terms each hit matched
-        matched = index.matched_ids(plan.terms, ids, at)
+        matched, held = index.matched_fields(plan.terms, ids, at)
     else:
         matched = index.matched(plan.terms, {
             i: r["content"] + "\n" + (r["one_liner"] or "") for i, r in rows.items()})
     # split the score by field only for hits with a one-liner
     lines = {i: r["one_liner"] for i in ids if (r := rows.get(i)) and r["one_liner"]}
     cols = index.split_scores(plan.terms, lines, {c["unit_id"]: c["bm25"] for c in top},
-                              w_body=p.w_body, w_one_liner=p.w_one_liner, at=at)
+                              w_body=p.w_body, w_one_liner=p.w_one_liner, at=at,
+                              held=held)
     hits = []
     for c in top:
         r = rows.get(c["unit_id"])

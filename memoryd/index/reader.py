@@ -22,6 +22,7 @@ from memoryd.index.query import (
     Occur,
     Q,
     estimate,
+    field_match_queries,
     filter_clauses,
     idf,
     ids_query,
@@ -202,7 +203,7 @@ class IndexReader:
         if not ids or not self.searchable() or idx is None:
             return {}
         if (held := _held(ids, at)) is not None:
-            return _masked(self, held[0], terms, ids, held[2])
+            return _masked(self, held[0], terms, ids, held[2])[0]
         out: dict[int, set[int]] = {}
         with self.tail.lock:
             s, stats = self._view(idx, terms)
@@ -212,10 +213,20 @@ class IndexReader:
             ids = t.others(ids)
         if not ids:
             return out
-        got = _masked(self, s, terms, ids, _unit_ids(s))
+        got, _ = _masked(self, s, terms, ids, _unit_ids(s))
         for u, bits in got.items():
             out.setdefault(u, set()).update(bits)
         return out
+
+    def matched_fields(self, terms: list[str], ids: list[int], at: dict[int, At] | None
+                       ) -> tuple[dict[int, set[int]], dict[int, set[int]] | None]:
+        """`matched_ids`, and which of the terms each unit's one-liner holds, from the
+        same search, where `ranked` found all of them in one searcher (else None: what
+        `split_scores` then analyzes the one-liners' text for, ~6 us each)."""
+        held = _held(ids, at) if ids and self.searchable() else None
+        if held is None:
+            return self.matched_ids(terms, ids, at), None
+        return _masked(self, held[0], terms, ids, held[2], one_liners=True)
 
     def matched(self, terms: list[str], texts: dict[int, str]) -> dict[int, set[int]]:
         """Which of `terms` (by index) each text (unit id -> content and one-liner)
@@ -284,7 +295,8 @@ class IndexReader:
 
     def split_scores(self, terms: list[str], lines: dict[int, str], scores: dict[int, float],
                      *, w_body: float = 1.0, w_one_liner: float = 3.0,
-                     at: dict[int, At] | None = None) -> dict[int, tuple[float, float]]:
+                     at: dict[int, At] | None = None, held: dict[int, set[int]] | None = None
+                     ) -> dict[int, tuple[float, float]]:
         """`field_scores` of the units with these one-liners (unit id -> its one-liner)
         and whole scores (`ranked`'s), without a search while the tail holds no units: a
         one-liner match scores a flat weight times the term's IDF (`text_query`), so a
@@ -292,7 +304,8 @@ class IndexReader:
         the index's analysis of a short text) and the body's is the rest. The same
         figures to f32 rounding as the two searches `field_scores` runs (0.2 ms of a
         search's 1.6 at 200k units with one-liners). While the tail holds units their
-        statistics join the index's: `field_scores`."""
+        statistics join the index's: `field_scores`. `held`: the terms each unit's
+        one-liner holds, when `matched_fields` said (no analysis then)."""
         idx = self._index
         if not lines or not self.searchable() or idx is None:
             return {}
@@ -304,7 +317,9 @@ class IndexReader:
                                      w_one_liner=w_one_liner, at=at)
         weights: dict[int, float] = {}
         out: dict[int, tuple[float, float]] = {}
-        for uid, hit in self.matched(terms, lines).items():
+        found = self.matched(terms, lines) if held is None else {
+            u: held.get(u, ()) for u in lines}
+        for uid, hit in found.items():
             if not hit:
                 continue
             one = 0.0
@@ -398,26 +413,46 @@ def _held(ids: list[int], at: dict[int, At] | None
 
 
 def _masked(ix: IndexReader, s: tantivy.Searcher, terms: list[str], ids: list[int],
-            unit_ids: UnitIds) -> dict[int, set[int]]:
+            unit_ids: UnitIds, *, one_liners: bool = False
+            ) -> tuple[dict[int, set[int]], dict[int, set[int]]]:
     """`matched_ids` in one searcher: the terms each of `ids` matches there, one search
-    per `MASK_TERMS` terms (`unit_ids`: the unit id of each of a list of addresses)."""
-    out: dict[int, set[int]] = {}
-    only = [(tantivy.Occur.Must, ids_query(ix.schema, ids))]
-    for lo in range(0, len(terms), MASK_TERMS):
+    per `MASK_TERMS` terms (`unit_ids`: the unit id of each of a list of addresses); with
+    `one_liners`, also the terms each one's one-liner holds (a term's body and one-liner
+    clauses scoring their own bits: half as many terms per search), else {}.
+
+    Each clause is its own intersection with the units asked about, which leads it
+    (their postings are the shorter): the same hits and scores as one intersection of
+    the terms' union with them, which tantivy computed at 0.14 ms against 0.09 (1M units
+    with one-liners, 2-3 terms, CPU p50; bench/README, branch `reader3`)."""
+    matched: dict[int, set[int]] = {}
+    ones: dict[int, set[int]] = {}
+    only = ids_query(ix.schema, ids)
+    step = MASK_TERMS // 2 if one_liners else MASK_TERMS
+    for lo in range(0, len(terms), step):
         group = []
-        for i, t in enumerate(terms[lo:lo + MASK_TERMS]):
-            q = match_query(ix.schema, ix.analyzer, s, t)
-            if q is not None:
-                group.append((tantivy.Occur.Should,
-                              tantivy.Query.const_score_query(q, float(1 << i))))
+        for i, t in enumerate(terms[lo:lo + step]):
+            if one_liners:
+                body, one = field_match_queries(ix.schema, ix.analyzer, s, t)
+                bits = [(body, 1 << i), (one, 1 << (step + i))]
+            else:
+                bits = [(match_query(ix.schema, ix.analyzer, s, t), 1 << i)]
+            group += [(Occur.Should, Q.const_score_query(
+                Q.boolean_query([(Occur.Must, q), (Occur.Must, only)]), float(bit)))
+                for q, bit in bits if q is not None]
         if not group:
             continue
-        res = s.search(restricted(tantivy.Query.boolean_query(group), only), len(ids),
-                       count=False)
+        res = s.search(Q.boolean_query(group), len(ids), count=False)
         for u, (score, _) in zip(unit_ids([a for _, a in res.hits]), res.hits, strict=True):
             bits = round(score)
-            out.setdefault(u, set()).update(lo + i for i in range(MASK_TERMS) if bits >> i & 1)
-    return out
+            got = {lo + i for i in range(step) if bits >> i & 1}
+            if one_liners:
+                held = {lo + i for i in range(step) if bits >> (step + i) & 1}
+                got |= held
+                if held:
+                    ones.setdefault(u, set()).update(held)
+            if got:
+                matched.setdefault(u, set()).update(got)
+    return matched, ones
 
 
 def merge(found: list[dict[str, Any]], live: list[dict[str, Any]], replaced: set[int],

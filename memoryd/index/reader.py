@@ -15,7 +15,7 @@ from typing import Any
 import tantivy
 
 from memoryd.index import fallback, maxscore
-from memoryd.index.bm25 import Combined, MainStats, main_stats
+from memoryd.index.bm25 import Combined, Freqs, MainStats, main_stats
 from memoryd.index.query import (
     WEAK,
     Filters,
@@ -121,7 +121,8 @@ class IndexReader:
             gen = self._gen
             replaced = set(self.tail.replaced)
             live: list[dict[str, Any]] = []
-            scoring: Any = s  # the searcher text_query reads frequencies from
+            freqs = Freqs(s)  # the index's own frequencies, read once each
+            scoring: Any = freqs  # the frequencies text_query reads
             boost = None
             if stats is not None:
                 plan = self.tail.plan(s, stats, terms, w_body=w_body,
@@ -131,7 +132,7 @@ class IndexReader:
                 scoring, boost = c, c.boost
             clauses = filter_clauses(self.schema, f, pks,
                                      self._sessions_clause(pks) if pks is not None else None)
-            guess = estimate(s, self.analyzer, terms, mode) if count and not clauses else None
+            guess = estimate(freqs, self.analyzer, terms, mode) if count and not clauses else None
             exact = count and guess is None
             # an unfiltered OR query's one-liner clauses, searched apart (`_with_one_liners`;
             # under a filter the one query costs less: each search evaluates the filter)
@@ -149,7 +150,7 @@ class IndexReader:
             prune = mode == "or" and not exact and len(terms) > 1
             if prune:  # the top k without scoring every match
                 body, always = maxscore.parts(
-                    self.schema, self.analyzer, scoring, s, terms,
+                    self.schema, self.analyzer, scoring, freqs, terms,
                     n_docs=(stats or self._main_stats(s, terms)).docs, w_body=w_body,
                     w_one_liner=w_one_liner, boost=boost, one_liners=ones is None)
         n = limit + len(replaced)

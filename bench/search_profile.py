@@ -68,6 +68,7 @@ def instrument() -> None:
     SearchIndex.ranked = timed("ranked", SearchIndex.ranked)
     SearchIndex.matched_ids = timed("matched_ids", SearchIndex.matched_ids)
     SearchIndex.matched_fields = timed("matched_fields", SearchIndex.matched_fields)
+    SearchIndex.split_scores = timed("split_scores", SearchIndex.split_scores)
     SearchIndex.field_scores = timed("field_scores", SearchIndex.field_scores)
     retrieval._rows = timed("rows", retrieval._rows)
     retrieval._score = timed("score", retrieval._score)

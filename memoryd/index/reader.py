@@ -165,7 +165,7 @@ class IndexReader:
         addrs = [a for _, a in hits]
         cols = [s.fast_field_values(name, addrs) for name in RANK_FIELDS[:-1]]
         cols.append(_chars(s, addrs, cols[RANK_FIELDS.index("dup")], every=bool(live)))
-        found = [dict(zip(RANK_FIELDS, vals, strict=True), bm25=float(sc), at=(s, a, gen))
+        found = [dict(zip(RANK_FIELDS, vals, strict=True), bm25=float(sc), at=(s, a, gen, freqs))
                  for (sc, a), *vals in zip(hits, *cols, strict=True)]
         if replaced or live:
             found, gone = merge(found, live, replaced, limit)
@@ -204,7 +204,7 @@ class IndexReader:
         if not ids or not self.searchable() or idx is None:
             return {}
         if (held := _held(ids, at)) is not None:
-            return _masked(self, held[0], terms, ids, held[2])[0]
+            return _masked(self, held[0], terms, ids, held[2], freqs=held[3])[0]
         out: dict[int, set[int]] = {}
         with self.tail.lock:
             s, stats = self._view(idx, terms)
@@ -227,7 +227,7 @@ class IndexReader:
         held = _held(ids, at) if ids and self.searchable() else None
         if held is None:
             return self.matched_ids(terms, ids, at), None
-        return _masked(self, held[0], terms, ids, held[2], one_liners=True)
+        return _masked(self, held[0], terms, ids, held[2], one_liners=True, freqs=held[3])
 
     def matched(self, terms: list[str], texts: dict[int, str]) -> dict[int, set[int]]:
         """Which of `terms` (by index) each text (unit id -> content and one-liner)
@@ -312,7 +312,10 @@ class IndexReader:
             return {}
         with self.tail.lock:
             live = bool(self.tail.docs)
-            s = idx.searcher()
+            found_at = _held(list(lines), at)
+            # the IDFs as `ranked` read them while no commit came since (the same segments)
+            s: Any = found_at[3] if found_at is not None and found_at[1] == self._gen \
+                else idx.searcher()
         if live:
             return self.field_scores(terms, list(lines), w_body=w_body,
                                      w_one_liner=w_one_liner, at=at)
@@ -389,9 +392,10 @@ def _chars(s: tantivy.Searcher, addrs: list[Any], dups: list[int], *, every: boo
     return out
 
 
-At = tuple[tantivy.Searcher, tantivy.DocAddress, int]
+At = tuple[tantivy.Searcher, tantivy.DocAddress, int, Freqs]
 """Where `ranked` found a unit: the searcher, the address in it, the searchers'
-generation then (`SearchIndex._gen`)."""
+generation then (`SearchIndex._gen`), and the frequencies it read of that searcher (the
+hits' terms and one-liners ask for the same ones again)."""
 UnitIds = Callable[[list[tantivy.DocAddress]], list[int]]
 """The unit id of each of a list of addresses (of one searcher)."""
 
@@ -402,24 +406,26 @@ def _unit_ids(s: tantivy.Searcher) -> UnitIds:
 
 
 def _held(ids: list[int], at: dict[int, At] | None
-          ) -> tuple[tantivy.Searcher, int, UnitIds] | None:
+          ) -> tuple[tantivy.Searcher, int, UnitIds, Freqs] | None:
     """When `ranked` found all of `ids` in one searcher: that searcher, its generation,
-    and unit ids by address from what `ranked` found (no fast-field read); else None."""
+    unit ids by address from what `ranked` found (no fast-field read), and the
+    frequencies `ranked` read of it; else None."""
     found = [at.get(i) for i in ids] if at else []
     if not found or any(f is None or f[0] is not found[0][0] for f in found):
         return None
     where = {(f[1].segment_ord, f[1].doc): u for u, f in zip(ids, found, strict=True)}
     return found[0][0], found[0][2], lambda addrs: [
-        where[(a.segment_ord, a.doc)] for a in addrs]
+        where[(a.segment_ord, a.doc)] for a in addrs], found[0][3]
 
 
 def _masked(ix: IndexReader, s: tantivy.Searcher, terms: list[str], ids: list[int],
-            unit_ids: UnitIds, *, one_liners: bool = False
+            unit_ids: UnitIds, *, one_liners: bool = False, freqs: Any = None
             ) -> tuple[dict[int, set[int]], dict[int, set[int]]]:
     """`matched_ids` in one searcher: the terms each of `ids` matches there, one search
     per `MASK_TERMS` terms (`unit_ids`: the unit id of each of a list of addresses); with
     `one_liners`, also the terms each one's one-liner holds (a term's body and one-liner
-    clauses scoring their own bits: half as many terms per search), else {}.
+    clauses scoring their own bits: half as many terms per search), else {}. `freqs`:
+    `s`'s frequencies as `ranked` read them (`Freqs`), when it found the units.
 
     Each clause is its own intersection with the units asked about, which leads it
     (their postings are the shorter): the same hits and scores as one intersection of
@@ -429,14 +435,15 @@ def _masked(ix: IndexReader, s: tantivy.Searcher, terms: list[str], ids: list[in
     ones: dict[int, set[int]] = {}
     only = ids_query(ix.schema, ids)
     step = MASK_TERMS // 2 if one_liners else MASK_TERMS
+    freqs = freqs or s
     for lo in range(0, len(terms), step):
         group = []
         for i, t in enumerate(terms[lo:lo + step]):
             if one_liners:
-                body, one = field_match_queries(ix.schema, ix.analyzer, s, t)
+                body, one = field_match_queries(ix.schema, ix.analyzer, freqs, t)
                 bits = [(body, 1 << i), (one, 1 << (step + i))]
             else:
-                bits = [(match_query(ix.schema, ix.analyzer, s, t), 1 << i)]
+                bits = [(match_query(ix.schema, ix.analyzer, freqs, t), 1 << i)]
             group += [(Occur.Should, Q.const_score_query(
                 Q.boolean_query([(Occur.Must, q), (Occur.Must, only)]), float(bit)))
                 for q, bit in bits if q is not None]

@@ -102,12 +102,15 @@ class IndexReader:
 
     def ranked(self, conn: sqlite3.Connection, terms: list[str], f: Filters, *,
                mode: str, limit: int, count: bool, w_body: float = 1.0,
-               w_one_liner: float = 3.0) -> tuple[int, list[dict[str, Any]], bool] | None:
+               w_one_liner: float = 3.0, speaker: bool = True
+               ) -> tuple[int, list[dict[str, Any]], bool] | None:
         """(matches, candidates best first, whether matches is an estimate), each
         candidate what reranking needs, read from the index's fast fields (`RANK_FIELDS`)
         with its score as `bm25`: no SQLite row is read. A big unfiltered OR search's
         matches are estimated (`memoryd.index.query.estimate`). None while the index is
-        not searchable (`candidates` falls back)."""
+        not searchable (`candidates` falls back). Without `speaker` (a query whose
+        wording asks about no one's messages: reranking does not look) the candidates'
+        `speaker` is None: one fast-field read less, ~25-35 us at 1M units."""
         idx = self._index
         if not self.searchable() or idx is None:
             return None
@@ -163,7 +166,8 @@ class IndexReader:
         if ones is not None:
             hits = _with_one_liners(s, hits, q, ones, clauses, n)
         addrs = [a for _, a in hits]
-        cols = [s.fast_field_values(name, addrs) for name in RANK_FIELDS[:-1]]
+        cols = [s.fast_field_values(name, addrs) if speaker or name != "speaker"
+                else [None] * len(addrs) for name in RANK_FIELDS[:-1]]
         cols.append(_chars(s, addrs, cols[RANK_FIELDS.index("dup")], every=bool(live)))
         found = [dict(zip(RANK_FIELDS, vals, strict=True), bm25=float(sc), at=(s, a, gen, freqs))
                  for (sc, a), *vals in zip(hits, *cols, strict=True)]

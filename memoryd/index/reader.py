@@ -431,13 +431,15 @@ def _masked(ix: IndexReader, s: tantivy.Searcher, terms: list[str], ids: list[in
     clauses scoring their own bits: half as many terms per search), else {}. `freqs`:
     `s`'s frequencies as `ranked` read them (`Freqs`), when it found the units.
 
-    Each clause is its own intersection with the units asked about, which leads it
-    (their postings are the shorter): the same hits and scores as one intersection of
-    the terms' union with them, which tantivy computed at 0.14 ms against 0.09 (1M units
-    with one-liners, 2-3 terms, CPU p50; bench/README, branch `reader3`)."""
+    The units asked about are the query's one required clause and each term's clause
+    an optional one beside it (a unit matching none scores 0 and is left out): the
+    same hits and scores as a required union of the terms' clauses (0.14 ms at 1M
+    units with one-liners, 2-3 terms, CPU p50) or each clause intersected with the
+    units (0.11: the units' clause built once per term), in 0.07 (bench/README, branch
+    `reader3`)."""
     matched: dict[int, set[int]] = {}
     ones: dict[int, set[int]] = {}
-    only = ids_query(ix.schema, ids)
+    only = (Occur.Must, ids_query(ix.schema, ids))
     step = MASK_TERMS // 2 if one_liners else MASK_TERMS
     freqs = freqs or s
     for lo in range(0, len(terms), step):
@@ -448,12 +450,11 @@ def _masked(ix: IndexReader, s: tantivy.Searcher, terms: list[str], ids: list[in
                 bits = [(body, 1 << i), (one, 1 << (step + i))]
             else:
                 bits = [(match_query(ix.schema, ix.analyzer, freqs, t), 1 << i)]
-            group += [(Occur.Should, Q.const_score_query(
-                Q.boolean_query([(Occur.Must, q), (Occur.Must, only)]), float(bit)))
-                for q, bit in bits if q is not None]
+            group += [(Occur.Should, Q.const_score_query(q, float(bit)))
+                      for q, bit in bits if q is not None]
         if not group:
             continue
-        res = s.search(Q.boolean_query(group), len(ids), count=False)
+        res = s.search(Q.boolean_query([only, *group]), len(ids), count=False)
         for u, (score, _) in zip(unit_ids([a for _, a in res.hits]), res.hits, strict=True):
             bits = round(score)
             got = {lo + i for i in range(step) if bits >> i & 1}

@@ -12,7 +12,8 @@ to it but what opening the store does), so it adds no build:
 
 Stages are timed by wrapping the functions retrieval calls (this script only; memoryd
 runs unchanged): index.ranked (tantivy search + fast fields), the hits' rows from SQLite,
-matched_ids, field_scores, the rest of retrieve_sync (planning, reranking), the
+matched_fields (matched_ids where ranked's searcher is gone), split_scores (field_scores
+while the tail holds units), the rest of retrieve_sync (planning, reranking), the
 results' snippets, and the JSON encoding of the response.
 """
 
@@ -67,6 +68,8 @@ def timed(name: str, fn):
 def instrument() -> None:
     SearchIndex.ranked = timed("ranked", SearchIndex.ranked)
     SearchIndex.matched_ids = timed("matched_ids", SearchIndex.matched_ids)
+    SearchIndex.matched_fields = timed("matched_fields", SearchIndex.matched_fields)
+    SearchIndex.split_scores = timed("split_scores", SearchIndex.split_scores)
     SearchIndex.field_scores = timed("field_scores", SearchIndex.field_scores)
     retrieval._rows = timed("rows", retrieval._rows)
     retrieval._score = timed("score", retrieval._score)

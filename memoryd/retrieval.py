@@ -269,7 +269,8 @@ def retrieve_sync(conn: sqlite3.Connection, index: SearchIndex, query: str, *, k
                 project_within=project_within, since=since, until=until, exclude=exclude)
     limit = min(p.max_candidates, max(p.candidates, p.candidates_per_hit * k))
     got = index.ranked(conn, plan.terms, f, mode=mode, limit=limit, count=count,
-                       w_body=p.w_body, w_one_liner=p.w_one_liner)
+                       w_body=p.w_body, w_one_liner=p.w_one_liner,
+                       speaker=plan.speaker is not None)  # `_score` looks only then
     fast = got is not None
     estimated = got is not None and got[2]
     total, cands = (got[0], got[1]) if got is not None else \
@@ -397,17 +398,19 @@ def _hits(index: SearchIndex, top: list[dict[str, Any]], rows: dict[int, dict[st
         around.setdefault(u.pop("session_pk"), []).append(u)
     every = _matched_by_all(index, plan, mode) if fast else None
     at = {c["unit_id"]: c["at"] for c in top if "at" in c}  # where the index found them
+    held = None  # the terms each hit's one-liner holds, when the index said
     if every is not None:  # the query alone says it: no search
         matched = dict.fromkeys(ids, every)
     elif fast:  # the index says which terms each hit matched
-        matched = index.matched_ids(plan.terms, ids, at)
+        matched, held = index.matched_fields(plan.terms, ids, at)
     else:
         matched = index.matched(plan.terms, {
             i: r["content"] + "\n" + (r["one_liner"] or "") for i, r in rows.items()})
     # split the score by field only for hits with a one-liner
     lines = {i: r["one_liner"] for i in ids if (r := rows.get(i)) and r["one_liner"]}
     cols = index.split_scores(plan.terms, lines, {c["unit_id"]: c["bm25"] for c in top},
-                              w_body=p.w_body, w_one_liner=p.w_one_liner, at=at)
+                              w_body=p.w_body, w_one_liner=p.w_one_liner, at=at,
+                              held=held)
     hits = []
     for c in top:
         r = rows.get(c["unit_id"])

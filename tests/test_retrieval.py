@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -163,6 +164,35 @@ async def test_speaker_cue_picks_whose_words(store):
     u = await retrieve(store, "did I ask whether to dilute tea tree oil on my skin", k=2,
                        now=NOW)
     assert u[0].role == "user"
+
+
+async def test_speaker_is_read_only_for_a_query_that_asks_about_one(store):
+    """A query with no speaker cue leaves the index's `speaker` column unread (reranking
+    does not look at it): its candidates say None, all else as when it is read."""
+    from memoryd.index import Filters
+    from memoryd.index.tail import TailPolicy
+
+    await put(store, {"t": [("user", "dilute tea tree oil?"),
+                            ("assistant", "dilute tea tree oil with a carrier oil")]})
+    store.index.tail_policy = TailPolicy(docs=1, seconds=0.0)  # committed: the index's
+    store.index.notify_write()  # columns, not the live tail's own records
+    while len(store.index.tail):
+        await asyncio.sleep(0.01)
+    terms = plan_query("tea tree oil").terms
+
+    def ranked(speaker: bool):
+        return store.read(lambda c: store.index.ranked(
+            c, terms, Filters(), mode="or", limit=30, count=True, speaker=speaker))
+
+    full, bare = await ranked(True), await ranked(False)
+    assert sorted(c["speaker"] for c in full[1]) == [1, 2]
+    assert [c["speaker"] for c in bare[1]] == [None, None]
+    strip = [{k: v for k, v in c.items() if k not in ("speaker", "at")} for c in full[1]]
+    assert strip == [{k: v for k, v in c.items() if k not in ("speaker", "at")}
+                     for c in bare[1]]
+    plain = await retrieve(store, "tea tree oil", k=2, now=NOW)
+    assert {h.role for h in plain} == {"user", "assistant"}
+    assert not any("speaker" in h.signals for h in plain)
 
 
 async def test_neighbours_are_returned_as_context_and_lift(store):

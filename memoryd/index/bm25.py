@@ -121,6 +121,25 @@ class Combined:
         return idf(df + add, self._n) / idf(df, self.main.docs)
 
 
+class Freqs:
+    """A searcher's document frequencies, each read once: planning one search asks for a
+    token's frequency in a field up to four times (its clauses, the estimate, the
+    pruning's bounds, the one-liners' IDF), ~7 us each at 1M units in 9 segments. Made
+    per search: a searcher's frequencies do not change, a new one's may."""
+
+    __slots__ = ("_seen", "num_docs", "searcher")
+
+    def __init__(self, searcher: tantivy.Searcher) -> None:
+        self.searcher, self.num_docs = searcher, searcher.num_docs
+        self._seen: dict[tuple[str, str], int] = {}
+
+    def doc_freq(self, fname: str, token: str) -> int:
+        df = self._seen.get((fname, token))
+        if df is None:
+            df = self._seen[fname, token] = self.searcher.doc_freq(fname, token)
+        return df
+
+
 def idf(df: int, n: int) -> float:
     """BM25's IDF of a token held by `df` of `n` documents (tantivy's formula)."""
     return math.log(1.0 + (n - df + 0.5) / (df + 0.5))

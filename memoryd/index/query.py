@@ -194,17 +194,23 @@ def match_query(schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer,
     it, without its scoring (`matched_ids` scores each term a constant): no IDF, no
     weights, so no document frequencies read but `_may_match`'s. None when nothing of
     it is searchable."""
-    tokens = term_tokens(analyzer, term)
-    clauses = []
-    for f in ("body", "one_liner"):
-        if f == "one_liner" and not _may_match(searcher, f, term, tokens):
-            continue
-        q = term_clause(schema, f, term, tokens)
-        if q is not None:
-            clauses.append((Occur.Should, q))
+    clauses = [(Occur.Should, q) for q in field_match_queries(schema, analyzer, searcher, term)
+               if q is not None]
     if not clauses:
         return None
     return clauses[0][1] if len(clauses) == 1 else Q.boolean_query(clauses)
+
+
+def field_match_queries(schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer,
+                        searcher: tantivy.Searcher, term: str
+                        ) -> tuple[tantivy.Query | None, tantivy.Query | None]:
+    """`match_query`'s clauses: the units one term matches in the body, and in the
+    one-liner (None: nothing of it searchable there)."""
+    tokens = term_tokens(analyzer, term)
+    body = term_clause(schema, "body", term, tokens)
+    if not _may_match(searcher, "one_liner", term, tokens):
+        return body, None
+    return body, term_clause(schema, "one_liner", term, tokens)
 
 
 def _may_match(searcher: tantivy.Searcher, fname: str, term: str, tokens: list[str]

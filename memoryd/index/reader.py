@@ -15,13 +15,14 @@ from typing import Any
 import tantivy
 
 from memoryd.index import fallback, maxscore
-from memoryd.index.bm25 import Combined, MainStats, main_stats
+from memoryd.index.bm25 import Combined, Freqs, MainStats, main_stats
 from memoryd.index.query import (
     WEAK,
     Filters,
     Occur,
     Q,
     estimate,
+    field_match_queries,
     filter_clauses,
     idf,
     ids_query,
@@ -101,12 +102,15 @@ class IndexReader:
 
     def ranked(self, conn: sqlite3.Connection, terms: list[str], f: Filters, *,
                mode: str, limit: int, count: bool, w_body: float = 1.0,
-               w_one_liner: float = 3.0) -> tuple[int, list[dict[str, Any]], bool] | None:
+               w_one_liner: float = 3.0, speaker: bool = True
+               ) -> tuple[int, list[dict[str, Any]], bool] | None:
         """(matches, candidates best first, whether matches is an estimate), each
         candidate what reranking needs, read from the index's fast fields (`RANK_FIELDS`)
         with its score as `bm25`: no SQLite row is read. A big unfiltered OR search's
         matches are estimated (`memoryd.index.query.estimate`). None while the index is
-        not searchable (`candidates` falls back)."""
+        not searchable (`candidates` falls back). Without `speaker` (a query whose
+        wording asks about no one's messages: reranking does not look) the candidates'
+        `speaker` is None: one fast-field read less, ~25-35 us at 1M units."""
         idx = self._index
         if not self.searchable() or idx is None:
             return None
@@ -120,7 +124,8 @@ class IndexReader:
             gen = self._gen
             replaced = set(self.tail.replaced)
             live: list[dict[str, Any]] = []
-            scoring: Any = s  # the searcher text_query reads frequencies from
+            freqs = Freqs(s)  # the index's own frequencies, read once each
+            scoring: Any = freqs  # the frequencies text_query reads
             boost = None
             if stats is not None:
                 plan = self.tail.plan(s, stats, terms, w_body=w_body,
@@ -130,7 +135,7 @@ class IndexReader:
                 scoring, boost = c, c.boost
             clauses = filter_clauses(self.schema, f, pks,
                                      self._sessions_clause(pks) if pks is not None else None)
-            guess = estimate(s, self.analyzer, terms, mode) if count and not clauses else None
+            guess = estimate(freqs, self.analyzer, terms, mode) if count and not clauses else None
             exact = count and guess is None
             # an unfiltered OR query's one-liner clauses, searched apart (`_with_one_liners`;
             # under a filter the one query costs less: each search evaluates the filter)
@@ -148,7 +153,7 @@ class IndexReader:
             prune = mode == "or" and not exact and len(terms) > 1
             if prune:  # the top k without scoring every match
                 body, always = maxscore.parts(
-                    self.schema, self.analyzer, scoring, s, terms,
+                    self.schema, self.analyzer, scoring, freqs, terms,
                     n_docs=(stats or self._main_stats(s, terms)).docs, w_body=w_body,
                     w_one_liner=w_one_liner, boost=boost, one_liners=ones is None)
         n = limit + len(replaced)
@@ -161,9 +166,10 @@ class IndexReader:
         if ones is not None:
             hits = _with_one_liners(s, hits, q, ones, clauses, n)
         addrs = [a for _, a in hits]
-        cols = [s.fast_field_values(name, addrs) for name in RANK_FIELDS[:-1]]
+        cols = [s.fast_field_values(name, addrs) if speaker or name != "speaker"
+                else [None] * len(addrs) for name in RANK_FIELDS[:-1]]
         cols.append(_chars(s, addrs, cols[RANK_FIELDS.index("dup")], every=bool(live)))
-        found = [dict(zip(RANK_FIELDS, vals, strict=True), bm25=float(sc), at=(s, a, gen))
+        found = [dict(zip(RANK_FIELDS, vals, strict=True), bm25=float(sc), at=(s, a, gen, freqs))
                  for (sc, a), *vals in zip(hits, *cols, strict=True)]
         if replaced or live:
             found, gone = merge(found, live, replaced, limit)
@@ -202,7 +208,7 @@ class IndexReader:
         if not ids or not self.searchable() or idx is None:
             return {}
         if (held := _held(ids, at)) is not None:
-            return _masked(self, held[0], terms, ids, held[2])
+            return _masked(self, held[0], terms, ids, held[2], freqs=held[3])[0]
         out: dict[int, set[int]] = {}
         with self.tail.lock:
             s, stats = self._view(idx, terms)
@@ -212,10 +218,20 @@ class IndexReader:
             ids = t.others(ids)
         if not ids:
             return out
-        got = _masked(self, s, terms, ids, _unit_ids(s))
+        got, _ = _masked(self, s, terms, ids, _unit_ids(s))
         for u, bits in got.items():
             out.setdefault(u, set()).update(bits)
         return out
+
+    def matched_fields(self, terms: list[str], ids: list[int], at: dict[int, At] | None
+                       ) -> tuple[dict[int, set[int]], dict[int, set[int]] | None]:
+        """`matched_ids`, and which of the terms each unit's one-liner holds, from the
+        same search, where `ranked` found all of them in one searcher (else None: what
+        `split_scores` then analyzes the one-liners' text for, ~6 us each)."""
+        held = _held(ids, at) if ids and self.searchable() else None
+        if held is None:
+            return self.matched_ids(terms, ids, at), None
+        return _masked(self, held[0], terms, ids, held[2], one_liners=True, freqs=held[3])
 
     def matched(self, terms: list[str], texts: dict[int, str]) -> dict[int, set[int]]:
         """Which of `terms` (by index) each text (unit id -> content and one-liner)
@@ -284,7 +300,8 @@ class IndexReader:
 
     def split_scores(self, terms: list[str], lines: dict[int, str], scores: dict[int, float],
                      *, w_body: float = 1.0, w_one_liner: float = 3.0,
-                     at: dict[int, At] | None = None) -> dict[int, tuple[float, float]]:
+                     at: dict[int, At] | None = None, held: dict[int, set[int]] | None = None
+                     ) -> dict[int, tuple[float, float]]:
         """`field_scores` of the units with these one-liners (unit id -> its one-liner)
         and whole scores (`ranked`'s), without a search while the tail holds no units: a
         one-liner match scores a flat weight times the term's IDF (`text_query`), so a
@@ -292,19 +309,25 @@ class IndexReader:
         the index's analysis of a short text) and the body's is the rest. The same
         figures to f32 rounding as the two searches `field_scores` runs (0.2 ms of a
         search's 1.6 at 200k units with one-liners). While the tail holds units their
-        statistics join the index's: `field_scores`."""
+        statistics join the index's: `field_scores`. `held`: the terms each unit's
+        one-liner holds, when `matched_fields` said (no analysis then)."""
         idx = self._index
         if not lines or not self.searchable() or idx is None:
             return {}
         with self.tail.lock:
             live = bool(self.tail.docs)
-            s = idx.searcher()
+            found_at = _held(list(lines), at)
+            # the IDFs as `ranked` read them while no commit came since (the same segments)
+            s: Any = found_at[3] if found_at is not None and found_at[1] == self._gen \
+                else idx.searcher()
         if live:
             return self.field_scores(terms, list(lines), w_body=w_body,
                                      w_one_liner=w_one_liner, at=at)
         weights: dict[int, float] = {}
         out: dict[int, tuple[float, float]] = {}
-        for uid, hit in self.matched(terms, lines).items():
+        found = self.matched(terms, lines) if held is None else {
+            u: held.get(u, ()) for u in lines}
+        for uid, hit in found.items():
             if not hit:
                 continue
             one = 0.0
@@ -373,9 +396,10 @@ def _chars(s: tantivy.Searcher, addrs: list[Any], dups: list[int], *, every: boo
     return out
 
 
-At = tuple[tantivy.Searcher, tantivy.DocAddress, int]
+At = tuple[tantivy.Searcher, tantivy.DocAddress, int, Freqs]
 """Where `ranked` found a unit: the searcher, the address in it, the searchers'
-generation then (`SearchIndex._gen`)."""
+generation then (`SearchIndex._gen`), and the frequencies it read of that searcher (the
+hits' terms and one-liners ask for the same ones again)."""
 UnitIds = Callable[[list[tantivy.DocAddress]], list[int]]
 """The unit id of each of a list of addresses (of one searcher)."""
 
@@ -386,38 +410,62 @@ def _unit_ids(s: tantivy.Searcher) -> UnitIds:
 
 
 def _held(ids: list[int], at: dict[int, At] | None
-          ) -> tuple[tantivy.Searcher, int, UnitIds] | None:
+          ) -> tuple[tantivy.Searcher, int, UnitIds, Freqs] | None:
     """When `ranked` found all of `ids` in one searcher: that searcher, its generation,
-    and unit ids by address from what `ranked` found (no fast-field read); else None."""
+    unit ids by address from what `ranked` found (no fast-field read), and the
+    frequencies `ranked` read of it; else None."""
     found = [at.get(i) for i in ids] if at else []
     if not found or any(f is None or f[0] is not found[0][0] for f in found):
         return None
     where = {(f[1].segment_ord, f[1].doc): u for u, f in zip(ids, found, strict=True)}
     return found[0][0], found[0][2], lambda addrs: [
-        where[(a.segment_ord, a.doc)] for a in addrs]
+        where[(a.segment_ord, a.doc)] for a in addrs], found[0][3]
 
 
 def _masked(ix: IndexReader, s: tantivy.Searcher, terms: list[str], ids: list[int],
-            unit_ids: UnitIds) -> dict[int, set[int]]:
+            unit_ids: UnitIds, *, one_liners: bool = False, freqs: Any = None
+            ) -> tuple[dict[int, set[int]], dict[int, set[int]]]:
     """`matched_ids` in one searcher: the terms each of `ids` matches there, one search
-    per `MASK_TERMS` terms (`unit_ids`: the unit id of each of a list of addresses)."""
-    out: dict[int, set[int]] = {}
-    only = [(tantivy.Occur.Must, ids_query(ix.schema, ids))]
-    for lo in range(0, len(terms), MASK_TERMS):
+    per `MASK_TERMS` terms (`unit_ids`: the unit id of each of a list of addresses); with
+    `one_liners`, also the terms each one's one-liner holds (a term's body and one-liner
+    clauses scoring their own bits: half as many terms per search), else {}. `freqs`:
+    `s`'s frequencies as `ranked` read them (`Freqs`), when it found the units.
+
+    The units asked about are the query's one required clause and each term's clause
+    an optional one beside it (a unit matching none scores 0 and is left out): the
+    same hits and scores as a required union of the terms' clauses (0.14 ms at 1M
+    units with one-liners, 2-3 terms, CPU p50) or each clause intersected with the
+    units (0.11: the units' clause built once per term), in 0.07 (bench/README, branch
+    `reader3`)."""
+    matched: dict[int, set[int]] = {}
+    ones: dict[int, set[int]] = {}
+    only = (Occur.Must, ids_query(ix.schema, ids))
+    step = MASK_TERMS // 2 if one_liners else MASK_TERMS
+    freqs = freqs or s
+    for lo in range(0, len(terms), step):
         group = []
-        for i, t in enumerate(terms[lo:lo + MASK_TERMS]):
-            q = match_query(ix.schema, ix.analyzer, s, t)
-            if q is not None:
-                group.append((tantivy.Occur.Should,
-                              tantivy.Query.const_score_query(q, float(1 << i))))
+        for i, t in enumerate(terms[lo:lo + step]):
+            if one_liners:
+                body, one = field_match_queries(ix.schema, ix.analyzer, freqs, t)
+                bits = [(body, 1 << i), (one, 1 << (step + i))]
+            else:
+                bits = [(match_query(ix.schema, ix.analyzer, freqs, t), 1 << i)]
+            group += [(Occur.Should, Q.const_score_query(q, float(bit)))
+                      for q, bit in bits if q is not None]
         if not group:
             continue
-        res = s.search(restricted(tantivy.Query.boolean_query(group), only), len(ids),
-                       count=False)
+        res = s.search(Q.boolean_query([only, *group]), len(ids), count=False)
         for u, (score, _) in zip(unit_ids([a for _, a in res.hits]), res.hits, strict=True):
             bits = round(score)
-            out.setdefault(u, set()).update(lo + i for i in range(MASK_TERMS) if bits >> i & 1)
-    return out
+            got = {lo + i for i in range(step) if bits >> i & 1}
+            if one_liners:
+                held = {lo + i for i in range(step) if bits >> (step + i) & 1}
+                got |= held
+                if held:
+                    ones.setdefault(u, set()).update(held)
+            if got:
+                matched.setdefault(u, set()).update(got)
+    return matched, ones
 
 
 def merge(found: list[dict[str, Any]], live: list[dict[str, Any]], replaced: set[int],

@@ -143,6 +143,14 @@ async def test_split_scores_say_what_the_field_searches_say(tmp_path):
                 at = {x["unit_id"]: x["at"] for x in cands}
                 fast = ix.split_scores(terms, have, whole, at=at)
                 slow = ix.field_scores(terms, list(have), at=at)
+                # the one-liners' terms from the index (`matched_fields`): the same split
+                matched, held = ix.matched_fields(terms, list(whole), at)
+                assert (held is not None) == bool(whole), terms
+                held = held or {}
+                assert matched == ix.matched_ids(terms, list(whole)), (terms, mode)
+                assert {u: h for u, h in held.items() if u in have} == {
+                    u: h for u, h in ix.matched(terms, have).items() if h}, (terms, mode)
+                assert ix.split_scores(terms, have, whole, at=at, held=held) == fast
                 assert fast.keys() == slow.keys(), (terms, mode)
                 for u, (body, one) in slow.items():
                     assert math.isclose(fast[u][0], body, rel_tol=2 ** -20, abs_tol=1e-5)

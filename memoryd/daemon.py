@@ -294,6 +294,9 @@ class Daemon:
         unix_ok, self.tcp_port = False, None
         if self.reexec.inherited:  # the previous image's sockets, with their backlogs
             assert self.reexec.handover is not None
+            # the pause ends here: from the first site's start the loop answers what
+            # waited in the backlogs, maybe before the next line runs
+            self.reexec.served()
             unix_ok, self.tcp_port = await serve_handed_over(
                 runner, self.reexec.handover, self.socket_path,
                 srv.tcp_port if srv.tcp_enabled else None)
@@ -304,7 +307,7 @@ class Daemon:
             _, self.tcp_port = await start_tcp(runner, srv.tcp_host, srv.tcp_port,
                                                allow_non_loopback=srv.allow_non_loopback)
         self._sites = list(runner.sites)
-        self.reexec.served()
+        self.reexec.served()  # a handover without sockets: serving on new ones
         RELEASE.on_rest(self._rested)
         self._stack.callback(RELEASE.on_rest, self._rested, on=False)
 

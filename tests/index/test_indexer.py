@@ -134,7 +134,16 @@ async def test_appends_and_forgets_during_a_commit_are_searchable_and_kept(store
 
 
 def tantivy_workers_nice():
-    """The nice values of this process's tantivy indexing threads (Linux /proc)."""
+    """The nice values of this process's tantivy indexing threads (Linux /proc). A
+    commit ends by starting new workers, and a thread is named by itself once it runs:
+    read again for a moment while none shows its name yet."""
+    deadline = time.monotonic() + 2.0
+    while not (out := _tantivy_workers_nice()) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return out
+
+
+def _tantivy_workers_nice():
     out = set()
     for task in Path("/proc/self/task").iterdir():
         try:

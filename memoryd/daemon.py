@@ -42,7 +42,15 @@ from memoryd.ingest.redact import Redactor
 from memoryd.memory import MemoryFile
 from memoryd.memory.fleet_sync import FleetMemory
 from memoryd.paths import Paths, mkdir_private
-from memoryd.reexec import Reexec, due, exec_self, serve_handed_over, stop_accepting
+from memoryd.reexec import (
+    Reexec,
+    due,
+    exec_self,
+    hold_signals,
+    release_signals,
+    serve_handed_over,
+    stop_accepting,
+)
 from memoryd.reload import reload_settings
 from memoryd.served_log import ServedLog
 from memoryd.server import consolidate_api, export_api, summaries_api
@@ -224,7 +232,8 @@ class Daemon:
         log.info("memoryd %s ready on %s%s (python %s, %s); %s", __version__, self.socket_path,
                  tcp, platform.python_version(), platform.platform(terse=True),
                  settings_summary(s))
-        _sdnotify.notify("READY=1")
+        if not self._stop_requested.is_set():  # a stop asked meanwhile told systemd so
+            _sdnotify.notify("READY=1")
 
     def _schedule(self) -> None:
         """Consolidation and retention on their crons, in the user's zone."""
@@ -688,24 +697,38 @@ class Daemon:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.request_stop)
         loop.add_signal_handler(signal.SIGHUP, self.request_reload)
+        if self.reexec.handover is not None:
+            release_signals()  # held across the exec by the previous image
         try:
             await self.start()
             await self._stop_requested.wait()
             log.info("stopping")
         finally:
-            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-                loop.remove_signal_handler(sig)
             if self.reexec.requested:  # before the sites stop: their sockets stay open
+                # a SIGTERM meanwhile still stops (request_stop: no re-exec); the next
+                # image reads the configuration afresh, so a SIGHUP needs nothing more
+                loop.add_signal_handler(signal.SIGHUP, lambda: None)
                 handover = self.reexec.next_handover(
                     self._sites, self._lock_file,
                     self.ingestor.stats.units if self.ingestor else 0)
                 await stop_accepting(self._sites)
+            else:
+                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                    loop.remove_signal_handler(sig)
             await self.stop()
+        if handover is not None:
+            hold_signals()  # from here to the next image's handlers: pending, not fatal
+            await asyncio.sleep(0.005)  # one that came just before is acted on here
+            if not self.reexec.requested:
+                log.info("a stop was asked during the re-exec: not re-executing")
+                release_signals()
+                handover = None
         if handover is not None:
             log.info("stopped; re-executing")
             try:
                 exec_self(handover)
             except OSError as e:
+                release_signals()
                 log.error("re-exec failed, exiting for the service manager to restart "
                           "memoryd: %s", e)
                 return 1

@@ -22,6 +22,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import socket
 import sys
 import time
@@ -39,6 +40,11 @@ log = logging.getLogger(__name__)
 
 ENV = "MEMORYD_REEXEC_HANDOVER"
 DRAIN_S = 0.25  # the connections accepted before a re-exec send their request meanwhile
+HELD = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+"""Signals blocked across the exec: between the old image's last handler and the new
+image's first (its interpreter's start, ~0.5 s) they stay pending instead of killing the
+process with their default action, and the new image acts on them once its handlers are
+in (`hold_signals`, `release_signals`)."""
 
 
 @dataclass
@@ -245,6 +251,18 @@ def take_handover(environ: Mapping[str, str]) -> Handover | None:
         with contextlib.suppress(OSError):
             os.set_inheritable(fd, False)  # nor these
     return h
+
+
+def hold_signals() -> None:
+    """Block `HELD` in this (the main) thread: the mask and what is pending survive
+    `execv`, so a stop or a reload asked for meanwhile reaches the next image."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+
+
+def release_signals() -> None:
+    """Unblock `HELD` once this image's handlers are in (or the exec did not happen):
+    what arrived while they were held is delivered now."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
 
 
 def exec_self(h: Handover) -> NoReturn:

@@ -233,3 +233,28 @@ def test_issue_11_a_fleet_member_reexecs_once_after_its_backfill(memoryd, pg_url
     wait(lambda: m.client.search(query="freshtok1")["total"] == 1, 60)
     assert m.status()["memory"]["reexecs"] == 1
     assert m.stop() == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM])
+def test_issue_11_a_signal_during_the_reexec_is_acted_on_by_the_new_image(memoryd, sig):
+    """A reload or a stop asked for between the old image's stop and the new image's
+    handlers (its interpreter's start, ~0.5 s) is held across the exec and acted on by
+    the new image, not left to the signal's default action, which kills the process."""
+    m = memoryd(threshold=1000)
+    deadline = time.monotonic() + 60
+    while not m.log.exists() or "stopped; re-executing" not in m.log.read_text():
+        assert time.monotonic() < deadline and m.proc.poll() is None
+        time.sleep(0.002)
+    m.proc.send_signal(sig)
+    if sig == signal.SIGTERM:
+        assert m.proc.wait(60) == 0  # a clean stop, not killed by SIGTERM
+        after = m.log.read_text().split("stopped; re-executing", 1)[1]
+        assert "re-exec #1 done" in after and "stopping" in after
+        assert after.rstrip().endswith("stopped")
+        assert not m.sock.exists()
+        assert m.notified() == ["READY=1", "RELOADING=1", "STOPPING=1"]
+    else:
+        st = wait(lambda: (s := m.status())["memory"]["reexecs"] == 1 and s, 60)
+        assert st["pid"] == m.proc.pid and m.client.search(query="old1tok7")["total"] == 1
+        wait(lambda: "SIGHUP:" in m.log.read_text().split("stopped; re-executing", 1)[1])
+        assert m.stop() == 0

@@ -1,0 +1,92 @@
+"""SQLite's reads by mmap on the reader connections, let go at rest (issue 11).
+
+A real SQLite file and index: the readers map the file (the writer does not), the pages
+searches touched count in the process's RSS until the idle release, which unmaps them on
+each reader's own thread; searches afterwards answer the same, through a new mapping."""
+
+import contextlib
+import os
+import sqlite3
+
+import pytest
+
+from memoryd.api import SearchRequest
+from memoryd.idle_release import IdleRelease
+from memoryd.ingest.adapters.base import Record
+from memoryd.search import search
+from memoryd.store import MMAP_SIZE, Store
+from memoryd.store.sessions import session_pk
+from memoryd.store.units import store_record
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/smaps"),
+                                reason="reads this process's mappings from /proc")
+
+QUERIES = ["deployment service42 迁移", "retries step", "service7 数据库", "note 1234"]
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path):
+    s = await Store.open(tmp_path / "m.db")
+
+    def put(c):
+        pk = session_pk(c, "generic", "s", project="/p")
+        for i in range(3000):
+            store_record(c, pk, Record("user", f"note {i} about the deployment of service{i % 97} "
+                                       f"with retries and 数据库迁移 step {i * 7}"),
+                         f"r{i}", None, 0)
+
+    await s.write(put)
+    await s.indexed()
+    # the rows into the database file (a big store's are; fresh ones are read from the WAL)
+    with contextlib.closing(sqlite3.connect(s.path)) as c:
+        assert c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+    yield s
+    await s.close()
+
+
+def db_resident_kb(db: str) -> int | None:
+    """Resident KB of this process's mappings of the database file itself (not its -wal
+    or -shm), from /proc/self/smaps; None when the file is not mapped at all."""
+    total, inside = None, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split(maxsplit=1)[0]
+            if "-" in head and not head.endswith(":"):
+                parts = line.split(maxsplit=5)
+                inside = len(parts) == 6 and parts[5].rstrip("\n") == db
+            elif inside and head == "Rss:":
+                total = (total or 0) + int(line.split()[1])
+    return total
+
+
+async def answers(store: Store) -> list[tuple[int, list[int]]]:
+    out = []
+    for q in QUERIES:
+        r = await search(store, SearchRequest(query=q))
+        out.append((r.total, [hit.unit_id for hit in r.results]))
+    return out
+
+
+async def test_the_readers_map_the_file_and_the_writer_does_not(sqlite_store):
+    mmap_size = "PRAGMA mmap_size"
+    assert sqlite_store.read_sync(lambda c: c.execute(mmap_size).fetchone()[0]) == MMAP_SIZE
+    for _ in range(4):  # whichever reader is least busy
+        assert await sqlite_store.read(lambda c: c.execute(mmap_size).fetchone()[0]) == MMAP_SIZE
+    assert sqlite_store.write_sync(lambda c: c.execute(mmap_size).fetchone()[0]) == 0
+
+
+async def test_mapped_pages_leave_rss_at_rest_and_searches_answer_the_same(sqlite_store):
+    db = str(sqlite_store.path.resolve())
+    before = await answers(sqlite_store)
+    assert all(total > 0 and ids for total, ids in before)
+    assert (db_resident_kb(db) or 0) > 0, "the hits' rows were read through the mapping"
+
+    release = IdleRelease(after_s=60)  # the daemon registers it so (memoryd.daemon)
+    release.register(sqlite_store.release_caches)
+    release.release_now()
+    assert not db_resident_kb(db), "the readers let go of the file's pages"
+
+    assert await answers(sqlite_store) == before
+    assert (db_resident_kb(db) or 0) > 0, "and map the file again when they read"
+    assert sqlite_store.read_sync(lambda c: c.execute("PRAGMA mmap_size").fetchone()[0]) \
+        == MMAP_SIZE

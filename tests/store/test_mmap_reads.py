@@ -90,3 +90,10 @@ async def test_mapped_pages_leave_rss_at_rest_and_searches_answer_the_same(sqlit
     assert (db_resident_kb(db) or 0) > 0, "and map the file again when they read"
     assert sqlite_store.read_sync(lambda c: c.execute("PRAGMA mmap_size").fetchone()[0]) \
         == MMAP_SIZE
+
+
+async def test_an_sqlite_store_keeps_no_copy_of_the_hits_it_served(sqlite_store):
+    # the hits served last answer only while a shared (fleet) database is unreachable;
+    # kept in SQLite mode they held ~14 MB at rest after 1,000 distinct searches at 1M
+    await answers(sqlite_store)
+    assert len(sqlite_store.recent) == 0

@@ -46,6 +46,7 @@ READERS = 2
 # kernel reclaims first), and those go at rest (`release_caches`). The writer keeps
 # mmap off (writes go through its page cache; a transaction's pages stay private).
 MMAP_SIZE = 0x7FFF0000
+REMAP_EVERY = 32  # a reader's transactions between two unmaps (`_MappedReader`)
 
 
 def store_health(target: StoreTarget) -> Health:
@@ -110,7 +111,7 @@ class Store:
             writer.start()
             readers = []
             for i in range(READERS):
-                reader = DBThread(lambda: _mapped_reader(path),
+                reader = DBThread(lambda: _MappedReader(path),
                                   name=f"memoryd-db-reader-{i}")
                 reader.start()
                 readers.append(reader)
@@ -287,11 +288,26 @@ class Store:
             self._pools.close()
 
 
-def _mapped_reader(path: Path) -> SqliteRunner:
-    """A reader connection whose reads go through a mapping of the file (`MMAP_SIZE`)."""
-    runner = SqliteRunner(path, False)
-    runner.conn.execute(f"PRAGMA mmap_size={MMAP_SIZE}")
-    return runner
+class _MappedReader(SqliteRunner):
+    """A reader connection whose reads go through a mapping of the file (`MMAP_SIZE`),
+    let go every `REMAP_EVERY` transactions: what a burst of distinct searches with no
+    write in between keeps mapped stays bounded (1,000 of them at 1M units mapped 550 MB
+    of the file; unmapping costs ~12 us per MB resident, the pages then fault back in
+    from the OS page cache)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, False)
+        self.conn.execute(f"PRAGMA mmap_size={MMAP_SIZE}")
+        self._reads = 0
+
+    def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            return super().run(fn)
+        finally:
+            self._reads += 1
+            if self._reads >= REMAP_EVERY:
+                self._reads = 0
+                _unmap(self.conn)
 
 
 def _unmap(conn: sqlite3.Connection) -> None:

@@ -12,11 +12,9 @@ import pytest
 
 from memoryd.api import SearchRequest
 from memoryd.idle_release import IdleRelease
-from memoryd.ingest.adapters.base import Record
 from memoryd.search import search
 from memoryd.store import MMAP_SIZE, REMAP_EVERY, Store
-from memoryd.store.sessions import session_pk
-from memoryd.store.units import store_record
+from tests.index.test_idle_release import store  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/smaps"),
                                 reason="reads this process's mappings from /proc")
@@ -25,23 +23,12 @@ QUERIES = ["deployment service42 迁移", "retries step", "service7 数据库", 
 
 
 @pytest.fixture
-async def sqlite_store(tmp_path):
-    s = await Store.open(tmp_path / "m.db")
-
-    def put(c):
-        pk = session_pk(c, "generic", "s", project="/p")
-        for i in range(3000):
-            store_record(c, pk, Record("user", f"note {i} about the deployment of service{i % 97} "
-                                       f"with retries and 数据库迁移 step {i * 7}"),
-                         f"r{i}", None, 0)
-
-    await s.write(put)
-    await s.indexed()
-    # the rows into the database file (a big store's are; fresh ones are read from the WAL)
-    with contextlib.closing(sqlite3.connect(s.path)) as c:
+async def sqlite_store(store):  # noqa: F811  (the imported fixture)
+    """The idle release's store (3,000 units, at rest), its rows in the database file
+    (a big store's are; fresh ones are read from the WAL)."""
+    with contextlib.closing(sqlite3.connect(store.path)) as c:
         assert c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
-    yield s
-    await s.close()
+    return store
 
 
 def db_resident_kb(db: str) -> int | None:
@@ -59,10 +46,10 @@ def db_resident_kb(db: str) -> int | None:
     return total
 
 
-async def answers(store: Store) -> list[tuple[int, list[int]]]:
+async def answers(s: Store) -> list[tuple[int, list[int]]]:
     out = []
     for q in QUERIES:
-        r = await search(store, SearchRequest(query=q))
+        r = await search(s, SearchRequest(query=q))
         out.append((r.total, [hit.unit_id for hit in r.results]))
     return out
 

@@ -42,9 +42,9 @@ READERS = 2
 # SQLite maps min(file, this) and follows the file as it grows; this is its compiled
 # ceiling in the standard builds (SQLITE_MAX_MMAP_SIZE 0x7fff0000, to which it clamps
 # any larger request): a mapping costs address space, not memory. What counts in RSS is
-# the pages reads touched (up to the whole file on a busy daemon: clean file pages the
-# kernel reclaims first), and those go at rest (`release_caches`). The writer keeps
-# mmap off (writes go through its page cache; a transaction's pages stay private).
+# the pages reads touched (clean pages of the OS page cache), until the reader lets go
+# of them: every `REMAP_EVERY` transactions, after any commit, and at rest
+# (`release_caches`). The writer keeps mmap off (writes go through its page cache).
 MMAP_SIZE = 0x7FFF0000
 REMAP_EVERY = 32  # a reader's transactions between two unmaps (`_MappedReader`)
 
@@ -257,8 +257,9 @@ class Store:
         and each reader its mapping of the file (`_unmap`), on the connection's own
         thread (waits for it): the idle release calls it from its timer thread once the
         daemon rests (memoryd.idle_release). A backfill leaves the writer's cache full
-        (16 MB), 1,000 distinct searches at 1M units leave ~800 MB of the file's pages
-        mapped; the next reads fill them again from the OS page cache. SQLite mode only."""
+        (16 MB), the last searches up to `REMAP_EVERY` transactions' pages of the file
+        mapped in each reader (16-18 MB at 1M units); the next reads fill them again from
+        the OS page cache. SQLite mode only."""
         if self.kind != "sqlite":
             return
         for t in (self._writer, *self._readers):
@@ -313,12 +314,13 @@ class _MappedReader(SqliteRunner):
 def _unmap(conn: sqlite3.Connection) -> None:
     """Let go of a reader's mapping of the database file, so the pages its reads touched
     leave the process's RSS (they stay in the OS page cache). On the connection's own
-    thread, before its transaction has read anything (a deferred BEGIN takes no lock):
-    SQLite owns the mapping and remaps it on that thread at will, so nothing else may
-    touch it. A limit of 0 unmaps the file when no page is fetched out of it
-    (`unixFileControl`, `SQLITE_FCNTL_MMAP_SIZE`); the limit put back maps nothing until
-    the next read maps the file again (`unixFetch`). (A reader also unmaps by itself
-    when its next transaction finds the database changed: after any commit.)"""
+    thread, between transactions or before a transaction has read anything (a deferred
+    BEGIN takes no lock): SQLite owns the mapping and remaps it on that thread at will,
+    so nothing else may touch it. A limit of 0 unmaps the file when no page is fetched
+    out of it (`unixFileControl`, `SQLITE_FCNTL_MMAP_SIZE`); the limit put back maps
+    nothing until the next read maps the file again (`unixFetch`). (A reader also
+    unmaps by itself when its next transaction finds the database changed: after any
+    commit.)"""
     conn.execute("PRAGMA mmap_size=0")
     conn.execute(f"PRAGMA mmap_size={MMAP_SIZE}")
 

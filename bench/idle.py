@@ -104,6 +104,23 @@ def mem_split(pid: int) -> str:
             f"{mem_mb(pid, 'RssFile'):.0f})")
 
 
+def files_mb(pid: int, db: Path, index: Path) -> tuple[float, float]:
+    """Resident MB of a process's mappings of the database file (and its -wal, -shm:
+    SQLite's readers map the file, `memoryd.store.MMAP_SIZE`) and of the index files."""
+    out = [0, 0]
+    which = -1
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split(maxsplit=5)
+            if "-" in head[0] and not head[0].endswith(":"):
+                path = head[5].strip() if len(head) > 5 else ""
+                which = (0 if path.startswith(str(db)) else
+                         1 if path.startswith(str(index) + "/") else -1)
+            elif which >= 0 and head[0] == "Rss:":
+                out[which] += int(head[1])
+    return out[0] / 1024, out[1] / 1024
+
+
 def fresh_copy(dir: Path, name: str) -> Path:
     home = dir / name
     shutil.rmtree(home, ignore_errors=True)
@@ -184,12 +201,18 @@ def at_rest(args: argparse.Namespace, dir: Path) -> None:
             d.wait_ready(300)
             st = d.wait_caught_up(900)
             pid = d.proc.pid
-            after_start = mem_mb(pid)
+            db, ix = paths.db.resolve(), (paths.data_dir / "index").resolve()
+
+            def mem() -> str:
+                return "{} (db {:.0f}, index {:.0f})".format(mem_split(pid), *files_mb(pid, db, ix))
+
+            after_start = mem()
             for q, mode in queries:
                 d.client.search(query=q, mode=mode)
-            searched = mem_split(pid)
+            searched = mem()
             for q, _ in queries:  # the first one loads the tokenizer (cl100k_base)
                 d.client.request("POST", "/v1/context", {"query": q, "cwd": "/bench/proj01"})
+            contexts = mem()
             assert raw.stdout is not None
             raw.stdout.readline()  # the raw side is ready too
             c0, r0, t0 = cpu_s(pid), cpu_s(raw.pid), time.monotonic()
@@ -198,14 +221,17 @@ def at_rest(args: argparse.Namespace, dir: Path) -> None:
             el = time.monotonic() - t0
             th1 = threads(pid)
             cpu, raw_cpu = 100 * (cpu_s(pid) - c0) / el, 100 * (cpu_s(raw.pid) - r0) / el
-            rows = [["memoryd (auto summaries off)", f"{after_start:.0f}", searched,
-                     mem_split(pid), f"{mem_mb(pid, 'VmHWM'):.0f}", f"{cpu:.2f}"],
-                    ["raw: sqlite3 + tantivy, same searches", "", "", mem_split(raw.pid),
+            rows = [["memoryd (auto summaries off)", after_start, searched, contexts, mem(),
+                     f"{mem_mb(pid, 'VmHWM'):.0f}", f"{cpu:.2f}"],
+                    ["raw: sqlite3 + tantivy, same searches", "", "", "", mem_split(raw.pid),
                      f"{mem_mb(raw.pid, 'VmHWM'):.0f}", f"{raw_cpu:.2f}"]]
             print(f"at rest on {st['units']:,} units; RSS in MB as total (anonymous + "
-                  "file-backed: mapped index and libraries):")
+                  "file-backed: mapped index and libraries; of it the database file's and "
+                  "the index's mapped pages); the idle release ran "
+                  f"{d.client.status()['memory']['idle_releases']}x:")
             print(h.table(rows, ["", "caught up", f"after {len(queries)} searches",
-                                 f"+ {len(queries)} contexts, {args.idle_s:.0f} s at rest",
+                                 f"+ {len(queries)} contexts",
+                                 f"{args.idle_s:.0f} s at rest",
                                  "peak", "CPU at rest (%)"]))
             print(f"memoryd's threads over the {args.idle_s:.0f} s at rest:")
             print(wakeups(pid, th0, th1, el))

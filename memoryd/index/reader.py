@@ -6,6 +6,7 @@ index's life cycle and its writer; this is the part every search and context run
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from array import array
 from collections.abc import Callable
@@ -16,11 +17,13 @@ import tantivy
 
 from memoryd.index import fallback, maxscore
 from memoryd.index.bm25 import Combined, Freqs, MainStats, main_stats
+from memoryd.index.helper import Helper
 from memoryd.index.query import (
     WEAK,
     Filters,
     Occur,
     Q,
+    either,
     estimate,
     field_match_queries,
     filter_clauses,
@@ -30,6 +33,7 @@ from memoryd.index.query import (
     restricted,
     sessions_clause,
     term_tokens,
+    text_parts,
     text_query,
 )
 from memoryd.index.tail import Tail
@@ -53,6 +57,11 @@ class IndexReader:
     _stats: MainStats | None
     _session_clauses: dict[tuple[int, ...], tantivy.Query]
     _gen: int
+
+    @functools.cached_property
+    def helper(self) -> Helper:
+        """The thread a search hands an independent part to (`memoryd.index.helper`)."""
+        return Helper()
 
     def docs(self) -> int:
         """Units searchable: committed, plus the tail's new ones, less the committed ones
@@ -137,19 +146,20 @@ class IndexReader:
                                      self._sessions_clause(pks) if pks is not None else None)
             guess = estimate(freqs, self.analyzer, terms, mode) if count and not clauses else None
             exact = count and guess is None
-            # an unfiltered OR query's one-liner clauses, searched apart (`_with_one_liners`;
-            # under a filter the one query costs less: each search evaluates the filter)
+            # an unfiltered OR query's one-liner clauses, searched apart (`_one_liner_hits`,
+            # `_best`; under a filter the one query costs less: each search evaluates it)
             ones = None
             if mode == "or" and not exact and not clauses:
                 ones = text_query(self.schema, self.analyzer, scoring, terms, mode,
                                   w_one_liner=w_one_liner, fields=("one_liner",))
                 if ones is not None and not _no_negative_idf(scoring, self.analyzer, terms):
                     ones = None
-            q = text_query(self.schema, self.analyzer, scoring, terms, mode, w_body=w_body,
-                           w_one_liner=w_one_liner, boost=boost,
-                           fields=("body",) if ones is not None else ("body", "one_liner"))
-            if q is None:
+            parts = text_parts(self.schema, self.analyzer, scoring, terms, mode,
+                               w_body=w_body, w_one_liner=w_one_liner, boost=boost,
+                               fields=("body",) if ones is not None else ("body", "one_liner"))
+            if not parts:
                 return 0, [], False
+            q = either(parts)
             prune = mode == "or" and not exact and len(terms) > 1
             if prune:  # the top k without scoring every match
                 body, always = maxscore.parts(
@@ -157,14 +167,19 @@ class IndexReader:
                     n_docs=(stats or self._main_stats(s, terms)).docs, w_body=w_body,
                     w_one_liner=w_one_liner, boost=boost, one_liners=ones is None)
         n = limit + len(replaced)
+        # the one-liners' search on the helper thread while this one runs the body's
+        both = None if ones is None else self.helper.start(
+            lambda: _one_liner_hits(s, q, ones, clauses, n))
         hits = maxscore.top(s, body, always, clauses, n, force=self.force_prune) \
             if prune else None
         res_count = None
-        if hits is None:
+        if hits is None and len(parts) > 1 and not clauses:
+            hits, res_count = _side_by_side(self.helper, s, parts, n, exact)
+        elif hits is None:
             res = s.search(restricted(q, clauses), n, count=exact)
             hits, res_count = res.hits, res.count
-        if ones is not None:
-            hits = _with_one_liners(s, hits, q, ones, clauses, n)
+        if both is not None:
+            hits = _best(n, hits, both.result())
         addrs = [a for _, a in hits]
         cols = [s.fast_field_values(name, addrs) if speaker or name != "speaker"
                 else [None] * len(addrs) for name in RANK_FIELDS[:-1]]
@@ -342,27 +357,45 @@ class IndexReader:
         return out
 
 
-def _with_one_liners(s: tantivy.Searcher, hits: list[tuple[float, tantivy.DocAddress]],
-                     body: tantivy.Query, ones: tantivy.Query,
-                     clauses: list[tuple[tantivy.Occur, tantivy.Query]], n: int
-                     ) -> list[tuple[float, tantivy.DocAddress]]:
-    """The top `n` of an OR query over body and one-liner, from `hits` (the top `n` of its
-    body clauses alone) and a search of the units some one-liner clause matches (few:
-    they lead, the body clauses are seeked to them) scored by both fields. A unit of the
-    true top `n` with a one-liner match is in the second search's top `n`; one without
-    scores its body alone and is in the first's. The same units and scores (to f32
-    rounding) as the one query, while no one-liner clause scores below 0
-    (`_no_negative_idf`). tantivy scores that query's one union of term and one-liner
-    clauses at about twice the cost of the term clauses' union alone (1M units, one-
-    liners on 11%: 1.21 ms against 0.68 + 0.24 for the two searches, p50 CPU; bench/README,
-    branch `reader2`)."""
-    both = s.search(restricted(Q.boolean_query([(Occur.Must, ones), (Occur.Should, body)]),
+def _one_liner_hits(s: tantivy.Searcher, body: tantivy.Query, ones: tantivy.Query,
+                    clauses: list[tuple[tantivy.Occur, tantivy.Query]], n: int
+                    ) -> list[tuple[float, tantivy.DocAddress]]:
+    """The top `n` of the units some one-liner clause matches (few: they lead, the body
+    clauses are seeked to them), scored by both fields: `_with_one_liners`' second
+    search, independent of the first (`ranked` runs it on the helper thread)."""
+    return s.search(restricted(Q.boolean_query([(Occur.Must, ones), (Occur.Should, body)]),
                                clauses), n, count=False).hits
-    if not both:
-        return hits
-    by = {(a.segment_ord, a.doc): (sc, a) for sc, a in hits}
-    by.update({(a.segment_ord, a.doc): (sc, a) for sc, a in both})
+
+
+def _best(n: int, *found: list[tuple[float, tantivy.DocAddress]]
+          ) -> list[tuple[float, tantivy.DocAddress]]:
+    """The top `n` of several searches' hits (a unit found twice: the later search's
+    score), as tantivy orders one search's: by score, then address.
+
+    `ranked` splits an OR query over body and one-liner in two: the top `n` of its body
+    clauses alone, and `_one_liner_hits`. A unit of the true top `n` with a one-liner
+    match is in the second search's top `n`; one without scores its body alone and is
+    in the first's. The same units and scores (to f32 rounding) as the one query, while
+    no one-liner clause scores below 0 (`_no_negative_idf`). tantivy scores that query's
+    one union of term and one-liner clauses at about twice the cost of the term
+    clauses' union alone (1M units, one-liners on 11%: 1.21 ms against 0.68 + 0.24 for
+    the two searches, p50 CPU; bench/README, branch `reader2`)."""
+    if len(found) > 1 and not found[-1]:
+        return found[0]
+    by = {(a.segment_ord, a.doc): (sc, a) for hits in found for sc, a in hits}
     return sorted(by.values(), key=lambda h: (-h[0], h[1].segment_ord, h[1].doc))[:n]
+
+
+def _side_by_side(helper: Helper, s: tantivy.Searcher, parts: list[tantivy.Query], n: int,
+                  count: bool) -> tuple[list[tuple[float, tantivy.DocAddress]], int | None]:
+    """The top `n` of a query made of disjoint parts (`query.text_parts`: an AND query
+    with one-liners), each part searched on its own, the first on the helper thread, the
+    rest here, and the matches counted when `count` (their sum: no unit is in two)."""
+    first = helper.start(lambda: s.search(parts[0], n, count=count))
+    rest = [s.search(p, n, count=count) for p in parts[1:]]
+    res = [first.result(), *rest]
+    total = sum(r.count or 0 for r in res) if count else None
+    return _best(n, *(r.hits for r in res)), total
 
 
 def _no_negative_idf(scoring: Any, analyzer: tantivy.TextAnalyzer, terms: list[str]) -> bool:

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from memoryd.index import Filters, SearchIndex
+from memoryd.index.helper import Job
 from memoryd.index.query import term_tokens
 from memoryd.index.schema import SPEAKER_CODES, speaker_code
 from memoryd.index.text import content_terms, dup_hash, query_terms, split_cjk
@@ -293,13 +294,14 @@ def retrieve_sync(conn: sqlite3.Connection, index: SearchIndex, query: str, *, k
         c["base"] = c["score"]
     for _ in range(REFILLS):
         top = _ranked_top(cands, k, p)
-        rows, near = _rows(conn, top, neighbours)
+        terms = _terms_matched(index, plan, top, mode) if fast else None
+        rows, near = _rows(conn, top, neighbours)  # meanwhile, on the helper: `terms`
         gone = {c["unit_id"] for c in top} - rows.keys()
         if not gone:
             break
         cands = [c for c in cands if c["unit_id"] not in gone]
         total = max(0, total - len(gone))
-    hits = _hits(index, top, rows, near, plan, neighbours, p, fast, mode)
+    hits = _hits(index, top, rows, near, plan, neighbours, p, terms)
     return Retrieval(plan, max(total, len(cands)), hits, estimated)
 
 
@@ -389,20 +391,35 @@ def _rows(conn: sqlite3.Connection, top: list[dict[str, Any]], neighbours: int
     return units_by_id(conn, [c["unit_id"] for c in top]), []
 
 
+def _terms_matched(index: SearchIndex, plan: QueryPlan, top: list[dict[str, Any]], mode: str
+                   ) -> Job[tuple[dict[int, set[int]], dict[int, set[int]] | None]]:
+    """Which terms each of the index's top units matched, and the terms its one-liner
+    holds when the index said (`matched_fields`), as a job on the index's helper thread
+    (the hits' rows are read meanwhile: tantivy and sqlite3 both let go of the GIL). No
+    search when the query alone says it (`_matched_by_all`)."""
+    ids = [c["unit_id"] for c in top]
+    every = _matched_by_all(index, plan, mode)
+    if every is not None:
+        return Job(lambda: (dict.fromkeys(ids, every), None))
+    at = {c["unit_id"]: c["at"] for c in top if "at" in c}  # where the index found them
+    return index.helper.start(lambda: index.matched_fields(plan.terms, ids, at))
+
+
 def _hits(index: SearchIndex, top: list[dict[str, Any]], rows: dict[int, dict[str, Any]],
           near: list[dict[str, Any]], plan: QueryPlan, neighbours: int, p: Params,
-          fast: bool, mode: str = "or") -> list[Hit]:
+          terms: Job[tuple[dict[int, set[int]], dict[int, set[int]] | None]] | None
+          ) -> list[Hit]:
+    """The hits from the top units' rows; `terms`: which terms each matched, from the
+    index (`_terms_matched`), or None when the fallback scan found them (the rows'
+    text is matched then)."""
     ids = [c["unit_id"] for c in top if c["unit_id"] in rows]
     around: dict[int, list[dict[str, Any]]] = {}
     for u in near:
         around.setdefault(u.pop("session_pk"), []).append(u)
-    every = _matched_by_all(index, plan, mode) if fast else None
     at = {c["unit_id"]: c["at"] for c in top if "at" in c}  # where the index found them
     held = None  # the terms each hit's one-liner holds, when the index said
-    if every is not None:  # the query alone says it: no search
-        matched = dict.fromkeys(ids, every)
-    elif fast:  # the index says which terms each hit matched
-        matched, held = index.matched_fields(plan.terms, ids, at)
+    if terms is not None:
+        matched, held = terms.result()
     else:
         matched = index.matched(plan.terms, {
             i: r["content"] + "\n" + (r["one_liner"] or "") for i, r in rows.items()})

@@ -257,52 +257,53 @@ def retrieve_sync(conn: sqlite3.Connection, index: SearchIndex, query: str, *, k
     `exclude_session_recent=(session_id, n)` leaves out that session's last n units
     (already in the asking agent's context). `neighbours=n` attaches the n units before
     and after each hit as `context`. `count=True` counts every match for `total`."""
-    p = params
-    plan = plan_query(query, mode)
-    if plan.match is None or k <= 0:
-        return Retrieval(plan, 0, [])
-    now = time.time() if now is None else now
-    exclude: list[Exclusion] = []
-    if exclude_session_recent is not None:
-        sid, recent = exclude_session_recent
-        exclude = session_tails(conn, sid, max(0, recent))
-    f = Filters(agent=agent, project=project, session_id=session_id,
-                project_within=project_within, since=since, until=until, exclude=exclude)
-    limit = min(p.max_candidates, max(p.candidates, p.candidates_per_hit * k))
-    got = index.ranked(conn, plan.terms, f, mode=mode, limit=limit, count=count,
-                       w_body=p.w_body, w_one_liner=p.w_one_liner,
-                       speaker=plan.speaker is not None)  # `_score` looks only then
-    fast = got is not None
-    estimated = got is not None and got[2]
-    total, cands = (got[0], got[1]) if got is not None else \
-        _scanned(conn, index, plan, f, mode, limit, p)
-    if not cands:
-        return Retrieval(plan, 0, [])
-    if fast and prefer_project and project_within and _within(project_within, prefer_project):
-        for c in cands:  # the filter kept only sessions there: no lookup
-            c["project"] = project_within
-    elif fast and prefer_project:  # the index holds the session, the database its project
-        projects = session_projects(conn, {c["session_pk"] for c in cands})
+    with index.helper.asking():  # parts go to the helper only while this search is alone
+        p = params
+        plan = plan_query(query, mode)
+        if plan.match is None or k <= 0:
+            return Retrieval(plan, 0, [])
+        now = time.time() if now is None else now
+        exclude: list[Exclusion] = []
+        if exclude_session_recent is not None:
+            sid, recent = exclude_session_recent
+            exclude = session_tails(conn, sid, max(0, recent))
+        f = Filters(agent=agent, project=project, session_id=session_id,
+                    project_within=project_within, since=since, until=until, exclude=exclude)
+        limit = min(p.max_candidates, max(p.candidates, p.candidates_per_hit * k))
+        got = index.ranked(conn, plan.terms, f, mode=mode, limit=limit, count=count,
+                           w_body=p.w_body, w_one_liner=p.w_one_liner,
+                           speaker=plan.speaker is not None)  # `_score` looks only then
+        fast = got is not None
+        estimated = got is not None and got[2]
+        total, cands = (got[0], got[1]) if got is not None else \
+            _scanned(conn, index, plan, f, mode, limit, p)
+        if not cands:
+            return Retrieval(plan, 0, [])
+        if fast and prefer_project and project_within and _within(project_within, prefer_project):
+            for c in cands:  # the filter kept only sessions there: no lookup
+                c["project"] = project_within
+        elif fast and prefer_project:  # the index holds the session, the database its project
+            projects = session_projects(conn, {c["session_pk"] for c in cands})
+            for c in cands:
+                c["project"] = projects.get(c["session_pk"])
+        _score(cands, plan, now, prefer_project, p)
+        # Units deleted from the database but not yet from the index (forget, purge,
+        # archival while their deletes wait) are found missing when the hits' rows are read,
+        # and ranking runs again without them: no existence check of every candidate before
+        # ranking, so a search reads the database once (one round trip in fleet mode).
         for c in cands:
-            c["project"] = projects.get(c["session_pk"])
-    _score(cands, plan, now, prefer_project, p)
-    # Units deleted from the database but not yet from the index (forget, purge,
-    # archival while their deletes wait) are found missing when the hits' rows are read,
-    # and ranking runs again without them: no existence check of every candidate before
-    # ranking, so a search reads the database once (one round trip in fleet mode).
-    for c in cands:
-        c["base"] = c["score"]
-    for _ in range(REFILLS):
-        top = _ranked_top(cands, k, p)
-        terms = _terms_matched(index, plan, top, mode) if fast else None
-        rows, near = _rows(conn, top, neighbours)  # meanwhile, on the helper: `terms`
-        gone = {c["unit_id"] for c in top} - rows.keys()
-        if not gone:
-            break
-        cands = [c for c in cands if c["unit_id"] not in gone]
-        total = max(0, total - len(gone))
-    hits = _hits(index, top, rows, near, plan, neighbours, p, terms)
-    return Retrieval(plan, max(total, len(cands)), hits, estimated)
+            c["base"] = c["score"]
+        for _ in range(REFILLS):
+            top = _ranked_top(cands, k, p)
+            terms = _terms_matched(index, plan, top, mode) if fast else None
+            rows, near = _rows(conn, top, neighbours)  # meanwhile, on the helper: `terms`
+            gone = {c["unit_id"] for c in top} - rows.keys()
+            if not gone:
+                break
+            cands = [c for c in cands if c["unit_id"] not in gone]
+            total = max(0, total - len(gone))
+        hits = _hits(index, top, rows, near, plan, neighbours, p, terms)
+        return Retrieval(plan, max(total, len(cands)), hits, estimated)
 
 
 REFILLS = 3

@@ -69,3 +69,30 @@ def test_the_helper_thread_ends_when_idle_and_comes_back_when_needed():
     job = h.start(lambda: 2)
     _until(lambda: h.ran == 2)
     assert job.result() == 2 and len(helpers()) == 1
+
+
+def test_while_two_searches_run_each_keeps_its_parts_in_its_own_thread():
+    """Two searches at once have a core each already: no part is handed over then."""
+    h = Helper()
+    other = threading.Event()
+    done = threading.Event()
+
+    def search_beside():
+        with h.asking():
+            other.set()
+            done.wait(5)
+
+    t = threading.Thread(target=search_beside)
+    t.start()
+    try:
+        assert other.wait(5)
+        with h.asking():
+            job = h.start(threading.current_thread)
+            assert job.result() is threading.current_thread() and h.ran == 0
+    finally:
+        done.set()
+        t.join()
+    with h.asking():  # alone again
+        job = h.start(threading.current_thread)
+        _until(lambda: h.ran == 1)
+        assert job.result() is not threading.current_thread()

@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from memoryd.index import Filters, SearchIndex
-from memoryd.index.helper import Job
 from memoryd.index.query import term_tokens
 from memoryd.index.schema import SPEAKER_CODES, speaker_code
 from memoryd.index.text import content_terms, dup_hash, query_terms, split_cjk
@@ -257,53 +256,52 @@ def retrieve_sync(conn: sqlite3.Connection, index: SearchIndex, query: str, *, k
     `exclude_session_recent=(session_id, n)` leaves out that session's last n units
     (already in the asking agent's context). `neighbours=n` attaches the n units before
     and after each hit as `context`. `count=True` counts every match for `total`."""
-    with index.helper.asking():  # parts go to the helper only while this search is alone
-        p = params
-        plan = plan_query(query, mode)
-        if plan.match is None or k <= 0:
-            return Retrieval(plan, 0, [])
-        now = time.time() if now is None else now
-        exclude: list[Exclusion] = []
-        if exclude_session_recent is not None:
-            sid, recent = exclude_session_recent
-            exclude = session_tails(conn, sid, max(0, recent))
-        f = Filters(agent=agent, project=project, session_id=session_id,
-                    project_within=project_within, since=since, until=until, exclude=exclude)
-        limit = min(p.max_candidates, max(p.candidates, p.candidates_per_hit * k))
+    p = params
+    plan = plan_query(query, mode)
+    if plan.match is None or k <= 0:
+        return Retrieval(plan, 0, [])
+    now = time.time() if now is None else now
+    exclude: list[Exclusion] = []
+    if exclude_session_recent is not None:
+        sid, recent = exclude_session_recent
+        exclude = session_tails(conn, sid, max(0, recent))
+    f = Filters(agent=agent, project=project, session_id=session_id,
+                project_within=project_within, since=since, until=until, exclude=exclude)
+    limit = min(p.max_candidates, max(p.candidates, p.candidates_per_hit * k))
+    with index.helper.asking():  # its parts go to the helper only while it is alone
         got = index.ranked(conn, plan.terms, f, mode=mode, limit=limit, count=count,
                            w_body=p.w_body, w_one_liner=p.w_one_liner,
                            speaker=plan.speaker is not None)  # `_score` looks only then
-        fast = got is not None
-        estimated = got is not None and got[2]
-        total, cands = (got[0], got[1]) if got is not None else \
-            _scanned(conn, index, plan, f, mode, limit, p)
-        if not cands:
-            return Retrieval(plan, 0, [])
-        if fast and prefer_project and project_within and _within(project_within, prefer_project):
-            for c in cands:  # the filter kept only sessions there: no lookup
-                c["project"] = project_within
-        elif fast and prefer_project:  # the index holds the session, the database its project
-            projects = session_projects(conn, {c["session_pk"] for c in cands})
-            for c in cands:
-                c["project"] = projects.get(c["session_pk"])
-        _score(cands, plan, now, prefer_project, p)
-        # Units deleted from the database but not yet from the index (forget, purge,
-        # archival while their deletes wait) are found missing when the hits' rows are read,
-        # and ranking runs again without them: no existence check of every candidate before
-        # ranking, so a search reads the database once (one round trip in fleet mode).
+    fast = got is not None
+    estimated = got is not None and got[2]
+    total, cands = (got[0], got[1]) if got is not None else \
+        _scanned(conn, index, plan, f, mode, limit, p)
+    if not cands:
+        return Retrieval(plan, 0, [])
+    if fast and prefer_project and project_within and _within(project_within, prefer_project):
+        for c in cands:  # the filter kept only sessions there: no lookup
+            c["project"] = project_within
+    elif fast and prefer_project:  # the index holds the session, the database its project
+        projects = session_projects(conn, {c["session_pk"] for c in cands})
         for c in cands:
-            c["base"] = c["score"]
-        for _ in range(REFILLS):
-            top = _ranked_top(cands, k, p)
-            terms = _terms_matched(index, plan, top, mode) if fast else None
-            rows, near = _rows(conn, top, neighbours)  # meanwhile, on the helper: `terms`
-            gone = {c["unit_id"] for c in top} - rows.keys()
-            if not gone:
-                break
-            cands = [c for c in cands if c["unit_id"] not in gone]
-            total = max(0, total - len(gone))
-        hits = _hits(index, top, rows, near, plan, neighbours, p, terms)
-        return Retrieval(plan, max(total, len(cands)), hits, estimated)
+            c["project"] = projects.get(c["session_pk"])
+    _score(cands, plan, now, prefer_project, p)
+    # Units deleted from the database but not yet from the index (forget, purge,
+    # archival while their deletes wait) are found missing when the hits' rows are read,
+    # and ranking runs again without them: no existence check of every candidate before
+    # ranking, so a search reads the database once (one round trip in fleet mode).
+    for c in cands:
+        c["base"] = c["score"]
+    for _ in range(REFILLS):
+        top = _ranked_top(cands, k, p)
+        rows, near = _rows(conn, top, neighbours)
+        gone = {c["unit_id"] for c in top} - rows.keys()
+        if not gone:
+            break
+        cands = [c for c in cands if c["unit_id"] not in gone]
+        total = max(0, total - len(gone))
+    hits = _hits(index, top, rows, near, plan, neighbours, p, fast, mode)
+    return Retrieval(plan, max(total, len(cands)), hits, estimated)
 
 
 REFILLS = 3
@@ -392,35 +390,20 @@ def _rows(conn: sqlite3.Connection, top: list[dict[str, Any]], neighbours: int
     return units_by_id(conn, [c["unit_id"] for c in top]), []
 
 
-def _terms_matched(index: SearchIndex, plan: QueryPlan, top: list[dict[str, Any]], mode: str
-                   ) -> Job[tuple[dict[int, set[int]], dict[int, set[int]] | None]]:
-    """Which terms each of the index's top units matched, and the terms its one-liner
-    holds when the index said (`matched_fields`), as a job on the index's helper thread
-    (the hits' rows are read meanwhile: tantivy and sqlite3 both let go of the GIL). No
-    search when the query alone says it (`_matched_by_all`)."""
-    ids = [c["unit_id"] for c in top]
-    every = _matched_by_all(index, plan, mode)
-    if every is not None:
-        return Job(lambda: (dict.fromkeys(ids, every), None))
-    at = {c["unit_id"]: c["at"] for c in top if "at" in c}  # where the index found them
-    return index.helper.start(lambda: index.matched_fields(plan.terms, ids, at))
-
-
 def _hits(index: SearchIndex, top: list[dict[str, Any]], rows: dict[int, dict[str, Any]],
           near: list[dict[str, Any]], plan: QueryPlan, neighbours: int, p: Params,
-          terms: Job[tuple[dict[int, set[int]], dict[int, set[int]] | None]] | None
-          ) -> list[Hit]:
-    """The hits from the top units' rows; `terms`: which terms each matched, from the
-    index (`_terms_matched`), or None when the fallback scan found them (the rows'
-    text is matched then)."""
+          fast: bool, mode: str = "or") -> list[Hit]:
     ids = [c["unit_id"] for c in top if c["unit_id"] in rows]
     around: dict[int, list[dict[str, Any]]] = {}
     for u in near:
         around.setdefault(u.pop("session_pk"), []).append(u)
+    every = _matched_by_all(index, plan, mode) if fast else None
     at = {c["unit_id"]: c["at"] for c in top if "at" in c}  # where the index found them
     held = None  # the terms each hit's one-liner holds, when the index said
-    if terms is not None:
-        matched, held = terms.result()
+    if every is not None:  # the query alone says it: no search
+        matched = dict.fromkeys(ids, every)
+    elif fast:  # the index says which terms each hit matched
+        matched, held = index.matched_fields(plan.terms, ids, at)
     else:
         matched = index.matched(plan.terms, {
             i: r["content"] + "\n" + (r["one_liner"] or "") for i, r in rows.items()})

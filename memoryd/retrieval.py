@@ -268,10 +268,9 @@ def retrieve_sync(conn: sqlite3.Connection, index: SearchIndex, query: str, *, k
     f = Filters(agent=agent, project=project, session_id=session_id,
                 project_within=project_within, since=since, until=until, exclude=exclude)
     limit = min(p.max_candidates, max(p.candidates, p.candidates_per_hit * k))
-    with index.helper.asking():  # its parts go to the helper only while it is alone
-        got = index.ranked(conn, plan.terms, f, mode=mode, limit=limit, count=count,
-                           w_body=p.w_body, w_one_liner=p.w_one_liner,
-                           speaker=plan.speaker is not None)  # `_score` looks only then
+    got = index.ranked(conn, plan.terms, f, mode=mode, limit=limit, count=count,
+                       w_body=p.w_body, w_one_liner=p.w_one_liner,
+                       speaker=plan.speaker is not None)  # `_score` looks only then
     fast = got is not None
     estimated = got is not None and got[2]
     total, cands = (got[0], got[1]) if got is not None else \

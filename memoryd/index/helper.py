@@ -10,13 +10,13 @@ do not pay for the hand-over: which terms each hit matched (`matched_fields`, ~0
 run beside the hits' rows cost a context +0.15 ms p50 and +0.15-0.25 ms CPU at load 4.
 
 One thread for the whole index, not one per request: a part is handed over only while
-the helper is idle and the search asking is the only one running (`asking`: with two
-at once, each already has a core's worth of work, and a third thread only adds
-switches: 2-4 concurrent clients measured as many searches per second without it, at
-~0.1-0.2 ms more daemon CPU a search with it). Otherwise the asking thread runs the part
-itself when it asks for the result, as it would without a helper, so concurrent
-requests never queue behind one another here. The thread starts on the first hand-over
-and ends after `IDLE_S` without one: an idle daemon holds no thread for it.
+the helper is idle and the request asking is the only search or context running
+(`asking`, around the whole request: with two at once, each already has a core's worth
+of work, and a third thread only adds switches and a worse tail). Otherwise the asking
+thread runs the part itself when it asks for the result, as it would without a helper,
+so concurrent requests never queue behind one another here. The thread starts on the
+first hand-over and ends after `IDLE_S` without one: an idle daemon holds no thread for
+it.
 """
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ class Helper:
 
     @contextmanager
     def asking(self) -> Iterator[None]:
-        """Around one search: while another runs too, its parts are not handed over."""
+        """Around one request (a search, a context): while another runs too, no part is
+        handed over."""
         with self._count:
             self._askers += 1
         try:

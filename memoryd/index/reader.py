@@ -1,7 +1,8 @@
 """The search index's read side: ranked candidates, asked of the committed index and the
 live tail together (`memoryd.index.tail`), filters run inside the index; which query
-terms the hits matched and their per-field scores are its base's (`memoryd.index.matching`). `SearchIndex` (the package) owns the
-index's life cycle and its writer; this is the part every search and context runs.
+terms the hits matched and their per-field scores are its base's
+(`memoryd.index.matching`). `SearchIndex` (the package) owns the index's life cycle and
+its writer; this is the part every search and context runs.
 """
 
 from __future__ import annotations

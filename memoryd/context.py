@@ -101,7 +101,9 @@ class ContextBuilder:
 
     async def build(self, req: ContextRequest) -> dict[str, Any]:
         RELEASE.touch()  # what this loads (the tokenizer, index pages) goes when idle
-        with QUERIES.running_query():  # background work waits meanwhile
+        # background work waits meanwhile; no search hands its parts to the index's
+        # helper while a context runs (`memoryd.index.helper`)
+        with QUERIES.running_query(), self.store.index.helper.asking():
             return await self._build(req)
 
     async def _build(self, req: ContextRequest) -> dict[str, Any]:

@@ -18,7 +18,9 @@ from memoryd.store import Store
 
 async def search(store: Store, req: SearchRequest) -> SearchResponse:
     RELEASE.touch()
-    with QUERIES.running_query():  # background work waits meanwhile
+    # background work waits meanwhile; the index's helper takes this search's parts only
+    # while no other search or context runs (`memoryd.index.helper`)
+    with QUERIES.running_query(), store.index.helper.asking():
         return await _search(store, req)
 
 

@@ -129,6 +129,26 @@ def text_query(schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer,
                boost: Callable[[str], float] | None = None) -> tantivy.Query | None:
     """The terms over the given fields, weighted; None when no term is searchable.
     (`boost`: a factor per body token; the live tail's IDF correction.)"""
+    parts = text_parts(schema, analyzer, searcher, terms, mode, w_body=w_body,
+                       w_one_liner=w_one_liner, fields=fields, boost=boost)
+    return either(parts) if parts else None
+
+
+def either(parts: list[tantivy.Query]) -> tantivy.Query:
+    """The union of a query's disjoint parts (`text_parts`): the query itself."""
+    return parts[0] if len(parts) == 1 else Q.boolean_query(
+        [(Occur.Should, p) for p in parts])
+
+
+def text_parts(schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer,
+               searcher: tantivy.Searcher, terms: list[str], mode: str = "or", *,
+               w_body: float = 1.0, w_one_liner: float = 3.0,
+               fields: tuple[str, ...] = ("body", "one_liner"),
+               boost: Callable[[str], float] | None = None) -> list[tantivy.Query]:
+    """`text_query` as the disjoint parts it is the union of (none: no term is
+    searchable): two for an AND query whose terms may match in a one-liner
+    (`_and_split`), else the one query. Searched side by side, each part's hits keep
+    the scores the union gives them (a unit matches one part only)."""
     occur = Occur.Must if mode == "and" else Occur.Should
     clauses = []
     bodies: list[tantivy.Query | None] = []  # AND: each term's body clause (weighted) ...
@@ -166,14 +186,14 @@ def text_query(schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer,
         if "one_liner" in named:
             ones.append(named["one_liner"])
     if not clauses:
-        return None
+        return []
     if ones and all(b is not None for b in bodies):
         return _and_split(clauses, bodies, ones)  # type: ignore[arg-type]
-    return Q.boolean_query(clauses)
+    return [Q.boolean_query(clauses)]
 
 
 def _and_split(terms: list[tuple[tantivy.Occur, tantivy.Query]], bodies: list[tantivy.Query],
-               ones: list[tantivy.Query]) -> tantivy.Query:
+               ones: list[tantivy.Query]) -> list[tantivy.Query]:
     """An AND query whose terms may match in a one-liner, as two disjoint parts: the
     units with every term in the body and none in a one-liner (an intersection of term
     postings), and the units with a one-liner match of some term that match every term
@@ -185,7 +205,7 @@ def _and_split(terms: list[tuple[tantivy.Occur, tantivy.Query]], bodies: list[ta
                               + [(Occur.MustNot, o) for o in ones])
     any_one = Q.const_score_query(Q.boolean_query([(Occur.Should, o) for o in ones]), 0.0)
     via_one = Q.boolean_query([*terms, (Occur.Must, any_one)])
-    return Q.boolean_query([(Occur.Should, in_body), (Occur.Should, via_one)])
+    return [in_body, via_one]
 
 
 def match_query(schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer,

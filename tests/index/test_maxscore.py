@@ -132,6 +132,35 @@ def test_a_query_scores_each_term_as_its_fields_sum(tmp_path, mode):
     assert both > 10 and matched > 100  # one-liner clauses took part; units matched
 
 
+@pytest.mark.parametrize("idle", [True, False])
+def test_an_and_querys_parts_searched_side_by_side_are_the_one_query(tmp_path, idle):
+    """`_side_by_side`: an AND query with one-liner clauses searched as its two disjoint
+    parts (`text_parts`), one on the helper thread (idle) or both here (the helper busy
+    with another request), gives the one query's top k and its count."""
+    from memoryd.index.helper import Helper
+    from memoryd.index.query import text_parts
+    from memoryd.index.reader import _side_by_side
+
+    schema, analyzer, s = built(tmp_path)
+    helper = Helper()
+    if not idle:
+        helper._busy.acquire()
+    split = 0
+    for terms in [*QUERIES, ["deploy", "cluster"], ["cache", "a"], ["schema", "index"]]:
+        parts = text_parts(schema, analyzer, s, terms, "and")
+        split += len(parts) == 2
+        for k in (5, 40):
+            got, count = _side_by_side(helper, s, parts, k, True)
+            want = s.search(text_query(schema, analyzer, s, terms, "and"), k, count=True)
+            assert count == want.count, terms
+            assert [(d.segment_ord, d.doc) for _, d in got] == \
+                [(d.segment_ord, d.doc) for _, d in want.hits], (terms, k)
+            assert [sc for sc, _ in got] == pytest.approx([sc for sc, _ in want.hits],
+                                                          rel=1e-6)
+            assert _side_by_side(helper, s, parts, k, False)[1] is None
+    assert split >= 5
+
+
 def put(texts_, sid):
     def run(c):
         pk = session_pk(c, "generic", sid, project=f"/p/{sid}")
@@ -202,12 +231,12 @@ def test_the_statistics_are_read_through_the_rarest_probe_a_live_document_holds(
 
 
 def test_an_or_search_with_its_one_liner_clauses_apart_is_the_one_query(tmp_path):
-    """`_with_one_liners`: the top k of the body clauses alone, merged with the top k of
-    the units a one-liner clause matches (scored by both fields), is the top k of the one
-    query over both fields: the same units in the same order, the same scores to f32
-    rounding, filtered or not."""
+    """`_best` of `_one_liner_hits`: the top k of the body clauses alone, merged with the
+    top k of the units a one-liner clause matches (scored by both fields), is the top k of
+    the one query over both fields: the same units in the same order, the same scores to
+    f32 rounding, filtered or not."""
     from memoryd.index.query import restricted
-    from memoryd.index.reader import _with_one_liners
+    from memoryd.index.reader import _best, _one_liner_hits
 
     schema, analyzer, s = built(tmp_path)
     session = [(tantivy.Occur.Must, tantivy.Query.term_query(schema, "session_pk", 3))]
@@ -221,7 +250,7 @@ def test_an_or_search_with_its_one_liner_clauses_apart_is_the_one_query(tmp_path
         for clauses in ([], session):
             for k in (5, 20, 60):
                 first = s.search(restricted(body, clauses), k, count=False).hits
-                got = _with_one_liners(s, first, body, ones, clauses, k)
+                got = _best(k, first, _one_liner_hits(s, body, ones, clauses, k))
                 want = s.search(restricted(full, clauses), k, count=False).hits
                 assert [(d.segment_ord, d.doc) for _, d in got] == \
                     [(d.segment_ord, d.doc) for _, d in want], (terms, k, clauses)

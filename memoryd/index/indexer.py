@@ -276,8 +276,8 @@ class Indexer(IndexWriterThread):
         rebuild = self.ix.state == "rebuilding"
         if rebuild or len(first[1]) + len(first[2]) > LIVE_UNITS:
             RELEASE.burst(True)  # large buffers mapped, not left in the heaps
-            self._reap(wait=True)  # the writer is needed
             self.backlogged = not rebuild
+            self._reap(wait=True)  # the writer is needed
             if rebuild:  # background work, niced
                 upto, done = self._bulk.submit(self._add, conn, pos, first).result()
             else:  # a backfill: the rest of its ingest

@@ -232,9 +232,13 @@ class SearchIndex(IndexReader):
 
     def backlog(self) -> bool:
         """Whether background jobs should wait for this index (`Daemon._jobs_wait`):
-        never here, as a daemon's own index keeps up with its backfill (a fleet member's
-        follows the shared store after it: `FleetIndex.backlog`)."""
-        return False
+        while its writer works through a backfill's units in bulk passes (not a niced
+        rebuild), until a pass finds nothing more. On a loaded machine the index
+        trailed the backfill's last stored line by 50k units and 4-5 s, and the
+        summaries that began then held the GIL the indexer's Python needed (9% of the
+        GIL's samples; bench/README, branch `bcpu2`). A fleet member's follows the shared
+        store after its backfill: `FleetIndex.backlog`."""
+        return bool(getattr(self._indexer, "backlogged", False))
 
     # -- meta ---------------------------------------------------------------------------
 

@@ -145,6 +145,9 @@ class Indexer(IndexWriterThread):
         self._inflight: Future[None] | None = None
         self._held: list[tuple[list[int], list[object]]] = []
         self._committing = 0  # the index_pending row that commit holds
+        # a backfill's bulk passes, from the first until a pass finds nothing more:
+        # background jobs wait meanwhile (`SearchIndex.backlog`)
+        self.backlogged = False
 
     def stop(self, timeout: float = 10.0) -> None:
         super().stop(timeout)
@@ -267,11 +270,13 @@ class Indexer(IndexWriterThread):
         pos = (self.ix.upto, self.ix.pending_done)
         first = self._read(conn, *pos)
         if not first[0] and not first[1]:
+            self.backlogged = False
             return False
         lag_trace.stage("index_read", len(first[1]))
         rebuild = self.ix.state == "rebuilding"
         if rebuild or len(first[1]) + len(first[2]) > LIVE_UNITS:
             RELEASE.burst(True)  # large buffers mapped, not left in the heaps
+            self.backlogged = not rebuild
             self._reap(wait=True)  # the writer is needed
             if rebuild:  # background work, niced
                 upto, done = self._bulk.submit(self._add, conn, pos, first).result()
@@ -285,6 +290,7 @@ class Indexer(IndexWriterThread):
                 self._uncommitted = 0
         else:
             RELEASE.burst(False)  # a live pass: the backlog is done
+            self.backlogged = False
             upto, done = self._live(pos, first)
             if done > pos[1]:
                 self._uncommitted = done  # cleared after the commit that holds it

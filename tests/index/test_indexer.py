@@ -208,3 +208,27 @@ async def test_a_served_context_write_leaves_the_index_writer_asleep(store):
     assert await wakes() == n + 1  # a queued index change (a forget) too
     await store.indexed()
     assert await ids_of(store, "wakeword") == (0, [])
+
+
+async def test_background_jobs_wait_while_a_backfill_is_indexed_in_bulk(store):
+    """`SearchIndex.backlog` (what `Daemon._jobs_wait` asks) holds from a backfill's first
+    bulk pass until a pass finds nothing more: summaries begun as the backfill's last
+    line was stored took the GIL the indexer needed to catch up. A live pass and a niced
+    rebuild do not hold jobs."""
+    ix = store.index
+    await store.write(put(["a live line"]))
+    await store.indexed()
+    assert not ix.backlog()
+    n = indexer_mod.LIVE_UNITS + 50
+    with ix.tail.lock:  # the bulk pass is held at its commit's reload (`committed`)
+        await store.write(put([f"backfilled line {i}" for i in range(n)], sid="b"))
+        deadline = time.monotonic() + 30
+        while not ix.backlog() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert ix.backlog()
+    await store.indexed()
+    assert not ix.backlog()
+    assert (await ids_of(store, "backfilled"))[0] == n
+    ix.request_rebuild()  # background work of its own
+    await store.indexed()
+    assert not ix.backlog()

@@ -238,7 +238,7 @@ class SearchIndex(IndexReader):
         summaries that began then held the GIL the indexer's Python needed (9% of the
         GIL's samples; bench/README, branch `bcpu2`). A fleet member's follows the shared
         store after its backfill: `FleetIndex.backlog`."""
-        return bool(getattr(self._indexer, "backlogged", False))
+        return self._indexer is not None and self._indexer.backlogged
 
     # -- meta ---------------------------------------------------------------------------
 

@@ -697,8 +697,11 @@ class Daemon:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.request_stop)
         loop.add_signal_handler(signal.SIGHUP, self.request_reload)
-        if self.reexec.handover is not None:
-            release_signals()  # held across the exec by the previous image
+        if self.reexec.handover is not None:  # what the previous image held for this one
+            release_signals()
+            for sig in self.reexec.handover.signals:
+                log.info("acting on %s received during the re-exec", signal.Signals(sig).name)
+                (self.request_reload if sig == signal.SIGHUP else self.request_stop)()
         try:
             await self.start()
             await self._stop_requested.wait()
@@ -717,7 +720,7 @@ class Daemon:
                     loop.remove_signal_handler(sig)
             await self.stop()
         if handover is not None:
-            hold_signals()  # from here to the next image's handlers: pending, not fatal
+            caught = hold_signals()  # to the next image's handlers: for it, not fatal
             await asyncio.sleep(0.005)  # one that came just before is acted on here
             if not self.reexec.requested:
                 log.info("a stop was asked during the re-exec: not re-executing")
@@ -726,7 +729,7 @@ class Daemon:
         if handover is not None:
             log.info("stopped; re-executing")
             try:
-                exec_self(handover)
+                exec_self(handover, caught)
             except OSError as e:
                 release_signals()
                 log.error("re-exec failed, exiting for the service manager to restart "

@@ -41,10 +41,9 @@ log = logging.getLogger(__name__)
 ENV = "MEMORYD_REEXEC_HANDOVER"
 DRAIN_S = 0.25  # the connections accepted before a re-exec send their request meanwhile
 HELD = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
-"""Signals blocked across the exec: between the old image's last handler and the new
-image's first (its interpreter's start, ~0.5 s) they stay pending instead of killing the
-process with their default action, and the new image acts on them once its handlers are
-in (`hold_signals`, `release_signals`)."""
+"""Signals held across the exec (`hold_signals`): between the old image's stop and the new
+image's handlers (its interpreter's start, ~0.5 s) a stop or a reload asked for reaches
+the new image instead of killing the process with the signal's default action."""
 
 
 @dataclass
@@ -60,11 +59,13 @@ class Handover:
     rss_mb: float | None = None  # the old image's RSS when it began
     units: int = 0  # units the old image had stored since it started
     pause_ms: float | None = None  # began to stop -> serving again, set by the new image
+    signals: list[int] = field(default_factory=list)  # `HELD` ones the old image caught
 
     def valid(self) -> bool:
         number = (int, float)
         return (all(type(fd) is int and fd >= 0 for fd in self.fds())
                 and type(self.reexecs) is int and type(self.units) is int
+                and all(type(n) is int for n in self.signals)
                 and all(v is None or (isinstance(v, number) and not isinstance(v, bool))
                         for v in (self.at, self.stopped_at, self.rss_mb, self.pause_ms)))
 
@@ -253,25 +254,30 @@ def take_handover(environ: Mapping[str, str]) -> Handover | None:
     return h
 
 
-def hold_signals() -> None:
-    """Block `HELD` in this (the main) thread: the mask and what is pending survive
-    `execv`, so a stop or a reload asked for meanwhile reaches the next image."""
+def hold_signals() -> list[int]:
+    """From the old image's stop to its exec: each of `HELD` is caught and noted (in the
+    list returned, which `exec_self` hands over) instead of acted on, whichever thread
+    the kernel delivers it to, and blocked in this (the main) thread, where a blocked
+    signal stays pending across `execv` until the new image unblocks it
+    (`release_signals`). Either way the new image acts on it once its handlers are in."""
+    caught: list[int] = []
+    for sig in HELD:
+        signal.signal(sig, lambda n, _frame: caught.append(n))
     signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+    return caught
 
 
 def release_signals() -> None:
     """Unblock `HELD` once this image's handlers are in (or the exec did not happen):
-    what arrived while they were held is delivered now."""
+    what arrived while they were blocked is delivered now."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
 
 
-def exec_self(h: Handover) -> NoReturn:
+def exec_self(h: Handover, caught: list[int] | None = None) -> NoReturn:
     """Replace this process's image with a fresh one: the same interpreter, its options
-    and argv (`sys.orig_argv`), the environment plus the handover. Raises OSError when
-    the interpreter cannot be executed (the caller exits non-zero: a service manager
-    restarts it)."""
-    h.stopped_at = time.time()
-    os.environ[ENV] = json.dumps(asdict(h))
+    and argv (`sys.orig_argv`), the environment plus the handover, with the signals
+    `hold_signals` caught. Raises OSError when the interpreter cannot be executed (the
+    caller exits non-zero: a service manager restarts it)."""
     argv = [sys.executable, *sys.orig_argv[1:]]
     for handler in logging.getLogger().handlers:
         with contextlib.suppress(Exception):
@@ -279,4 +285,7 @@ def exec_self(h: Handover) -> NoReturn:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    h.stopped_at = time.time()
+    h.signals = sorted(set(caught or ()))  # the last Python step before the exec
+    os.environ[ENV] = json.dumps(asdict(h))
     os.execv(sys.executable, argv)

@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
+import textwrap
 
 from memoryd.reexec import ENV, Handover, adopt, due, take_handover
 from tests.helpers import short_dir
@@ -15,7 +18,8 @@ from tests.helpers import short_dir
 def test_a_malformed_handover_is_ignored_and_not_passed_on():
     for raw in ("{not json", json.dumps({"unix": [3], "bogus": 1}), "[]",
                 json.dumps({"unix": ["3"]}), json.dumps({"lock": -1}),
-                json.dumps({"at": "yesterday"}), json.dumps({"reexecs": 1.5})):
+                json.dumps({"at": "yesterday"}), json.dumps({"reexecs": 1.5}),
+                json.dumps({"signals": ["TERM"]})):
         env = {ENV: raw, "OTHER": "x"}
         assert take_handover(env) is None
         assert env == {"OTHER": "x"}
@@ -59,3 +63,33 @@ def test_only_a_listening_socket_of_the_family_asked_for_is_adopted():
 def test_due_only_over_the_threshold_and_never_at_zero():
     assert due(50_000, 50_000) and not due(49_999, 50_000)
     assert not due(10**9, 0)
+
+
+def test_held_signals_are_caught_on_any_thread_or_pending_in_the_main_one():
+    """`hold_signals` from the old image's stop to its exec: a signal the kernel gives
+    another thread is noted for the handover, one left for the main thread stays pending
+    (blocked) until `release_signals`; neither kills the process. In a child process, so
+    the test's own signal state is left alone."""
+    script = textwrap.dedent("""
+        import os, signal, threading, time
+        from memoryd.reexec import hold_signals, release_signals
+        go = threading.Event()
+        other = threading.Thread(target=go.wait)
+        other.start()
+        caught = hold_signals()
+        os.kill(os.getpid(), signal.SIGTERM)  # the main thread blocks it: the other gets it
+        time.sleep(0.2)
+        print(caught)
+        go.set()
+        other.join()
+        os.kill(os.getpid(), signal.SIGHUP)  # only the main thread is left: pending
+        time.sleep(0.2)
+        print(caught)
+        release_signals()
+        time.sleep(0.1)
+        print(caught)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:3] == ["[15]", "[15]", "[15, 1]"]

@@ -258,3 +258,13 @@ def test_issue_11_a_signal_during_the_reexec_is_acted_on_by_the_new_image(memory
         assert st["pid"] == m.proc.pid and m.client.search(query="old1tok7")["total"] == 1
         wait(lambda: "SIGHUP:" in m.log.read_text().split("stopped; re-executing", 1)[1])
         assert m.stop() == 0
+
+
+def test_issue_11_a_signal_the_old_image_caught_is_acted_on_by_the_new_one(memoryd):
+    """A signal another thread of the old image caught after its stop travels in the
+    handover: the new image stops (SIGTERM) once its handlers are in."""
+    m = memoryd(threshold=0, env={"MEMORYD_REEXEC_HANDOVER": '{"reexecs": 1, "signals": [15]}'})
+    assert m.proc.wait(60) == 0
+    log = m.log.read_text()
+    assert "acting on SIGTERM received during the re-exec" in log
+    assert log.rstrip().endswith("stopped") and not m.sock.exists()

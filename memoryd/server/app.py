@@ -13,10 +13,10 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_core import to_json
 
 from memoryd.api import IngestRequest, IngestResponse
@@ -33,6 +33,7 @@ BODY_TIMEOUT = 30.0  # a request body must arrive within this (slowloris)
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
 
 
+M = TypeVar("M", bound=BaseModel)
 JobFn = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 RouteAdder = Callable[[web.Application], None]
 
@@ -121,10 +122,19 @@ def json_reply(data: Any, status: int = 200) -> web.Response:
                         charset="utf-8")
 
 
+def model_reply(model: BaseModel) -> web.Response:
+    """A response model's JSON, the bytes `model_dump_json()` gives, without its decode to
+    `str` and aiohttp's encode back (a search's 9 KB: ~10 µs of the loop's time)."""
+    return web.Response(body=model.__pydantic_serializer__.to_json(model), status=200,
+                        content_type="application/json", charset="utf-8")
+
+
 def via_tcp(request: web.Request) -> bool:
-    transport = request.transport
-    sockname = transport.get_extra_info("sockname") if transport is not None else None
-    return isinstance(sockname, tuple)
+    """From the peer's address aiohttp already read for the connection (a Unix socket's is
+    a `str`, or `bytes` for an abstract name): asking the transport for the socket's own
+    name makes uvloop build a socket object (3-4 system calls) on every request. An
+    address that could not be read counts as TCP, so the token is asked for."""
+    return not isinstance(request.protocol.peername, (str, bytes))
 
 
 def refusal(request: web.Request, expected: bytes | None) -> web.Response | None:
@@ -208,6 +218,20 @@ def request_middleware(services: Services, body_timeout: float) -> Callable[...,
             metrics.observe_request(request, status, time.perf_counter() - t0)
 
     return handle
+
+
+async def parse_body(request: web.Request, model: type[M]) -> M:
+    """The body as `model`, parsed and validated in one pass by pydantic's JSON parser (the
+    answer is the same as `model.model_validate(json.loads(body))`: JSON gives no value its
+    Python mode would take otherwise). Anything it refuses, an empty body included, goes
+    the long way, whose errors are the API's."""
+    if request.content_length is None or request.content_length <= MAX_BODY:
+        raw = await request.read()
+        try:
+            return model.model_validate_json(raw)
+        except ValidationError:
+            pass
+    return model.model_validate(await json_body(request))
 
 
 async def json_body(request: web.Request) -> dict[str, Any]:

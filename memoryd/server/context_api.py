@@ -9,7 +9,7 @@ from aiohttp import web
 from memoryd.api import ContextRequest
 from memoryd.context import ContextBuilder
 from memoryd.served_log import ServedLog
-from memoryd.server.app import json_body, json_reply, via_tcp
+from memoryd.server.app import json_reply, parse_body, via_tcp
 from memoryd.server.openapi import EXTRA_ROUTES
 
 EXTRA_ROUTES.append(("post", "/v1/context", "What to remember now, within a token budget",
@@ -32,7 +32,7 @@ def routes(builder: ContextBuilder,
         return json_reply(pack)
 
     async def post(request: web.Request) -> web.Response:
-        return await respond(ContextRequest.model_validate(await json_body(request)), request)
+        return await respond(await parse_body(request, ContextRequest), request)
 
     async def get(request: web.Request) -> web.Response:
         return await respond(ContextRequest.model_validate(dict(request.query)), request)

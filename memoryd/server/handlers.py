@@ -12,7 +12,7 @@ from memoryd.api import BackupRequest, IngestRequest, SearchRequest, StatusQuery
 from memoryd.cli.output import render_status
 from memoryd.errors import NotFoundError
 from memoryd.metrics import CONTENT_TYPE as METRICS_TYPE
-from memoryd.server.app import SERVICES, json_body, json_reply
+from memoryd.server.app import SERVICES, json_body, json_reply, model_reply, parse_body
 from memoryd.server.backup_dest import create_backup_file
 from memoryd.server.openapi import document
 
@@ -34,10 +34,10 @@ async def status(request: web.Request) -> web.Response:
 
 
 async def search(request: web.Request) -> web.Response:
-    req = SearchRequest.model_validate(await json_body(request))
+    req = await parse_body(request, SearchRequest)
     resp = await search_service.search(request.app[SERVICES].store, req)
     # pydantic's own encoder: a third of model_dump() + json.dumps' time for 15 results
-    return web.Response(text=resp.model_dump_json(), content_type="application/json")
+    return model_reply(resp)
 
 
 async def ingest(request: web.Request) -> web.Response:

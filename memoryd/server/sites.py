@@ -40,6 +40,11 @@ class GuardedRunner(web.AppRunner):
         # lingering_time: how long a closing connection may still send an unread body
         # (aiohttp's default, 10 s, would let a slow body hold it that much longer)
         kwargs.setdefault("lingering_time", 1.0)
+        # no SO_KEEPALIVE per connection (aiohttp sets it through a socket object uvloop
+        # builds for it, a few system calls each time): a Unix socket ignores it, and its
+        # first probe comes after 2 h idle, when IDLE_TIMEOUT has long closed an idle
+        # connection and an event stream's heartbeat (15 s) has found a dead peer
+        kwargs.setdefault("tcp_keepalive", False)
         super().__init__(app, handle_signals=False, keepalive_timeout=idle_timeout, **kwargs)
         self.header_timeout = header_timeout
         self.timed_out = 0  # connections closed for sending their headers too slowly

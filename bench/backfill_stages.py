@@ -12,11 +12,17 @@ on a shared, noisy machine wall time says little, CPU time says what a change di
              daemon) and the one commit at the end (process CPU less this thread's)
 
     .venv/bin/python bench/backfill_stages.py --quick     # the backfill.py --quick corpus
+    .venv/bin/python bench/backfill_stages.py --repeat 1 --digest   # + what the index holds
+
+`--digest` prints a SHA-256 of every unit's id, near-duplicate key (`dup_hash`) and index
+texts (body, one-liner): run it from two trees (PYTHONPATH) to show that a change to the
+documents' Python leaves the index's contents as they were (not timed).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import shutil
 import sqlite3
 import statistics
@@ -30,6 +36,7 @@ import harness as h  # noqa: E402
 from memoryd.index import WRITER_HEAP  # noqa: E402
 from memoryd.index.indexer import UNIT_ROWS, unit_docs  # noqa: E402
 from memoryd.index.schema import ANALYZER, build_analyzer, build_schema  # noqa: E402
+from memoryd.index.text import dup_hash, index_text  # noqa: E402
 from memoryd.ingest import adapters  # noqa: E402
 from memoryd.ingest.ingestor import Ingestor  # noqa: E402
 from memoryd.redact import Redactor  # noqa: E402
@@ -40,7 +47,18 @@ from memoryd.store.migrations import migrate  # noqa: E402
 STAGES = ("reader", "store", "docs", "add", "tantivy")
 
 
-def run_once(info: h.CorpusInfo, work: Path) -> dict[str, float]:
+def index_digest(conn: sqlite3.Connection) -> str:
+    """SHA-256 over every unit's (id, dup_hash, body index text, one-liner index text),
+    in id order: what the documents' Python puts in the index."""
+    digest = hashlib.sha256()
+    for r in conn.execute(UNIT_ROWS + "ORDER BY u.id"):
+        ol = index_text(r["one_liner"]) if r["one_liner"] else ""
+        item = (r["unit_id"], dup_hash(r["content"]), index_text(r["content"]), ol)
+        digest.update(repr(item).encode("utf-8", "surrogatepass") + b"\n")
+    return digest.hexdigest()
+
+
+def run_once(info: h.CorpusInfo, work: Path, digest: bool = False) -> dict[str, float]:
     import tantivy
 
     shutil.rmtree(work, ignore_errors=True)
@@ -94,6 +112,8 @@ def run_once(info: h.CorpusInfo, work: Path) -> dict[str, float]:
     w.commit()
     w.wait_merging_threads()
     cpu["tantivy"] = (time.process_time() - p_start) - (time.thread_time() - t_start)
+    if digest:
+        print(f"index contents: sha256 {index_digest(conn)}")
     conn.close()
     cpu["units"] = units
     return cpu
@@ -104,10 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     h.corpus_options(p)
     p.add_argument("--repeat", type=int, default=3, help="runs (the median is shown)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--digest", action="store_true",
+                   help="print a SHA-256 of the units' ids, dup keys and index texts")
     args = h.corpus_size(p.parse_args(argv))
     print(f"backfill stages: {h.machine()}")
     info = h.corpus(args.files, args.lines, args.seed)
-    runs = [run_once(info, h.OUT / "backfill-stages") for _ in range(args.repeat)]
+    runs = [run_once(info, h.OUT / "backfill-stages", args.digest and i == 0)
+            for i in range(args.repeat)]
     shutil.rmtree(h.OUT / "backfill-stages", ignore_errors=True)
     units = runs[0]["units"]
     rows, total = [], 0.0

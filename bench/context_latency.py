@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness as h  # noqa: E402
 import search as search_bench  # noqa: E402
+from busy import BusyLoad  # noqa: E402
 
 from memoryd.api import ContextRequest  # noqa: E402
 from memoryd.context import ContextBuilder  # noqa: E402
@@ -84,45 +85,46 @@ async def run(args: argparse.Namespace, dir: Path) -> None:
             for _ in range(2):  # writes memoryctl's bytecode cache, then finds it
                 subprocess.run([*ctl, "--version"], env=env, check=True,
                                stdout=subprocess.DEVNULL)
-            for i, (_cls, q, _mode) in enumerate(queries):
-                cwd = f"/bench/proj{rng.randrange(37):02d}"
-                if plan_query(q).match is None:
-                    continue
-                req = ContextRequest(query=q, cwd=cwd, budget_tokens=2000)
-                body = {"query": q, "cwd": cwd, "budget_tokens": 2000}
-                await builder.build(req)  # warm: every side finds its pages cached
-                raw(q)
-                d.client.request("POST", "/v1/context", body)
+            with BusyLoad(args.load) as load:  # the fixed background load, if any
+                for i, (_cls, q, _mode) in enumerate(queries):
+                    cwd = f"/bench/proj{rng.randrange(37):02d}"
+                    if plan_query(q).match is None:
+                        continue
+                    req = ContextRequest(query=q, cwd=cwd, budget_tokens=2000)
+                    body = {"query": q, "cwd": cwd, "budget_tokens": 2000}
+                    await builder.build(req)  # warm: every side finds its pages cached
+                    raw(q)
+                    d.client.request("POST", "/v1/context", body)
 
-                async def inproc(req=req) -> None:
-                    tokens.append((await builder.build(req))["total_tokens"])
+                    async def inproc(req=req) -> None:
+                        tokens.append((await builder.build(req))["total_tokens"])
 
-                sides = [("raw", lambda q=q: raw(q)), ("inproc", inproc),
-                         ("socket", lambda body=body: d.client.request(
-                             "POST", "/v1/context", body))]
-                if i < args.processes:
-                    sides += [("ctl", lambda q=q, cwd=cwd: subprocess.run(
-                                  [*ctl, "context", "--cwd", cwd, q], env=env, check=True,
-                                  stdout=subprocess.DEVNULL)),
-                              ("pass", lambda: subprocess.run([sys.executable, "-c", "pass"],
-                                                              check=True))]
-                    if sock == paths.socket:
-                        sides.append(("ctl-home", lambda q=q, cwd=cwd: subprocess.run(
-                            [*ctl, "context", "--cwd", cwd, q], env=home_env, check=True,
-                            stdout=subprocess.DEVNULL)))
-                k = i % len(sides)
-                for name, fn in sides[k:] + sides[:k]:  # rotating order
-                    # CPU: this thread's for bare tantivy, this process's in process, the
-                    # daemon's (all threads) over the socket: the load does not stretch it
-                    clock = (lambda: h.proc_cpu_s(d.proc.pid)) if name == "socket" else \
-                        time.thread_time if name == "raw" else time.process_time
-                    c0, t0 = clock(), time.perf_counter()
-                    got = fn()
-                    if asyncio.iscoroutine(got):
-                        await got
-                    t[name].append(time.perf_counter() - t0)
-                    if name in cpu:
-                        cpu[name].append(clock() - c0)
+                    sides = [("raw", lambda q=q: raw(q)), ("inproc", inproc),
+                             ("socket", lambda body=body: d.client.request(
+                                 "POST", "/v1/context", body))]
+                    if i < args.processes:
+                        sides += [("ctl", lambda q=q, cwd=cwd: subprocess.run(
+                                      [*ctl, "context", "--cwd", cwd, q], env=env, check=True,
+                                      stdout=subprocess.DEVNULL)),
+                                  ("pass", lambda: subprocess.run([sys.executable, "-c", "pass"],
+                                                                  check=True))]
+                        if sock == paths.socket:
+                            sides.append(("ctl-home", lambda q=q, cwd=cwd: subprocess.run(
+                                [*ctl, "context", "--cwd", cwd, q], env=home_env, check=True,
+                                stdout=subprocess.DEVNULL)))
+                    k = i % len(sides)
+                    for name, fn in sides[k:] + sides[:k]:  # rotating order
+                        # CPU: this thread's for bare tantivy, this process's in process, the
+                        # daemon's (all threads) over the socket: the load does not stretch it
+                        clock = (lambda: h.proc_cpu_s(d.proc.pid)) if name == "socket" else \
+                            time.thread_time if name == "raw" else time.process_time
+                        c0, t0 = clock(), time.perf_counter()
+                        got = fn()
+                        if asyncio.iscoroutine(got):
+                            await got
+                        t[name].append(time.perf_counter() - t0)
+                        if name in cpu:
+                            cpu[name].append(clock() - c0)
         finally:
             d.stop()
             await store.close()
@@ -131,6 +133,7 @@ async def run(args: argparse.Namespace, dir: Path) -> None:
     r = s["raw"]
     print(f"{len(t['inproc'])} queries on {args.units:,} units, budget 2000 "
           f"(median rendered {sorted(tokens)[len(tokens) // 2]} tokens, max {max(tokens)})")
+    print(load.report())
     rows = [["raw: bare tantivy, same query, top 15", h.ms(r["p50"]), h.ms(r["p99"]), "", ""]]
     for k, name in (("inproc", "memoryd ContextBuilder.build"),
                     ("socket", "memoryd POST /v1/context over the socket")):
@@ -170,6 +173,9 @@ def main() -> int:
                    help="queries also asked through `memoryctl context` as a whole process")
     p.add_argument("--no-one-liners", dest="one_liners", action="store_false",
                    help="the store without one-liners (bench/bigstore.py)")
+    p.add_argument("--load", type=int, default=0, metavar="N",
+                   help="N busy-looping processes (nice 0, each its own session) run beside "
+                        "the timed queries: a fixed background load (bench/busy.py)")
     args = p.parse_args()
     if args.quick:
         args.units, args.queries = 100_000, 80

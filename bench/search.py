@@ -41,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness as h  # noqa: E402
 from bigstore import bare_tantivy, build, store_dir  # noqa: E402,F401  (context_latency)
+from busy import BusyLoad  # noqa: E402
 
 from memoryd.api import SearchRequest  # noqa: E402
 from memoryd.index.query import text_query  # noqa: E402
@@ -152,23 +153,24 @@ async def run(args: argparse.Namespace, dir: Path, info: dict) -> None:
                     cpu_s[name].append(cpu() - c0)
                 return dt, r
 
-            t_start = time.perf_counter()
-            for rep in range(args.repeat):
-                for i, (cls, q, mode) in enumerate(queries):
-                    match = memoryd_match(q, mode)
-                    if match is None:
-                        continue
-                    if not args.cold:  # the query's pages into the OS and SQLite caches
-                        for _, fn in warm:
-                            await call(fn, q, mode, match)
-                    for j in orders[(i + 3 * rep) % len(orders)]:
-                        name, fn = impls[j]
-                        dt, r = await call(fn, q, mode, match, name)
-                        times[name].append(dt)
-                        by_class[(name, group(cls))].append(dt)
-                        if name == "inproc":
-                            totals[group(cls)].append(r)
-            elapsed = time.perf_counter() - t_start
+            with BusyLoad(args.load) as load:  # the fixed background load, if any
+                t_start = time.perf_counter()
+                for rep in range(args.repeat):
+                    for i, (cls, q, mode) in enumerate(queries):
+                        match = memoryd_match(q, mode)
+                        if match is None:
+                            continue
+                        if not args.cold:  # the query's pages into the OS and SQLite caches
+                            for _, fn in warm:
+                                await call(fn, q, mode, match)
+                        for j in orders[(i + 3 * rep) % len(orders)]:
+                            name, fn = impls[j]
+                            dt, r = await call(fn, q, mode, match, name)
+                            times[name].append(dt)
+                            by_class[(name, group(cls))].append(dt)
+                            if name == "inproc":
+                                totals[group(cls)].append(r)
+                elapsed = time.perf_counter() - t_start
         finally:
             d.stop()
             await store.close()
@@ -187,6 +189,7 @@ async def run(args: argparse.Namespace, dir: Path, info: dict) -> None:
           f"{info.get('memoryd_index_mb')} MB, bare tantivy {info['raw_db_mb']} MB, "
           f"transcripts {info.get('transcripts_mb')} MB); "
           f"{elapsed:.0f} s")
+    print(load.report())
     rows = []
     raw_s = h.summary(times["raw"])
     for name in impl_names:
@@ -238,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
                         "store's idle sessions while it answers)")
     p.add_argument("--no-one-liners", dest="one_liners", action="store_false",
                    help="the store without one-liners (bench/bigstore.py)")
+    p.add_argument("--load", type=int, default=0, metavar="N",
+                   help="N busy-looping processes (nice 0, each its own session) run beside "
+                        "the timed passes: a fixed background load (bench/busy.py)")
     args = p.parse_args(argv)
     if args.quick:
         args.units, args.queries = 100_000, 100

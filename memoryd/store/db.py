@@ -4,17 +4,21 @@ The event loop never touches the database. A `DBThread` runs each function in it
 transaction through a runner: `SqliteRunner` owns one SQLite connection (`BEGIN
 IMMEDIATE` for the writer, a deferred read transaction for a reader, so a read sees one
 consistent snapshot; WAL lets readers run while the writer commits); for PostgreSQL,
-`memoryd.store.pg.PgRunner` takes a pooled connection per call.
+`memoryd.store.pg.PgRunner` takes a pooled connection per call. An answer reaches the
+event loop through `LoopWake`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import queue
 import sqlite3
 import threading
 import time
+import weakref
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -113,7 +117,7 @@ class DBThread:
     def submit(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[T] = loop.create_future()
-        self._queue.put((fn, fut, loop))
+        self._queue.put((fn, fut, LoopWake.of(loop)))
         return fut
 
     def post(self, fn: Callable[[sqlite3.Connection], Any]) -> None:
@@ -156,24 +160,25 @@ class DBThread:
                 item = self._queue.get()
                 if item is _STOP:
                     break
-                fn, fut, loop = item
-                self.busy_since = time.monotonic()
-                try:
-                    result = runner.run(fn)
-                except BaseException as e:  # delivered to the awaiting coroutine
-                    if isinstance(fut, _Done):
-                        fut.settle(None, e)
-                    elif fut is not None:
-                        loop.call_soon_threadsafe(_settle, fut, None, e)
-                else:
-                    if isinstance(fut, _Done):
-                        fut.settle(result, None)
-                    elif fut is not None:
-                        loop.call_soon_threadsafe(_settle, fut, result, None)
-                finally:
-                    self.busy_since = None
+                self._answer(runner, *item)
+                del item  # nothing of the request kept while waiting for the next
         finally:
             runner.close()
+
+    def _answer(self, runner: Runner, fn: Callable[[Any], Any],
+                fut: asyncio.Future[Any] | _Done | None, wake: LoopWake | None) -> None:
+        self.busy_since = time.monotonic()
+        error: BaseException | None = None
+        result = None
+        try:
+            result = runner.run(fn)
+        except BaseException as e:  # delivered to the awaiting coroutine
+            error = e
+        self.busy_since = None
+        if isinstance(fut, _Done):
+            fut.settle(result, error)
+        elif fut is not None and wake is not None:
+            wake.deliver(fut, result, error)
 
 
 class _Done(threading.Event):
@@ -185,6 +190,66 @@ class _Done(threading.Event):
     def settle(self, result: Any, error: BaseException | None) -> None:
         self.result, self.error = result, error
         self.set()
+
+
+class LoopWake:
+    """Answers from the store's threads to one event loop, which a byte written to a
+    pipe it watches wakes.
+
+    `loop.call_soon_threadsafe` (uvloop's) wakes the loop while the answering thread
+    holds the GIL. On a busy machine the loop is often woken onto that thread's core and
+    runs at once, finds the GIL held, sleeps, and is woken again when the thread lets go
+    of it: 3.1-3.7 wake-ups of the loop per search instead of 2, each a wait for a core
+    (bench/README, branch `sload`). `os.write` lets go of the GIL before it writes, so a
+    loop woken this way finds it free. One per loop (`of`), its pipe closed with the
+    loop's last reference."""
+
+    _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopWake] = \
+        weakref.WeakKeyDictionary()
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._r, False)
+        os.set_blocking(self._w, False)
+        self._answers: deque[tuple[asyncio.Future[Any], Any, BaseException | None]] = deque()
+        loop.add_reader(self._r, self._drain)
+        weakref.finalize(loop, _close_fds, self._r, self._w)
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop) -> LoopWake:
+        """The running loop's (call on its thread)."""
+        wake = cls._by_loop.get(loop)
+        if wake is None:
+            wake = cls._by_loop[loop] = cls(loop)
+        return wake
+
+    def deliver(self, fut: asyncio.Future[Any], result: Any,
+                error: BaseException | None) -> None:
+        """From any thread: settle `fut` on its loop."""
+        self._answers.append((fut, result, error))
+        try:
+            os.write(self._w, b"\0")
+        except BlockingIOError:  # a full pipe: the loop has a wake-up pending already
+            pass
+        except OSError:  # the loop is gone
+            self._answers.clear()
+
+    def _drain(self) -> None:
+        try:
+            os.read(self._r, 4096)
+        except (BlockingIOError, InterruptedError):
+            pass
+        answers = self._answers
+        while answers:
+            _settle(*answers.popleft())
+
+
+def _close_fds(*fds: int) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _settle(fut: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

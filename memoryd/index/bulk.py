@@ -5,7 +5,7 @@ go of its own writer (tantivy's writer lock is a file lock: one writer at a time
 reads the unit rows from the database itself, read-only (what is stored is already
 redacted), builds their documents, adds them to its own writer and commits, one pass
 per line of input (`upto done` -> `upto done rows`), exactly as the in-process pass does
-(`memoryd.index.indexer.add_batches`). At the end of its input it lets its merges finish
+(`memoryd.index.passes.add_batches`). At the end of its input it lets its merges finish
 and exits. It logs to stderr (the daemon's log), never a unit's text.
 """
 
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import tantivy
 
 from memoryd.index import WRITER_HEAP, _connect_ro
-from memoryd.index.indexer import add_batches, read_batch
+from memoryd.index.passes import add_batches, read_batch
 from memoryd.index.query import ids_query
 from memoryd.index.schema import ANALYZER, build_analyzer, build_schema
 

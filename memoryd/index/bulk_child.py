@@ -5,7 +5,7 @@ Python (reading the unit rows back, building each unit's document) no longer tak
 on the daemon's GIL with the file readers and the store's writer (bench/README, branches
 `bcpu2`, `bcpu3`, `bproc`). The protocol is a line each way: the parent sends the
 positions a pass starts from (`upto done`), the child indexes from there as the
-in-process pass does (`memoryd.index.indexer.add_batches`), commits, and answers with
+in-process pass does (`memoryd.index.passes.add_batches`), commits, and answers with
 the positions that commit holds and how many rows it read (`upto done rows`). It exits at
 the end of its input, so it dies with the daemon's pipe (and, on Linux, by
 PR_SET_PDEATHSIG when the thread that spawned it ends). A child that dies answers
@@ -89,12 +89,3 @@ class BulkChild:
             if f is not None:
                 with contextlib.suppress(OSError):
                     f.close()
-
-    def kill(self) -> None:
-        """From another thread (the daemon stopping): what the child has not committed
-        is indexed again on the next start."""
-        if self.proc.poll() is None:
-            try:
-                self.proc.kill()
-            except OSError:
-                pass

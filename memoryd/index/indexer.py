@@ -25,6 +25,18 @@ query. A backfill's own units are indexed at the daemon's priority: their indexi
 the second half of ingesting them (a unit is not found until it is indexed), and a niced
 indexer got the least CPU on a busy machine, so the index trailed ingest and the backfill
 ended tens of seconds after its last line was stored (bench/README, backfill pass 2).
+
+A backlog's bulk passes (a backfill's, a rebuild's) run in a writer process of its own
+(`memoryd.index.bulk`, started from this thread with `subprocess`, niced for a rebuild):
+their Python (reading the rows back, each unit's document) took ~40% of the daemon's GIL
+while the file readers and the store's writer waited for it (bench/README, `bcpu2`,
+`bproc`). This thread hands the writer over (`SearchIndex.lend_writer`), sends each
+pass's positions, reloads searchers on the child's commits and clears `index_pending`
+as after an in-process pass. While the child lives it does every bulk pass; it ends when
+the writer rests (`WRITER_IDLE_S` without work), before a live pass (those stay here,
+with the tail), at a rebuild's request and at stop, and the writer comes back
+(`writer_returned`). A child that dies loses nothing: what it
+committed is in the index, the rest of the backlog is indexed in process.
 """
 
 from __future__ import annotations
@@ -34,7 +46,6 @@ import logging
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -42,9 +53,9 @@ from typing import TYPE_CHECKING, Any
 from memoryd import lag_trace
 from memoryd.idle_release import RELEASE
 from memoryd.index.bulk_child import BulkChild, BulkChildGone
-from memoryd.index.schema import document, speaker_code
-from memoryd.index.tail import Tail, TailDoc
-from memoryd.index.text import dup_hash, index_text
+from memoryd.index.passes import UNIT_ROWS as UNIT_ROWS
+from memoryd.index.passes import Read, add_batches, live_docs, read_batch
+from memoryd.index.passes import unit_docs as unit_docs
 
 if TYPE_CHECKING:
     from memoryd.index import SearchIndex
@@ -57,39 +68,6 @@ LIVE_UNITS = 200  # a pass this small runs at normal priority (live appends)
 WRITER_IDLE_S = 2.0  # the writer and its memory arena go after this long without work
 IDLE_POLL_S = 30.0  # a safety net; writes wake the thread at once
 NICE = 5
-ENV_BULK_PROCESS = "MEMORYD_INDEX__BULK_PROCESS"  # "0": a backlog's passes in process
-
-Read = tuple[list[Any], list[Any], list[Any], list[int]]
-
-UNIT_ROWS = ("SELECT u.id AS unit_id, u.session_pk, u.seq, u.ts, u.role, u.kind, u.content, "
-         "u.one_liner FROM units u ")
-
-
-def live_docs(rows: list[Any], tail: Tail) -> tuple[list[object], list[TailDoc]]:
-    """The index documents of unit rows and the same units as tail documents (one
-    index text each)."""
-    docs, live = [], []
-    for r in rows:
-        body = index_text(r["content"])
-        ol = index_text(r["one_liner"]) if r["one_liner"] else ""
-        sp, dup = speaker_code(r["role"], r["kind"]), dup_hash(r["content"])
-        docs.append(document(r, body, ol, speaker=sp, dup=dup, chars=len(r["content"])))
-        live.append(tail.doc(r, body, ol, speaker=sp, dup=dup))
-    return docs, live
-
-
-def unit_doc(r: sqlite3.Row) -> object:
-    """The index document of a unit row read with `UNIT_ROWS`."""
-    return document(r, index_text(r["content"]),
-                    index_text(r["one_liner"]) if r["one_liner"] else "",
-                    speaker=speaker_code(r["role"], r["kind"]), dup=dup_hash(r["content"]),
-                    chars=len(r["content"]))
-
-
-def unit_docs(rows: list[sqlite3.Row]) -> list[object]:
-    """The index documents of unit rows read with `UNIT_ROWS`."""
-    return [unit_doc(r) for r in rows]
-
 
 class IndexWriterThread:
     """The one writer thread of an index: woken by `wake`, stopped by `stop`; the
@@ -152,16 +130,15 @@ class Indexer(IndexWriterThread):
         self.backlogged = False
         # a backlog's passes in a process of their own (`memoryd.index.bulk`): from the
         # first bulk pass until the writer rests; in process again once one has died,
-        # until then
-        self.bulk_process = os.environ.get(ENV_BULK_PROCESS, "1") != "0"
+        # until then (and always when this is False)
+        self.bulk_process = True
         self.child: BulkChild | None = None
         self._child_failed = False
 
     def stop(self, timeout: float = 10.0) -> None:
-        self._stop = True
-        child = self.child
-        if child is not None:  # its uncommitted pass is indexed again on the next start
-            child.kill()
+        # a backlog's writer process ends with the thread (`_end_child`): its pass
+        # committed, its merges finished, as an in-process writer's would be; killed
+        # only if that takes longer than `BulkChild.end` allows
         super().stop(timeout)
         self._bulk.shutdown(wait=False)
 
@@ -286,10 +263,17 @@ class Indexer(IndexWriterThread):
             self.ix.reset()
         pos = (self.ix.upto, self.ix.pending_done)
         rebuild = self.ix.state == "rebuilding"
-        if self.child is not None:
-            if self.child.nice == (NICE if rebuild else 0):  # it has the writer: all its
+        if self.child is not None and self.child.nice == (NICE if rebuild else 0):
+            # the backlog's writer process has the writer: two seeks say whether it has
+            # more to do, without reading rows it reads again
+            n = _probe(conn, *pos)
+            if not n:
+                self.backlogged = False
+                return False
+            if rebuild or n > LIVE_UNITS:
                 return self._child_pass(pos, rebuild)
-            self._end_child()  # a rebuild's child, now a backfill's, or the other way
+        if self.child is not None:  # a live pass (or a rebuild's child, now a backfill's)
+            self._end_child()
             pos = (self.ix.upto, self.ix.pending_done)
         first = self._read(conn, *pos)
         if not first[0] and not first[1]:
@@ -405,50 +389,14 @@ class Indexer(IndexWriterThread):
                            batch=BATCH, every_s=COMMIT_EVERY_S, stop=lambda: self._stop)
 
 
-def read_batch(conn: sqlite3.Connection, upto: int, done: int, batch: int) -> Read:
-    """(pending changes, new units, changed units to index again) past these positions,
-    read in one snapshot."""
-    conn.execute("BEGIN")
-    try:
-        pending = conn.execute("SELECT id, unit_id FROM index_pending WHERE id > ? "
-                               "ORDER BY id LIMIT ?", (done, batch)).fetchall()
-        changed = sorted({r[1] for r in pending if r[1] <= upto})
-        rows = conn.execute(UNIT_ROWS + "WHERE u.id > ? ORDER BY u.id LIMIT ?",
-                            (upto, batch)).fetchall()
-        again = [row for i in range(0, len(changed), 500) for row in conn.execute(
-            UNIT_ROWS + "WHERE u.id IN (" + ",".join("?" * len(changed[i:i + 500])) + ")",
-            changed[i:i + 500]).fetchall()]
-    finally:
-        conn.rollback()
-    return pending, rows, again, changed
-
-
-def add_batches(w: Any, conn: sqlite3.Connection, pos: tuple[int, int], got: Read,
-                ids_query: Callable[[list[int]], object], *, batch: int, every_s: float,
-                stop: Callable[[], bool] = lambda: False) -> tuple[int, int]:
-    """Add `got` and what follows it to the writer `w`, then commit: at once when a read
-    came back short, else after `every_s` of batches. The new positions. In the daemon's
-    indexer thread, or in a backlog's process of its own (`memoryd.index.bulk`)."""
-    upto, done = pos
-    t0 = time.monotonic()
-    while True:
-        pending, rows, again, changed = got
-        if changed:  # deleted first: re-added below if the unit is still there
-            w.delete_documents_by_query(ids_query(changed))
-        for r in (*again, *rows):  # one by one: tantivy's thread starts at the first
-            w.add_document(unit_doc(r))
-        if rows:
-            upto = rows[-1]["unit_id"]
-        if pending:
-            done = pending[-1][0]
-        if (len(rows) < batch and len(pending) < batch or stop()
-                or time.monotonic() - t0 >= every_s):
-            break
-        got = read_batch(conn, upto, done, batch)
-    lag_trace.stage("index_added")
-    w.commit()
-    lag_trace.stage("index_commit")
-    return upto, done
+def _probe(conn: sqlite3.Connection, upto: int, done: int) -> int:
+    """New units past `upto` and pending changes past `done`, each counted up to
+    `LIVE_UNITS` + 1."""
+    cap = LIVE_UNITS + 1
+    return int(conn.execute(
+        "SELECT (SELECT count(*) FROM (SELECT 1 FROM units WHERE id > ? LIMIT ?)) + "
+        "(SELECT count(*) FROM (SELECT 1 FROM index_pending WHERE id > ? LIMIT ?))",
+        (upto, cap, done, cap)).fetchone()[0])
 
 
 def _lower_priority() -> None:

@@ -160,7 +160,7 @@ def _tantivy_workers_nice(pid):
 async def test_a_backfill_is_indexed_at_the_daemons_priority_a_rebuild_niced(
         store, monkeypatch, bulk_process):
     """In the backlog's writer process (`memoryd.index.bulk`), or in the daemon's
-    (`MEMORYD_INDEX__BULK_PROCESS=0`): the tantivy workers of whichever writes."""
+    (`Indexer.bulk_process` False): the tantivy workers of whichever writes."""
     monkeypatch.setattr(indexer_mod, "WRITER_IDLE_S", 600.0)  # the writer's threads stay
     ixr = store.index._indexer
     ixr.bulk_process = bulk_process

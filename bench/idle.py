@@ -60,11 +60,6 @@ def cpu_s(pid: int) -> float:
     return sum(int(x) for x in f[11:15]) / TICK + children_cpu_s(pid)
 
 
-def reaped_cpu_s(pid: int) -> float:
-    """CPU seconds of the children a process has reaped (`cutime`/`cstime`)."""
-    return sum(int(x) for x in _stat(pid)[13:15]) / TICK
-
-
 def children_cpu_s(pid: int) -> float:
     """CPU seconds of a process's live descendants (each with its reaped children)."""
     kids: dict[int, list[tuple[int, int]]] = {}

@@ -46,6 +46,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -350,10 +351,14 @@ class Indexer(IndexWriterThread):
         finish) and take the writer back."""
         child, self.child = self.child, None
         if child is not None:
+            t0 = time.monotonic()
             code = child.end()
             if code and not self._stop:
                 log.warning("search index: the backlog's writer process exited with %s",
                             code)
+            else:
+                log.info("search index: writer process %d done (%.2f s to end it)",
+                         child.pid, time.monotonic() - t0)
             self.ix.writer_returned()
 
     def _live(self, pos: tuple[int, int], got: Read) -> tuple[int, int]:

@@ -137,3 +137,35 @@ async def test_a_writer_process_ends_with_the_store(tmp_path, monkeypatch):
         assert await ids_of(s, "cobaltword") == (len(ids), ids)
     finally:
         await s.close()
+
+
+async def test_reloads_beside_a_merging_writer_process_are_safe(store):
+    """The daemon reloads its searchers (as after every commit) in a loop while the
+    child commits every 100 units and merges segments away: tantivy's meta lock keeps a
+    reload from opening files the child's garbage collection deletes. No reload fails,
+    the answers are exact, and merges did happen."""
+    import threading
+
+    ix = store.index
+    stop, errors, reloads = threading.Event(), [], [0]
+
+    def reload_loop():
+        while not stop.is_set():
+            try:
+                ix.committed()
+                reloads[0] += 1
+            except Exception as e:  # noqa: BLE001 - any failure is the finding
+                errors.append(e)
+
+    t = threading.Thread(target=reload_loop)
+    t.start()
+    try:
+        ids = await store.write(put([f"history line {i} jasperword" for i in range(3000)]))
+        await store.indexed()
+    finally:
+        stop.set()
+        t.join()
+    assert not errors and ix._indexer.error is None and reloads[0] > 10
+    assert await ids_of(store, "jasperword") == (len(ids), ids)
+    meta = json.loads((ix.root / "tantivy" / "meta.json").read_text())
+    assert len(meta["segments"]) < ix._indexer.commits  # segments were merged away

@@ -10,7 +10,8 @@ plain SQLite table and a bare tantivy index with memoryd's schema and analyzer (
 memoryd writes, without redaction or its bookkeeping). The daemon runs from a byte-code
 cache of its own (`--cold-imports`: without it), and the run prints when every line was
 stored, apart from when the index caught up. Beside the times: each side's CPU seconds
-(every thread; memoryd's from /proc at caught_up, start-up included), a measure the
+(every thread; memoryd's from /proc at caught_up, start-up included, with its child
+processes': the live ones' and the reaped ones'), a measure the
 machine's load moves much less than a time, and the disk a backfill leaves (database +
 index, and the index's segments) over the transcripts' bytes.
 

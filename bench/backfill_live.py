@@ -6,7 +6,8 @@ line every --gap-ms until the backfill is caught up. Each line's lag is from jus
 its write until its unit is in the store (polled read-only in the daemon's SQLite file
 every --poll-ms: the ingest's share, apart from the index, which trails the backfill).
 No raw baseline: compare two builds run alternately (e.g. main from a `git archive`).
-Also printed: spawn -> caught_up and the daemon's CPU seconds.
+Also printed: spawn -> caught_up and the daemon's CPU seconds (every thread's,
+the ended ones' too, and its child processes').
 
     .venv/bin/python bench/backfill_live.py --quick     # 100 files x 300 lines
     .venv/bin/python bench/backfill_live.py             # 400 files x 500 lines
@@ -24,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness as h  # noqa: E402
+from idle import cpu_s  # noqa: E402
 
 
 def stored(db: Path, rid: str) -> bool:
@@ -74,7 +76,7 @@ def run(info: h.CorpusInfo, work: Path, gap: float, poll: float) -> dict[str, ob
                     caught = time.perf_counter() - d.started
                 i += 1
                 time.sleep(gap)
-            cpu = h.proc_cpu_s(d.proc.pid)
+            cpu = cpu_s(d.proc.pid)
         finally:
             d.stop()
     return {"lags": lags, "caught_up": caught, "cpu": cpu}

@@ -48,9 +48,34 @@ from memoryd.paths import resolve_paths  # noqa: E402
 TICK = os.sysconf("SC_CLK_TCK")
 
 
+def _stat(pid: int | str) -> list[str]:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def cpu_s(pid: int) -> float:
-    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / TICK
+    """CPU seconds of a process and of its children: its own threads, the children it
+    reaped (`cutime`/`cstime`) and the ones still running with their own descendants (a
+    backfill's index writer runs in a child process: memoryd.index.bulk)."""
+    f = _stat(pid)
+    return sum(int(x) for x in f[11:15]) / TICK + children_cpu_s(pid)
+
+
+def children_cpu_s(pid: int) -> float:
+    """CPU seconds of a process's live descendants (each with its reaped children)."""
+    kids: dict[int, list[tuple[int, int]]] = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                f = _stat(p.name)
+            except OSError:
+                continue
+            kids.setdefault(int(f[1]), []).append((int(p.name), sum(int(x) for x in f[11:15])))
+    total, todo = 0, [pid]
+    while todo:
+        for child, ticks in kids.get(todo.pop(), []):
+            total += ticks
+            todo.append(child)
+    return total / TICK
 
 
 def mem_mb(pid: int, key: str = "VmRSS") -> float:

@@ -58,6 +58,7 @@ class SearchIndex(IndexReader):
         self.pending_done = 0      # the last index_pending row the index has committed
         self._index: tantivy.Index | None = None
         self._writer: Any = None
+        self._writer_elsewhere = False  # a backlog's writer process has it (`lend_writer`)
         self._rebuild = threading.Event()
         self._lock = threading.Lock()  # swaps of the index object
         self._indexer: Any = None  # Indexer, or the fleet's FeedIndexer
@@ -143,6 +144,7 @@ class SearchIndex(IndexReader):
         return self._rebuild.is_set()
 
     def writer(self) -> Any:
+        assert not self._writer_elsewhere, "the index writer is in another process"
         if self._writer is None:
             with self._lock:  # not while release_pages reads the mappings
                 assert self._index is not None
@@ -154,6 +156,29 @@ class SearchIndex(IndexReader):
         w, self._writer = self._writer, None
         if w is not None:
             w.wait_merging_threads()
+
+    def lend_writer(self) -> None:
+        """A backlog's writer process (`memoryd.index.bulk`) is about to open the
+        index's writer: ours goes first (tantivy's writer lock is a file lock), and until
+        `writer_returned` this process counts as having one (`has_writer`)."""
+        self.close_writer()
+        self._writer_elsewhere = True
+
+    def writer_returned(self) -> None:
+        """That process has exited: open the index afresh, so this process's list of
+        the files it manages (`.managed.json`, which the other writer rewrote) is the one
+        on disk and merged-away files are collected by our next writer, and reload. The
+        largest unit id is read back from the index: a process that died may have
+        committed past what it reported."""
+        idx = tantivy.Index.open(str(self.root / "tantivy"))
+        idx.register_tokenizer(ANALYZER, self.analyzer)
+        idx.config_reader(reload_policy="Manual")
+        with self.tail.lock, self._lock:
+            self._index = idx
+            self._gen += 1
+            self._stats = None
+            self._writer_elsewhere = False
+        self.upto = max(self.upto, self._max_unit_id())
 
     def committed(self) -> None:
         """A commit is done: searchers reload and the tail (now in the index) empties,
@@ -180,12 +205,12 @@ class SearchIndex(IndexReader):
         the OS page cache: the next search maps them back cheaply). Only while no writer
         is open and under the lock, so no index file is unmapped meanwhile. Bytes let go."""
         with self._lock:
-            if self._writer is not None or self._index is None:
+            if self._writer is not None or self._writer_elsewhere or self._index is None:
                 return 0
             return pages.release(self.root)
 
     def has_writer(self) -> bool:
-        return self._writer is not None
+        return self._writer is not None or self._writer_elsewhere
 
     def caught_up(self, *, keep_writer: bool = False) -> None:
         """The writer found nothing more to do: a rebuild is complete, the writer's

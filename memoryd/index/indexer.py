@@ -25,6 +25,18 @@ query. A backfill's own units are indexed at the daemon's priority: their indexi
 the second half of ingesting them (a unit is not found until it is indexed), and a niced
 indexer got the least CPU on a busy machine, so the index trailed ingest and the backfill
 ended tens of seconds after its last line was stored (bench/README, backfill pass 2).
+
+A backlog's bulk passes (a backfill's, a rebuild's) run in a writer process of its own
+(`memoryd.index.bulk`, started from this thread with `subprocess`, niced for a rebuild):
+their Python (reading the rows back, each unit's document) took ~40% of the daemon's GIL
+while the file readers and the store's writer waited for it (bench/README, `bcpu2`,
+`bproc`). This thread hands the writer over (`SearchIndex.lend_writer`), sends each
+pass's positions, reloads searchers on the child's commits and clears `index_pending`
+as after an in-process pass. While the child lives it does every bulk pass; it ends when
+the writer rests (`WRITER_IDLE_S` without work), before a live pass (those stay here,
+with the tail), at a rebuild's request and at stop, and the writer comes back
+(`writer_returned`). A child that dies loses nothing: what it
+committed is in the index, the rest of the backlog is indexed in process.
 """
 
 from __future__ import annotations
@@ -41,9 +53,10 @@ from typing import TYPE_CHECKING, Any
 
 from memoryd import lag_trace
 from memoryd.idle_release import RELEASE
-from memoryd.index.schema import document, speaker_code
-from memoryd.index.tail import Tail, TailDoc
-from memoryd.index.text import dup_hash, index_text
+from memoryd.index.bulk_child import BulkChild, BulkChildGone
+from memoryd.index.passes import UNIT_ROWS as UNIT_ROWS
+from memoryd.index.passes import Read, add_batches, live_docs, read_batch
+from memoryd.index.passes import unit_docs as unit_docs
 
 if TYPE_CHECKING:
     from memoryd.index import SearchIndex
@@ -56,38 +69,6 @@ LIVE_UNITS = 200  # a pass this small runs at normal priority (live appends)
 WRITER_IDLE_S = 2.0  # the writer and its memory arena go after this long without work
 IDLE_POLL_S = 30.0  # a safety net; writes wake the thread at once
 NICE = 5
-
-Read = tuple[list[Any], list[Any], list[Any], list[int]]
-
-UNIT_ROWS = ("SELECT u.id AS unit_id, u.session_pk, u.seq, u.ts, u.role, u.kind, u.content, "
-         "u.one_liner FROM units u ")
-
-
-def live_docs(rows: list[Any], tail: Tail) -> tuple[list[object], list[TailDoc]]:
-    """The index documents of unit rows and the same units as tail documents (one
-    index text each)."""
-    docs, live = [], []
-    for r in rows:
-        body = index_text(r["content"])
-        ol = index_text(r["one_liner"]) if r["one_liner"] else ""
-        sp, dup = speaker_code(r["role"], r["kind"]), dup_hash(r["content"])
-        docs.append(document(r, body, ol, speaker=sp, dup=dup, chars=len(r["content"])))
-        live.append(tail.doc(r, body, ol, speaker=sp, dup=dup))
-    return docs, live
-
-
-def unit_doc(r: sqlite3.Row) -> object:
-    """The index document of a unit row read with `UNIT_ROWS`."""
-    return document(r, index_text(r["content"]),
-                    index_text(r["one_liner"]) if r["one_liner"] else "",
-                    speaker=speaker_code(r["role"], r["kind"]), dup=dup_hash(r["content"]),
-                    chars=len(r["content"]))
-
-
-def unit_docs(rows: list[sqlite3.Row]) -> list[object]:
-    """The index documents of unit rows read with `UNIT_ROWS`."""
-    return [unit_doc(r) for r in rows]
-
 
 class IndexWriterThread:
     """The one writer thread of an index: woken by `wake`, stopped by `stop`; the
@@ -148,8 +129,17 @@ class Indexer(IndexWriterThread):
         # a backfill's bulk passes, from the first until a pass finds nothing more:
         # background jobs wait meanwhile (`SearchIndex.backlog`)
         self.backlogged = False
+        # a backlog's passes in a process of their own (`memoryd.index.bulk`): from the
+        # first bulk pass until the writer rests; in process again once one has died,
+        # until then (and always when this is False)
+        self.bulk_process = True
+        self.child: BulkChild | None = None
+        self._child_failed = False
 
     def stop(self, timeout: float = 10.0) -> None:
+        # a backlog's writer process ends with the thread (`_end_child`): its pass
+        # committed, its merges finished, as an in-process writer's would be; killed
+        # only if that takes longer than `BulkChild.end` allows
         super().stop(timeout)
         self._bulk.shutdown(wait=False)
 
@@ -185,6 +175,7 @@ class Indexer(IndexWriterThread):
                 self._wake.wait(IDLE_POLL_S)
         finally:
             with contextlib.suppress(Exception):  # at shutdown: the tail goes to disk
+                self._end_child()
                 self._reap(wait=True)
                 if self.ix.commit_due() is not None and not self.ix.rebuild_requested():
                     self._commit()
@@ -195,7 +186,10 @@ class Indexer(IndexWriterThread):
         """The writer has been idle `WRITER_IDLE_S`: let go of it (its arena, its merge
         threads) and of the pages this thread's read connection cached, and have the
         freed heap given back once the daemon rests (`RELEASE.settle`). The next write
-        opens a writer again (a few ms, on the first pass only)."""
+        opens a writer again (a few ms, on the first pass only). A backlog's writer
+        process ends here too."""
+        self._end_child()
+        self._child_failed = False
         self.ix.close_writer()
         with contextlib.suppress(sqlite3.Error):
             conn.execute("PRAGMA shrink_memory")
@@ -265,39 +259,107 @@ class Indexer(IndexWriterThread):
     def _pass(self, conn: sqlite3.Connection) -> bool:
         """Index new units and pending changes, then commit; False when there was none."""
         if self.ix.rebuild_requested():
+            self._end_child()
             self._reap(wait=True)
             self.ix.reset()
         pos = (self.ix.upto, self.ix.pending_done)
+        rebuild = self.ix.state == "rebuilding"
+        if self.child is not None and self.child.nice == (NICE if rebuild else 0):
+            # the backlog's writer process has the writer: two seeks say whether it has
+            # more to do, without reading rows it reads again
+            n = _probe(conn, *pos)
+            if not n:
+                self.backlogged = False
+                return False
+            if rebuild or n > LIVE_UNITS:
+                return self._child_pass(pos, rebuild)
+        if self.child is not None:  # a live pass (or a rebuild's child, now a backfill's)
+            self._end_child()
+            pos = (self.ix.upto, self.ix.pending_done)
         first = self._read(conn, *pos)
         if not first[0] and not first[1]:
             self.backlogged = False
             return False
         lag_trace.stage("index_read", len(first[1]))
-        rebuild = self.ix.state == "rebuilding"
         if rebuild or len(first[1]) + len(first[2]) > LIVE_UNITS:
             RELEASE.burst(True)  # large buffers mapped, not left in the heaps
             self.backlogged = not rebuild
             self._reap(wait=True)  # the writer is needed
+            if self.bulk_process and not self._child_failed:
+                return self._child_pass(pos, rebuild)
             if rebuild:  # background work, niced
                 upto, done = self._bulk.submit(self._add, conn, pos, first).result()
             else:  # a backfill: the rest of its ingest
                 upto, done = self._add(conn, pos, first)
-            self.commits += 1
-            self.ix.committed()  # searchers see the commit before anyone is told it is done
-            lag_trace.stage("index_reload")
-            if done > pos[1] or self._uncommitted:
-                self._clear_pending(max(done, self._uncommitted))
-                self._uncommitted = 0
-        else:
-            RELEASE.burst(False)  # a live pass: the backlog is done
-            self.backlogged = False
-            upto, done = self._live(pos, first)
-            if done > pos[1]:
-                self._uncommitted = done  # cleared after the commit that holds it
+            self._bulk_committed(pos, upto, done)
+            return True
+        RELEASE.burst(False)  # a live pass: the backlog is done
+        self.backlogged = False
+        upto, done = self._live(pos, first)
+        if done > pos[1]:
+            self._uncommitted = done  # cleared after the commit that holds it
         self.ix.upto = upto
         if done > pos[1]:
             self.ix.pending_done = done
         return True
+
+    def _bulk_committed(self, pos: tuple[int, int], upto: int, done: int) -> None:
+        """A bulk pass committed up to these positions: searchers reload, then the store
+        forgets the pending changes it held."""
+        self.commits += 1
+        self.ix.committed()  # searchers see the commit before anyone is told it is done
+        lag_trace.stage("index_reload")
+        if done > pos[1] or self._uncommitted:
+            self._clear_pending(max(done, self._uncommitted))
+            self._uncommitted = 0
+        self.ix.upto = upto
+        if done > pos[1]:
+            self.ix.pending_done = done
+
+    def _child_pass(self, pos: tuple[int, int], rebuild: bool) -> bool:
+        """A bulk pass in the backlog's writer process (started at its first pass, with
+        the writer handed over: what the tail holds is committed first). A child that
+        died is logged and the backlog goes on in process, from what the index holds."""
+        if self.child is None:
+            if self.ix.commit_due() is not None or self._uncommitted:
+                self._commit()  # the tail's documents are in this writer, uncommitted
+            self.ix.lend_writer()
+            self.child = BulkChild(self.ix.root / "tantivy", self.ix.db_path,
+                                   nice=NICE if rebuild else 0, batch=BATCH,
+                                   commit_every_s=COMMIT_EVERY_S)
+            log.info("search index: a %s in writer process %d", "rebuild" if rebuild
+                     else "backlog", self.child.pid)
+        try:
+            upto, done, rows = self.child.run(*pos)
+        except BulkChildGone as e:
+            self.child = None
+            self.ix.writer_returned()  # a commit it made before dying counts
+            if self._stop:
+                return False
+            log.warning("search index: the backlog's writer process ended (%s); "
+                        "indexing in process until the backlog is done", e)
+            self._child_failed = True
+            return True
+        if not rows:
+            self.backlogged = False
+            return False
+        self._bulk_committed(pos, upto, done)
+        return True
+
+    def _end_child(self) -> None:
+        """End the backlog's writer process (at its end of input it lets its merges
+        finish) and take the writer back."""
+        child, self.child = self.child, None
+        if child is not None:
+            t0 = time.monotonic()
+            code = child.end()
+            if code and not self._stop:
+                log.warning("search index: the backlog's writer process exited with %s",
+                            code)
+            else:
+                log.info("search index: writer process %d done (%.2f s to end it)",
+                         child.pid, time.monotonic() - t0)
+            self.ix.writer_returned()
 
     def _live(self, pos: tuple[int, int], got: Read) -> tuple[int, int]:
         """Add a small read to the writer and to the tail, without a commit: searchable
@@ -324,47 +386,22 @@ class Indexer(IndexWriterThread):
         return upto, done
 
     def _read(self, conn: sqlite3.Connection, upto: int, done: int) -> Read:
-        """(pending changes, new units, changed units to index again) past these
-        positions, read in one snapshot."""
-        conn.execute("BEGIN")
-        try:
-            pending = conn.execute("SELECT id, unit_id FROM index_pending WHERE id > ? "
-                                   "ORDER BY id LIMIT ?", (done, BATCH)).fetchall()
-            changed = sorted({r[1] for r in pending if r[1] <= upto})
-            rows = conn.execute(UNIT_ROWS + "WHERE u.id > ? ORDER BY u.id LIMIT ?",
-                                (upto, BATCH)).fetchall()
-            again = [row for i in range(0, len(changed), 500) for row in conn.execute(
-                UNIT_ROWS + "WHERE u.id IN (" + ",".join("?" * len(changed[i:i + 500])) + ")",
-                changed[i:i + 500]).fetchall()]
-        finally:
-            conn.rollback()
-        return pending, rows, again, changed
+        return read_batch(conn, upto, done, BATCH)
 
     def _add(self, conn: sqlite3.Connection, pos: tuple[int, int], got: Read
              ) -> tuple[int, int]:
-        """Add `got` and what follows it to the writer, then commit: at once when a read
-        came back short, else after `COMMIT_EVERY_S` of batches. The new positions."""
-        upto, done = pos
-        w = self.ix.writer()
-        t0 = time.monotonic()
-        while True:
-            pending, rows, again, changed = got
-            if changed:  # deleted first: re-added below if the unit is still there
-                w.delete_documents_by_query(self.ix.ids_query(changed))
-            for r in (*again, *rows):  # one by one: tantivy's thread starts at the first
-                w.add_document(unit_doc(r))
-            if rows:
-                upto = rows[-1]["unit_id"]
-            if pending:
-                done = pending[-1][0]
-            if (len(rows) < BATCH and len(pending) < BATCH or self._stop
-                    or time.monotonic() - t0 >= COMMIT_EVERY_S):
-                break
-            got = self._read(conn, upto, done)
-        lag_trace.stage("index_added")
-        w.commit()
-        lag_trace.stage("index_commit")
-        return upto, done
+        return add_batches(self.ix.writer(), conn, pos, got, self.ix.ids_query,
+                           batch=BATCH, every_s=COMMIT_EVERY_S, stop=lambda: self._stop)
+
+
+def _probe(conn: sqlite3.Connection, upto: int, done: int) -> int:
+    """New units past `upto` and pending changes past `done`, each counted up to
+    `LIVE_UNITS` + 1."""
+    cap = LIVE_UNITS + 1
+    return int(conn.execute(
+        "SELECT (SELECT count(*) FROM (SELECT 1 FROM units WHERE id > ? LIMIT ?)) + "
+        "(SELECT count(*) FROM (SELECT 1 FROM index_pending WHERE id > ? LIMIT ?))",
+        (upto, cap, done, cap)).fetchone()[0])
 
 
 def _lower_priority() -> None:

@@ -133,19 +133,19 @@ async def test_appends_and_forgets_during_a_commit_are_searchable_and_kept(store
     assert ix.docs() == 2
 
 
-def tantivy_workers_nice():
-    """The nice values of this process's tantivy indexing threads (Linux /proc). A
+def tantivy_workers_nice(pid="self"):
+    """The nice values of a process's tantivy indexing threads (Linux /proc). A
     commit ends by starting new workers, and a thread is named by itself once it runs:
     read again for a moment while none shows its name yet."""
     deadline = time.monotonic() + 2.0
-    while not (out := _tantivy_workers_nice()) and time.monotonic() < deadline:
+    while not (out := _tantivy_workers_nice(pid)) and time.monotonic() < deadline:
         time.sleep(0.005)
     return out
 
 
-def _tantivy_workers_nice():
+def _tantivy_workers_nice(pid):
     out = set()
-    for task in Path("/proc/self/task").iterdir():
+    for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             comm = (task / "comm").read_text().strip()
             stat = (task / "stat").read_text()
@@ -156,21 +156,31 @@ def _tantivy_workers_nice():
     return out
 
 
-async def test_a_backfill_is_indexed_at_the_daemons_priority_a_rebuild_niced(store,
-                                                                            monkeypatch):
+@pytest.mark.parametrize("bulk_process", [True, False])
+async def test_a_backfill_is_indexed_at_the_daemons_priority_a_rebuild_niced(
+        store, monkeypatch, bulk_process):
+    """In the backlog's writer process (`memoryd.index.bulk`), or in the daemon's
+    (`Indexer.bulk_process` False): the tantivy workers of whichever writes."""
     monkeypatch.setattr(indexer_mod, "WRITER_IDLE_S", 600.0)  # the writer's threads stay
+    ixr = store.index._indexer
+    ixr.bulk_process = bulk_process
+
+    def workers():
+        return tantivy_workers_nice(ixr.child.pid if bulk_process else "self")
+
     here = os.getpriority(os.PRIO_PROCESS, 0)
     await store.indexed()  # ready: what follows is a backfill, not a rebuild
     n = indexer_mod.LIVE_UNITS + 50
     await store.write(put([f"backfilled line {i}" for i in range(n)]))
     await store.indexed()
-    assert tantivy_workers_nice() == {here}
+    assert workers() == {here}
     store.index.request_rebuild()  # background work
     await store.indexed()
-    assert tantivy_workers_nice() == {min(19, here + indexer_mod.NICE)}
+    assert workers() == {min(19, here + indexer_mod.NICE)}
     await store.write(put([f"more history {i}" for i in range(n)], sid="later"))
     await store.indexed()
-    assert tantivy_workers_nice() == {here}
+    assert workers() == {here}
+    assert (ixr.child is not None) == bulk_process
     assert (await ids_of(store, "backfilled"))[0] == n
     assert (await ids_of(store, "history"))[0] == n
 

@@ -47,6 +47,7 @@ from memoryd.reexec import (
     due,
     exec_self,
     hold_signals,
+    inherited_signals,
     release_signals,
     serve_handed_over,
     stop_accepting,
@@ -699,7 +700,7 @@ class Daemon:
         loop.add_signal_handler(signal.SIGHUP, self.request_reload)
         if self.reexec.handover is not None:  # what the previous image held for this one
             release_signals()
-            for sig in self.reexec.handover.signals:
+            for sig in inherited_signals(self.reexec.handover):
                 log.info("acting on %s received during the re-exec", signal.Signals(sig).name)
                 (self.request_reload if sig == signal.SIGHUP else self.request_stop)()
         try:
@@ -720,18 +721,18 @@ class Daemon:
                     loop.remove_signal_handler(sig)
             await self.stop()
         if handover is not None:
-            caught = hold_signals()  # to the next image's handlers: for it, not fatal
+            held = hold_signals()  # to the next image's handlers: for it, not fatal
             await asyncio.sleep(0.005)  # one that came just before is acted on here
             if not self.reexec.requested:
                 log.info("a stop was asked during the re-exec: not re-executing")
-                release_signals()
+                release_signals(held)
                 handover = None
         if handover is not None:
             log.info("stopped; re-executing")
             try:
-                exec_self(handover, caught)
+                exec_self(handover, held)
             except OSError as e:
-                release_signals()
+                release_signals(held)
                 log.error("re-exec failed, exiting for the service manager to restart "
                           "memoryd: %s", e)
                 return 1

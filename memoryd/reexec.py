@@ -24,6 +24,7 @@ import logging
 import os
 import signal
 import socket
+import stat
 import sys
 import time
 from collections.abc import Mapping, MutableMapping
@@ -60,6 +61,7 @@ class Handover:
     units: int = 0  # units the old image had stored since it started
     pause_ms: float | None = None  # began to stop -> serving again, set by the new image
     signals: list[int] = field(default_factory=list)  # `HELD` ones the old image caught
+    signal_fd: int | None = None  # a pipe: one byte per signal caught after the stop
 
     def valid(self) -> bool:
         number = (int, float)
@@ -70,7 +72,8 @@ class Handover:
                         for v in (self.at, self.stopped_at, self.rss_mb, self.pause_ms)))
 
     def fds(self) -> list[int]:
-        return [*self.unix, *self.tcp, *([] if self.lock is None else [self.lock])]
+        return [*self.unix, *self.tcp, *(fd for fd in (self.lock, self.signal_fd)
+                                         if fd is not None)]
 
 
 class Reexec:
@@ -254,30 +257,76 @@ def take_handover(environ: Mapping[str, str]) -> Handover | None:
     return h
 
 
-def hold_signals() -> list[int]:
-    """From the old image's stop to its exec: each of `HELD` is caught and noted (in the
-    list returned, which `exec_self` hands over) instead of acted on, whichever thread
-    the kernel delivers it to, and blocked in this (the main) thread, where a blocked
-    signal stays pending across `execv` until the new image unblocks it
-    (`release_signals`). Either way the new image acts on it once its handlers are in."""
-    caught: list[int] = []
+@dataclass
+class Held:
+    """`HELD` signals from the old image's stop to its exec (`hold_signals`)."""
+
+    read_fd: int  # the pipe's read end: goes to the new image (`Handover.signal_fd`)
+    write_fd: int  # its write end: the signal module's wakeup fd, gone at the exec
+    previous_wakeup: int  # the wakeup fd before (the event loop's), put back on release
+
+
+def hold_signals() -> Held:
+    """From the old image's stop to its exec, none of `HELD` is acted on or lost. In this
+    (the main) thread they are blocked, and a blocked signal stays pending across `execv`
+    until the new image unblocks it (`release_signals`). One the kernel gives another
+    thread meanwhile runs the signal module's C handler there, which writes its number to
+    the wakeup fd at once: that is a pipe whose read end the new image inherits
+    (`exec_self`, `inherited_signals`). Noting it in Python instead (the handler's own
+    code runs in the main thread, at its next bytecode) lost a signal that came in the
+    last steps before `execv`. Either way the new image acts on it once its handlers are
+    in."""
+    r, w = os.pipe()
+    os.set_blocking(w, False)
     for sig in HELD:
-        signal.signal(sig, lambda n, _frame: caught.append(n))
+        signal.signal(sig, _noted)
+    previous = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
     signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
-    return caught
+    return Held(r, w, previous)
 
 
-def release_signals() -> None:
-    """Unblock `HELD` once this image's handlers are in (or the exec did not happen):
-    what arrived while they were blocked is delivered now."""
+def _noted(_signum: int, _frame: Any) -> None:
+    """A held signal's Python handler: nothing to do, the wakeup fd has it."""
+
+
+def release_signals(held: Held | None = None) -> None:
+    """Unblock `HELD` once this image's handlers are in (or the exec did not happen: then
+    `held`, what `hold_signals` set up, is undone): what arrived while they were blocked
+    is delivered now."""
+    if held is not None:
+        signal.set_wakeup_fd(held.previous_wakeup)
+        for fd in (held.read_fd, held.write_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD)
 
 
-def exec_self(h: Handover, caught: list[int] | None = None) -> NoReturn:
+def inherited_signals(h: Handover) -> list[int]:
+    """The `HELD` signals the previous image noted after its stop: `h.signals`, and one
+    per byte its handlers wrote to the pipe `h.signal_fd` (closed here). Once only."""
+    found = [n for n in h.signals if n in HELD]
+    fd, h.signal_fd = h.signal_fd, None
+    if fd is None:
+        return found
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):  # not whatever else a bad handover named
+            os.set_blocking(fd, False)
+            with contextlib.suppress(BlockingIOError):
+                while data := os.read(fd, 512):  # b"": the old image's end closed at exec
+                    found += [n for n in data if n in HELD]
+    except OSError as e:
+        log.warning("could not read the signals held across the re-exec: %s", e)
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    return found
+
+
+def exec_self(h: Handover, held: Held | None = None) -> NoReturn:
     """Replace this process's image with a fresh one: the same interpreter, its options
-    and argv (`sys.orig_argv`), the environment plus the handover, with the signals
-    `hold_signals` caught. Raises OSError when the interpreter cannot be executed (the
-    caller exits non-zero: a service manager restarts it)."""
+    and argv (`sys.orig_argv`), the environment plus the handover, with the pipe of the
+    signals `hold_signals` noted (to the last step). Raises OSError when the interpreter
+    cannot be executed (the caller exits non-zero: a service manager restarts it)."""
     argv = [sys.executable, *sys.orig_argv[1:]]
     for handler in logging.getLogger().handlers:
         with contextlib.suppress(Exception):
@@ -286,6 +335,8 @@ def exec_self(h: Handover, caught: list[int] | None = None) -> NoReturn:
         with contextlib.suppress(Exception):
             stream.flush()
     h.stopped_at = time.time()
-    h.signals = sorted(set(caught or ()))  # the last Python step before the exec
+    if held is not None:
+        os.set_inheritable(held.read_fd, True)  # the write end closes at the exec
+        h.signal_fd = held.read_fd
     os.environ[ENV] = json.dumps(asdict(h))
     os.execv(sys.executable, argv)

@@ -50,7 +50,7 @@ class SearchIndex(IndexReader):
         self.root = root
         self.db_path = db_path
         # a read connection of the index's own (the store's engine gives one)
-        self.connect = connect or (lambda: _connect_ro(db_path))
+        self.connect = connect or (lambda: connect_ro(db_path))
         self.schema = build_schema()
         self.analyzer = build_analyzer()
         self.state = "rebuilding"
@@ -296,7 +296,9 @@ class SearchIndex(IndexReader):
         os.replace(tmp, self.root / META)
 
 
-def _connect_ro(path: Path) -> sqlite3.Connection:
+def connect_ro(path: Path) -> sqlite3.Connection:
+    """A read-only connection to the database at `path` (the index's own reads, and a
+    backlog's writer process's: memoryd.index.bulk)."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None,
                            check_same_thread=False)
     conn.execute("PRAGMA busy_timeout=10000")

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import tantivy
 
-from memoryd.index import WRITER_HEAP, _connect_ro
+from memoryd.index import WRITER_HEAP, connect_ro
 from memoryd.index.passes import add_batches, read_batch
 from memoryd.index.query import ids_query
 from memoryd.index.schema import ANALYZER, build_analyzer, build_schema
@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     idx.register_tokenizer(ANALYZER, build_analyzer())
     schema = build_schema()
     w = idx.writer(heap_size=WRITER_HEAP, num_threads=1)
-    conn = _connect_ro(args.db)
+    conn = connect_ro(args.db)
     try:
         for line in sys.stdin:
             upto, done = (int(x) for x in line.split())

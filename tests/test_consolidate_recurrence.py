@@ -13,7 +13,7 @@ from tests.helpers import write_jsonl
 from tests.test_consolidate import daemon, ingested, memory, msgs
 
 SAID = {1: "Use pnpm here, not npm.", 2: "pnpm please, not npm.",
-        3: "格式化用 ruff，不用 black。", 4: "代码格式化用 ruff 就行，不是 black。",
+        3: "ruff 就行，不是 black。", 4: "用 ruff 就行，不是 black。",
         5: "Let's keep the current layout for now.", 6: "Let's keep the current layout for now.",
         7: "What is the capital of Australia?", 8: "What is the capital of Australia?",
         9: "Remember that I always want answers in English.",

@@ -22,6 +22,7 @@ from typing import Any
 
 from memoryd.consolidate import history
 from memoryd.consolidate.scorer import distinctive, features, overlap, similarity
+from memoryd.consolidate.subjects import KINDS, agrees, conflict, subjects
 from memoryd.memory.document import Document, Entry, format_entry, item_key
 
 RESTATE_OVERLAP = 0.6
@@ -104,6 +105,27 @@ def plan(doc: Document, cands: Sequence[Candidate], day: dt.date, *,
             continue
         scored = [(similarity(fc, features(it)), overlap(fc, features(it)), e, it)
                   for e, it in all_items() if _same_scope(c, e)]
+        made = {**provenance, **{a.key: {} for a in p.added}}  # this run's are ours too
+        stale, same = _by_subject(c, scored, made)
+        if stale:
+            for e, it, why in stale:
+                items[e.line].remove(it)
+                entry_text = format_entry(dt.date.fromisoformat(e.date), e.source, [it])
+                p.history.append(history.superseded_line(iso, entry_text, c.text,
+                                                         f"MEMORY.md, {c.source}"))
+                p.gone.append((item_key(it), "superseded", c.key))
+                p.actions.append(Action("superseded", it, why, e.line, entry_text, c.text))
+            changed = True
+            lines, entries, items = _add(lines, entries, items, iso, c)
+            p.added.append(c)
+            p.actions.append(Action("added", c.text, "; ".join(c.reasons) or "admitted",
+                                    len(lines)))
+            continue
+        if same is not None:
+            e, it, why = same
+            p.confirmed.append((c, item_key(it)))
+            p.actions.append(Action("confirmed", c.text, why, e.line, it))
+            continue
         best = max(scored, key=lambda x: (x[0], x[1]), default=None)
         if best is not None and best[0] >= similar and not _other_fact(c.text, best[3]):
             p.confirmed.append((c, item_key(best[3])))
@@ -111,7 +133,6 @@ def plan(doc: Document, cands: Sequence[Candidate], day: dt.date, *,
                                     f"{best[2].line}", best[2].line, best[3]))
             continue
         if c.change:
-            made = {**provenance, **{a.key: {} for a in p.added}}  # this run's are ours too
             target = _supersede_target(c, scored, made)
             if target is not None:
                 e, it = target
@@ -144,6 +165,32 @@ def plan(doc: Document, cands: Sequence[Candidate], day: dt.date, *,
     if changed:
         p.lines = _rebuild(lines, entries, items)
     return p
+
+
+def _by_subject(c: Candidate, scored: list[tuple[float, float, Entry, str]],
+                provenance: Mapping[str, Mapping[str, Any]]
+                ) -> tuple[list[tuple[Entry, str, str]], tuple[Entry, str, str] | None]:
+    """The entries `c` makes out of date (the same subject given another value: "bun
+    instead of pnpm" against "uses pnpm"), and else one it restates (the same subject,
+    the same value). A setting's number ("minSdk 29") replaces another only when `c`
+    says it changed; the user's own lines are never touched."""
+    mine = subjects(c.text)
+    if not mine:
+        return [], None
+    stale: list[tuple[Entry, str, str]] = []
+    same: tuple[Entry, str, str] | None = None
+    for _, _, e, it in scored:
+        if item_key(it) not in provenance:
+            continue
+        theirs = subjects(it)
+        hit = next((n for n in mine for o in theirs if conflict(n, o)
+                    and (n.name in KINDS or n.name.startswith("language") or c.change)), None)
+        if hit is not None:
+            stale.append((e, it, f"the {hit.name} is now {', '.join(sorted(hit.values))}"))
+        elif same is None and any(agrees(n, o) for n in mine for o in theirs):
+            s = next(n for n in mine for o in theirs if agrees(n, o))
+            same = (e, it, f"restates line {e.line} ({s.describe()})")
+    return stale, same
 
 
 def _supersede_target(c: Candidate, scored: list[tuple[float, float, Entry, str]],

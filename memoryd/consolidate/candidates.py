@@ -59,13 +59,26 @@ def admission_candidates(session: Mapping[str, Any], units: Sequence[Mapping[str
     """One candidate per user message holding Q1 sentences (the deterministic scorer);
     the sentences left out go to `dropped`, with why."""
     out: list[Candidate] = []
-    for u in units:
+    for i, u in enumerate(units):
         if u.get("role") != "user" or u.get("kind") != "message":
             continue
-        found = q1_sentences(str(u.get("content") or ""), dropped)
+        found = q1_sentences(str(u.get("content") or ""), dropped, ack=reply_to(units, i))
         if found:
             out.append(candidate(session, found, int(u["id"])))
     return out
+
+
+def reply_to(units: Sequence[Mapping[str, Any]], i: int) -> str | None:
+    """The assistant's next message after the user's message `units[i]`, before the
+    user speaks again (tool calls and results in between are passed over)."""
+    for u in units[i + 1:]:
+        if u.get("kind") != "message":
+            continue
+        if u.get("role") == "user":
+            return None
+        if u.get("role") == "assistant":
+            return str(u.get("content") or "")
+    return None
 
 
 def candidate(session: Mapping[str, Any], found: Sequence[Scored], unit_id: int) -> Candidate:

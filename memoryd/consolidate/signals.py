@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from memoryd.consolidate.subjects import subjects
+
 _I = re.IGNORECASE
 
 # (name, words a user understands in `memory why`, pattern)
@@ -53,7 +55,7 @@ STATE = re.compile(
 ENTITY = re.compile(
     r"(?:^|[\s(（`\"'])(?:~|\.{0,2})/[\w.-]+/[\w./-]*|[A-Za-z]:\\|\b\w+\.(?:ya?ml|json|toml|"
     r"lock|css|xml|py|ts|js|go|kt|jks|sql|md|env|conf|ini)\b|\b\d+\.\d+(?:\.\d+)?\b|"
-    r"\b[a-z0-9-]+\.(?:com|cn|io|dev|net|org|internal|local|app)\b|"
+    r"\b[A-Za-z0-9-]+\.(?:com|cn|io|dev|net|org|internal|local|app)\b|"
     r"\b[A-Z][a-z]+[A-Z]\w*\b|\b[a-z]+_[a-z_]+\b|\b[A-Z]{2,}[0-9]*\b|"
     r"\b(?:macOS|Linux|Windows|Ubuntu|CentOS|Debian|WSL2?|Android|iOS|Docker|Kubernetes|"
     r"Python|Node|Java|Kotlin|Go|Rust|Ruby|PHP|TypeScript|Postgres(?:QL)?|MySQL|SQLite|"
@@ -167,7 +169,8 @@ SIGNALS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     ("report", "passes on what someone else said", REPORT),
 )
 WORDS = {name: words for name, words, _ in SIGNALS}
-WORDS.update({"acknowledged": "the assistant took it as a lasting instruction",
+WORDS.update({"subject": "gives a value to a subject (the package manager, a version)",
+              "acknowledged": "the assistant took it as a lasting instruction",
               "short": "too short to stand alone", "long": "too long for one memory line",
               "bias": "base"})
 
@@ -177,6 +180,8 @@ def read(sentence: str, *, ack: str | None = None) -> dict[str, float]:
     in the conversation, when there is one."""
     s = " ".join(sentence.split())
     out = {name: 1.0 for name, _, pat in SIGNALS if pat.search(s)}
+    if subjects(s):
+        out["subject"] = 1.0
     if acknowledged(ack):
         out["acknowledged"] = 1.0
     core = re.sub(r"[\W_]+", "", s)

@@ -101,7 +101,7 @@ QUESTION = re.compile(
 OBSERVATION = re.compile(
     r"\bbroken\b|\bbroke\b|\bdoesn'?t (?:work|clear|respect|load|show)\b|\bisn'?t working\b|"
     r"\bcrash\w*\b|\berror\w*\b|\bfail\w*\b|\bslow\b|\bflicker\w*\b|\bwrong\b|\bbug\w*\b|"
-    r"\bforever\b|\bblurry\b|\bhangs?\b|\btimes? out\b|\bdown\b|\bred\b|\bnot working\b|"
+    r"\bworks? (?:correctly|properly|right)\b|\bforever\b|\bblurry\b|\bhangs?\b|\btimes? out\b|\bdown\b|\bred\b|\bnot working\b|"
     r"\bwon'?t\b|\bcan'?t reproduce\b|\bshows?\b|"
     r"报错|挂了|不对|太慢|很慢|坏了|没反应|出错|失败|打不开|超时|卡住|有问题|不工作", _I)
 ONE_OFF = re.compile(

@@ -1,0 +1,97 @@
+"""Issue 27: plain preferences and decisions are admitted, in English and Chinese; one
+current fact per subject (chains, reverts, implicit changes), never two contradicting
+entries in MEMORY.md or in the context served; junk from real transcripts stays out."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from memoryd.consolidate.clock import SettableClock
+from memoryd.consolidate.scorer import score
+from memoryd.consolidate.subjects import conflict, subjects
+from tests.helpers import wait_for, write_jsonl
+from tests.test_consolidate import daemon, history, ingested, memory, msgs
+
+
+def about(text: str) -> dict[str, set[str]]:
+    return {s.name: set(s.values) for s in subjects(text)}
+
+
+def test_subjects_read_values_whatever_the_wording():
+    assert about("Don't use npm here, use pnpm.") == {"JavaScript package manager": {"pnpm"}}
+    assert about("Actually, from now on we use bun instead of pnpm in this repo.") == {
+        "JavaScript package manager": {"bun"}}
+    assert about("我们决定把缓存从 Redis 换成 memcached") == {"cache": {"memcached"}}
+    assert about("switched the CI to GitHub Actions last week") == {"CI": {"github actions"}}
+    assert about("代码注释统一用英文写，之前说的用中文注释那条作废") == {
+        "language of code comments": {"english"}}
+    assert about("既然 TC20 全部退役了，现在 minSdk 已经是 29") == {"minSdk version": {"29"}}
+    assert about("From now on the minimum supported iOS is 16.4.") == {
+        "minimum iOS version": {"16.4"}}
+    old, new = subjects("We use pnpm."), subjects("no. keep bun.")
+    assert conflict(new[0], old[0]) and not conflict(old[0], old[0])
+
+
+def test_plain_preferences_and_decisions_are_admitted_and_junk_is_not():
+    for text in ("I prefer short commit messages in the imperative mood, under 60 characters.",
+                 "We decided to use PostgreSQL 16 for the orders service because we need JSONB",
+                 "We decided to deploy the webapp on Fly.io",
+                 "我们决定把缓存从 Redis 换成 memcached",
+                 "项目数据库迁移使用 flyway"):
+        assert score(text).q1, (text, score(text).reasons)
+    for text in ("i don't tink the component invalidate works correctly.",
+                 "should be dimmer, don't modify the theme, look into the footer sources",
+                 "One thing I haven't made up my mind about: should reviews be public?"):
+        assert not score(text).q1, (text, score(text).reasons)
+    # conversational framing goes
+    assert score("Remember that we always use pnpm").text == "We always use pnpm"
+    assert score("Actually, from now on we use bun.").text.startswith("From now on")
+
+
+PNPM = "Don't use npm here, use pnpm."
+DAY3 = [("user", "Remember that we always use pnpm"),
+        ("assistant", "Noted."),
+        ("user", "Actually, from now on we use bun instead of pnpm in this repo."),
+        ("assistant", "OK, I'll use bun from now on."),
+        ("user", "no. keep bun.")]
+
+
+async def test_a_chain_of_package_managers_leaves_one_current_line(tmp_path, src, sock):
+    write_jsonl(src / "web" / "a.jsonl", msgs("a", "2026-10-05", [("user", PNPM),
+                                                                   ("assistant", "Sure.")]))
+    write_jsonl(src / "web" / "b.jsonl", msgs("b", "2026-10-07", DAY3))
+    write_jsonl(src / "web" / "c.jsonl", msgs("c", "2026-10-08", [
+        ("user", "我们决定把缓存从 Redis 换成 memcached"),
+        ("user", "作废：缓存不用 memcached 了，换回 Redis。")]))
+    clock = SettableClock(dt.datetime(2026, 10, 5, 22, tzinfo=dt.UTC).timestamp())
+    home = tmp_path / "home"
+    async with daemon(tmp_path, src, sock, clock) as (d, c):
+        await ingested(c, 2 + len(DAY3) + 2)
+        await c.run_job("consolidate", {"date": "2026-10-05"})
+        assert "pnpm" in memory(home)
+        clock.set(dt.datetime(2026, 10, 7, 22, tzinfo=dt.UTC))
+        r = (await c.run_job("consolidate", {"date": "2026-10-07"}))["result"]
+        mem = memory(home)
+        lines = [ln for ln in mem.splitlines() if "pnpm" in ln or "bun" in ln]
+        assert len(lines) == 1 and "bun" in lines[0], mem
+        assert "pnpm" in history(home) and "replaced by" in history(home)
+        gone = r["memory"]["superseded"]
+        assert gone and all("package manager" in g["why"] for g in gone)
+        # the context served holds the current fact only
+        async def served() -> str:
+            ctx = await c.request("POST", "/v1/context", {
+                "query": "which package manager should I use", "budget_tokens": 2000,
+                "cwd": str(src / "web"),
+                "include": ["long_term"]})
+            return " ".join(i for e in ctx["long_term"] for i in e["items"])
+
+        await wait_for(served, timeout=10)  # the context reads MEMORY.md as it changes
+        served = await served()
+        assert "bun" in served and "pnpm" not in served.replace("instead of pnpm", "")
+        # a revert in Chinese: A -> B -> A within one day
+        clock.set(dt.datetime(2026, 10, 8, 22, tzinfo=dt.UTC))
+        await c.run_job("consolidate", {"date": "2026-10-08"})
+        mem = memory(home)
+        cache = [ln for ln in mem.splitlines() if "Redis" in ln or "memcached" in ln]
+        assert len(cache) == 1 and "换回 Redis" in cache[0], mem
+        assert "memcached" in history(home)

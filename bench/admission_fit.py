@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from memoryd.consolidate import scorer, signals  # noqa: E402
+from memoryd.consolidate import scorer  # noqa: E402
 from memoryd.extractive import sentences  # noqa: E402
 
 SHARED = Path(os.environ.get("MEMORYD_SHARED", "/work/shared"))

@@ -134,7 +134,8 @@ def clean_item(sentence: str) -> str:
     lead = _LEAD_IN.match(s)
     if lead and len(s) - lead.end() >= 20:  # "Some context: X", "背景：X" -> X
         s = s[lead.end():].strip()
-    if s != bare and s[:1].islower() and s[1:2].islower():  # "Actually, from now on" -> "From now on"
+    # "Actually, from now on" -> "From now on"
+    if s != bare and s[:1].islower() and s[1:2].islower():
         s = s[0].upper() + s[1:]
     if len(s) > ITEM_CHARS:
         s = s[: ITEM_CHARS - 1].rstrip() + "…"

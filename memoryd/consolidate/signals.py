@@ -70,9 +70,11 @@ CONVENTION = re.compile(
     r"comments?|docstrings?|commit messages?|descriptions?|answers?)\b|"
     r"用(?:中文|英文)|格式|风格|命名|规范|注释|日志|回答|描述", _I)
 UNDECIDED = re.compile(
-    r"\bopen question\b|\bnot sure\b|\bhaven'?t (?:made up|decided)\b|\bdon'?t know (?:yet|if|whether)\b|"
+    r"\bopen question\b|\bnot sure\b|\bhaven'?t (?:made up|decided)\b|"
+    r"\bdon'?t know (?:yet|if|whether)\b|"
     r"\bundecided\b|\bdecide later\b|\bhasn'?t decided\b|\bmade up my mind\b|"
-    r"没想清楚|没想好|还没定|没定|先记着|再讨论|再说|再决定|之后再定|以后再定|再定|要不要|得想清楚", _I)
+    r"没想清楚|没想好|还没定|没定|先记着|再讨论|再说|再决定|之后再定|以后再定|再定|要不要|"
+    r"得想清楚", _I)
 GOAL = re.compile(
     r"\bgoal\b|\bdeadline\b|\bhas to be (?:live|done|out)\b|\bmust be (?:live|done|out)\b|"
     r"\bby (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w*\b|\blaunch\b|\bmilestone\b|"
@@ -101,7 +103,8 @@ QUESTION = re.compile(
 OBSERVATION = re.compile(
     r"\bbroken\b|\bbroke\b|\bdoesn'?t (?:work|clear|respect|load|show)\b|\bisn'?t working\b|"
     r"\bcrash\w*\b|\berror\w*\b|\bfail\w*\b|\bslow\b|\bflicker\w*\b|\bwrong\b|\bbug\w*\b|"
-    r"\bworks? (?:correctly|properly|right)\b|\bforever\b|\bblurry\b|\bhangs?\b|\btimes? out\b|\bdown\b|\bred\b|\bnot working\b|"
+    r"\bworks? (?:correctly|properly|right)\b|\bforever\b|\bblurry\b|\bhangs?\b|"
+    r"\btimes? out\b|\bdown\b|\bred\b|\bnot working\b|"
     r"\bwon'?t\b|\bcan'?t reproduce\b|\bshows?\b|"
     r"报错|挂了|不对|太慢|很慢|坏了|没反应|出错|失败|打不开|超时|卡住|有问题|不工作", _I)
 ONE_OFF = re.compile(
@@ -117,7 +120,8 @@ REQUEST = re.compile(
     r"\bshow me\b|\blet'?s\b|\btake a look\b|\blook (?:at|into)\b|\bgo ahead\b|\bdo it\b|"
     r"^(?:ok[,.]? )?(?:add|fix|run|open|push|commit|delete|remove|bump|build|write|put|"
     r"check|try|post|squash|merge|pull|update|rename|make|do|list)\b|\bpls\b|"
-    r"帮我|帮忙|看一下|看一眼|看看|跑一下|查查|给我|拉一下|麻烦|改吧|删吧|提交吧|试一下|顺便把|你先", _I)
+    r"帮我|帮忙|看一下|看一眼|看看|跑一下|查查|给我|拉一下|麻烦|改吧|删吧|提交吧|试一下|"
+    r"顺便把|你先", _I)
 CHATTER = re.compile(
     r"\b(?:lol|haha|thanks|thank you|thx|good night|hey|hi|hello|random question|random q|"
     r"trivia|fun|concert|weekend|lunch|dinner|recipe|sister|daughter|son|wife|husband|"
@@ -126,8 +130,10 @@ CHATTER = re.compile(
     _I)
 GENERAL = re.compile(
     r"\bexplain\b|\bexplanation\b|\bbasic question\b|\btrivia\b|\brandom q(?:uestion)?\b|"
-    r"\bhistory of\b|\bwhat'?s (?:it|the difference|actually)\b|\bwhere does\b|\bwhy (?:is|are|do)\b|"
-    r"\bconcept\b|科普|讲讲|解释一下|是怎么算的|什么意思|哪一年|概念问题|为什么|有啥区别|到底是什么", _I)
+    r"\bhistory of\b|\bwhat'?s (?:it|the difference|actually)\b|\bwhere does\b|"
+    r"\bwhy (?:is|are|do)\b|"
+    r"\bconcept\b|科普|讲讲|解释一下|是怎么算的|什么意思|哪一年|概念问题|为什么|有啥区别|"
+    r"到底是什么", _I)
 DEICTIC = re.compile(r"\b(?:the other one|that one|this one|not that|not this|not there)\b|"
                      r"不是这个|不是那个|另一个|这个不对|那个不对", _I)
 # a user passing on what someone else said, or narrating: not a rule of theirs

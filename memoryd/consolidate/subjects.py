@@ -116,8 +116,8 @@ def _split(text: str, found: dict[str, list[tuple[int, int]]]
            ) -> tuple[frozenset[str], frozenset[str]]:
     pos, neg = set(), set()
     for value, spans in found.items():
-        negated = all(_NEG_BEFORE.search(text[max(0, a - 24):a]) or _NEG_AFTER.search(text[b:b + 12])
-                      for a, b in spans)
+        negated = all(_NEG_BEFORE.search(text[max(0, a - 24):a])
+                      or _NEG_AFTER.search(text[b:b + 12]) for a, b in spans)
         (neg if negated else pos).add(value)
     return frozenset(pos), frozenset(neg)
 

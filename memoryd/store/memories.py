@@ -64,6 +64,24 @@ def provenance_by_keys(conn: sqlite3.Connection, keys: list[str]) -> dict[str, d
     return out
 
 
+def replaced_chain(conn: sqlite3.Connection, key: str, limit: int = 20) -> list[dict[str, Any]]:
+    """The items `key` replaced, newest first, and what they replaced in turn (A <- B <- C)."""
+    out: list[dict[str, Any]] = []
+    todo, seen = [key], {key}
+    while todo and len(out) < limit:
+        k = todo.pop(0)
+        for r in conn.execute("SELECT item_key, item, first_seen, last_confirmed, updated_at "
+                              "FROM memory_items WHERE superseded_by = ? AND state = "
+                              "'superseded' ORDER BY updated_at DESC", (k,)):
+            if r["item_key"] in seen:
+                continue
+            seen.add(r["item_key"])
+            out.append({"item": r["item"], "first_seen": r["first_seen"],
+                        "last_confirmed": r["last_confirmed"], "replaced_by": k})
+            todo.append(r["item_key"])
+    return out
+
+
 def all_active(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
     """MEMORY.md items' provenance (daily-note rows left out)."""
     return {r["item_key"]: dict(r) for r in conn.execute(

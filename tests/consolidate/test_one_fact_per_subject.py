@@ -88,6 +88,11 @@ async def test_a_chain_of_package_managers_leaves_one_current_line(tmp_path, src
         await wait_for(served, timeout=10)  # the context reads MEMORY.md as it changes
         served = await served()
         assert "bun" in served and "pnpm" not in served.replace("instead of pnpm", "")
+        # `memory why` names the subject and the chain it replaced
+        n = next(i for i, ln in enumerate(mem.splitlines(), 1) if "bun" in ln)
+        (item,) = (await c.request("GET", f"/v1/memory/why/{n}"))["items"]
+        assert item["subjects"] == ["JavaScript package manager: bun"]
+        assert item["replaced"] and all("pnpm" in r["item"] for r in item["replaced"])
         # a revert in Chinese: A -> B -> A within one day
         clock.set(dt.datetime(2026, 10, 8, 22, tzinfo=dt.UTC))
         await c.run_job("consolidate", {"date": "2026-10-08"})

@@ -313,7 +313,7 @@ async def test_model_admission_validated_with_extractive_fallback(tmp_path, src,
         assert "tabs" in sent and secret not in sent  # redacted before it was stored
         why = await c.request("GET", "/v1/memory/why/1")
         p = why["items"][0]["provenance"]
-        assert p["made_by"] == "openai/fake" and p["prompt_version"] == "admission-llm-1"
+        assert p["made_by"] == "openai/fake" and p["prompt_version"] == "admission-llm-2"
 
         fake_llm.garbage_next()
         r = (await c.run_job("consolidate", {"date": "2026-10-06"}))["result"]

@@ -42,7 +42,8 @@ class Candidate:
     repeat: bool = False
     change: bool = False
     made_by: str = "extractive"
-    prompt_version: str = "admission-1"
+    prompt_version: str = "admission-2"
+    subject: str | None = None  # what it is about, as a model named it (consolidate.model)
     # other sessions that said the same (consolidate.recurrence): (session pk, unit ids)
     evidence: list[tuple[int, list[int]]] = field(default_factory=list)
 
@@ -175,14 +176,22 @@ def _by_subject(c: Candidate, scored: list[tuple[float, float, Entry, str]],
     the same value). A setting's number ("minSdk 29") replaces another only when `c`
     says it changed; the user's own lines are never touched."""
     mine = subjects(c.text)
-    if not mine:
+    if not mine and not c.subject:
         return [], None
     stale: list[tuple[Entry, str, str]] = []
     same: tuple[Entry, str, str] | None = None
-    for _, _, e, it in scored:
+    for sim, _, e, it in scored:
         if item_key(it) not in provenance:
             continue
         theirs = subjects(it)
+        named = provenance[item_key(it)].get("subject")
+        # a subject only a model named: taken where the deterministic reading knows none
+        # on either side (so a model that calls "answers in Chinese" a package manager
+        # replaces nothing, and known subjects are decided by their values below)
+        if (c.subject and named and _same_name(c.subject, named) and sim < 0.8
+                and not mine and not theirs):
+            stale.append((e, it, f"a newer statement about {c.subject}"))
+            continue
         hit = next((n for n in mine for o in theirs if conflict(n, o)
                     and (n.name in KINDS or n.name.startswith("language") or c.change)), None)
         if hit is not None:
@@ -191,6 +200,10 @@ def _by_subject(c: Candidate, scored: list[tuple[float, float, Entry, str]],
             s = next(n for n in mine for o in theirs if agrees(n, o))
             same = (e, it, f"restates line {e.line} ({s.describe()})")
     return stale, same
+
+
+def _same_name(a: str, b: str) -> bool:
+    return " ".join(a.casefold().split()) == " ".join(b.casefold().split())
 
 
 def _supersede_target(c: Candidate, scored: list[tuple[float, float, Entry, str]],

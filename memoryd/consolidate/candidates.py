@@ -14,6 +14,7 @@ from memoryd.consolidate.daily import FROM_SUMMARY, NoteItem
 from memoryd.consolidate.findings import findings
 from memoryd.consolidate.scorer import Scored, noise
 from memoryd.consolidate.scorer import candidates as q1_sentences
+from memoryd.consolidate.subjects import subjects
 
 NOTE_ITEMS_PER_SECTION = 8
 
@@ -94,4 +95,5 @@ def candidate(session: Mapping[str, Any], found: Sequence[Scored], unit_id: int)
         scope=None if user_wide else project,
         session_pk=int(session["pk"]), unit_ids=[unit_id],
         reasons=sorted({r for f in found for r in f.reasons}),
-        repeat=any(f.repeat for f in found), change=any(f.change for f in found))
+        repeat=any(f.repeat for f in found), change=any(f.change for f in found),
+        subject=next((s.name for f in found for s in subjects(f.text)), None))

@@ -242,7 +242,8 @@ class Consolidator:
                                   scope=cand.scope, importance=cand.importance,
                                   reasons=cand.reasons, day=iso,
                                   first_seen=min([iso, *days.values()]),
-                                  made_by=cand.made_by, prompt_version=cand.prompt_version)
+                                  made_by=cand.made_by, prompt_version=cand.prompt_version,
+                                  subject=cand.subject)
             if cand.session_pk is not None:
                 sql.link_session(c, iid, cand.session_pk, cand.unit_ids,
                                  said_on(cand.unit_ids))
@@ -279,7 +280,7 @@ class Consolidator:
                 out.append({"item": it, "provenance": {
                     k: r[k] for k in ("source", "scope", "importance", "first_seen",
                                       "last_confirmed", "confirmations", "made_by",
-                                      "prompt_version", "state")},
+                                      "prompt_version", "state", "subject")},
                     "subjects": [s.describe() for s in subjects(it)],
                     "reasons": json.loads(r["reasons"]), "sessions": sql.item_sessions(c, r["id"]),
                     "replaced": sql.replaced_chain(c, item_key(it))})

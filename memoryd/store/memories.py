@@ -10,7 +10,7 @@ from typing import Any
 
 PROVENANCE_COLUMNS = (
     "id, item_key, item, source, scope, importance, reasons, first_seen, last_confirmed, "
-    "confirmations, made_by, prompt_version, state, superseded_by")
+    "confirmations, made_by, prompt_version, state, superseded_by, subject")
 NOTE_MAKER = "daily-note"  # made_by of a daily-note line's row (below)
 
 
@@ -91,19 +91,22 @@ def all_active(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
 
 def record_item(conn: sqlite3.Connection, *, key: str, item: str, source: str,
                 scope: str | None, importance: int, reasons: list[str], day: str,
-                made_by: str, prompt_version: str, first_seen: str | None = None) -> int:
-    """`first_seen`: when it was first said, if before `day` (a recurrence)."""
+                made_by: str, prompt_version: str, first_seen: str | None = None,
+                subject: str | None = None) -> int:
+    """`first_seen`: when it was first said, if before `day` (a recurrence); `subject`:
+    what it is about, when known."""
     now = time.time()
     conn.execute(
         "INSERT INTO memory_items (item_key, item, source, scope, importance, reasons, "
-        "first_seen, last_confirmed, made_by, prompt_version, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (item_key) DO UPDATE SET "
-        "state = 'active', superseded_by = NULL, "
+        "first_seen, last_confirmed, made_by, prompt_version, created_at, updated_at, "
+        "subject) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (item_key) DO UPDATE SET "
+        "state = 'active', superseded_by = NULL, subject = excluded.subject, "
         "importance = greatest(memory_items.importance, excluded.importance), "
         "last_confirmed = greatest(memory_items.last_confirmed, excluded.last_confirmed), "
         "updated_at = ?",
         (key, item, source, scope, importance, json.dumps(reasons, ensure_ascii=False),
-         min(first_seen or day, day), day, made_by, prompt_version, now, now, now))
+         min(first_seen or day, day), day, made_by, prompt_version, now, now, subject, now))
     return int(conn.execute("SELECT id FROM memory_items WHERE item_key = ?",
                             (key,)).fetchone()[0])
 

@@ -5,11 +5,15 @@ entries in MEMORY.md or in the context served; junk from real transcripts stays 
 from __future__ import annotations
 
 import datetime as dt
+import json
+
+import pytest
 
 from memoryd.consolidate.clock import SettableClock
 from memoryd.consolidate.scorer import score
 from memoryd.consolidate.subjects import conflict, subjects
-from tests.helpers import wait_for, write_jsonl
+from tests.fakes import fake_llm  # noqa: F401
+from tests.helpers import AsyncClient, wait_for, write_jsonl
 from tests.test_consolidate import daemon, history, ingested, memory, msgs
 
 
@@ -100,3 +104,50 @@ async def test_a_chain_of_package_managers_leaves_one_current_line(tmp_path, src
         cache = [ln for ln in mem.splitlines() if "Redis" in ln or "memcached" in ln]
         assert len(cache) == 1 and "换回 Redis" in cache[0], mem
         assert "memcached" in history(home)
+
+
+@pytest.mark.timeout(400)  # the first model call imports litellm: minutes on a loaded box
+async def test_model_subjects_supersede_but_an_invented_or_self_contradicting_one_does_not(
+        tmp_path, src, sock, fake_llm):  # noqa: F811
+    days = {"2026-10-05": "We deploy the docs site with Surge.",
+            "2026-10-06": "The docs site moved to GitHub Pages.",
+            "2026-10-07": "Please answer in Chinese from now on."}
+    for i, (day, text) in enumerate(days.items()):
+        write_jsonl(src / "docs" / f"s{i}.jsonl", msgs(f"s{i}", day, [("user", text)]))
+    clock = SettableClock(dt.datetime(2026, 10, 5, 22, tzinfo=dt.UTC).timestamp())
+    home = tmp_path / "home"
+    llm = {"model": "openai/fake", "api_base": fake_llm.url, "timeout_s": 5.0,
+           "max_retries": 0}
+
+    def reply(*items: tuple[str, str]) -> str:
+        return json.dumps({"items": [{"text": t, "subject": s, "route": "Q1",
+                                      "scope": "project", "importance": 7} for t, s in items]})
+
+    async with daemon(tmp_path, src, sock, clock, llm=llm) as (d, c):
+        await ingested(c, 3)
+        slow = AsyncClient(sock)
+        slow.sync.timeout = 360  # the first model call imports litellm
+        # day 1: the model contradicts itself; its later statement stands
+        fake_llm.replies.append(reply(("Docs site deploys with Tiiny Host", "docs hosting"),
+                                      ("Docs site deploys with Surge", "docs hosting")))
+        r = (await slow.run_job("consolidate", {"date": "2026-10-05"}))["result"]
+        mem = memory(home)
+        assert "Surge" in mem and "Tiiny Host" not in mem, (mem, r["memory"])
+        assert any("later item" in x["why"] for x in r["memory"]["dropped"])
+        # day 2: the same subject, another value: the Surge line goes to HISTORY.md
+        clock.set(dt.datetime(2026, 10, 6, 22, tzinfo=dt.UTC))
+        fake_llm.replies.append(reply(("Docs site is hosted on GitHub Pages", "Docs hosting")))
+        await c.run_job("consolidate", {"date": "2026-10-06"})
+        mem = memory(home)
+        assert "GitHub Pages" in mem and "Surge" not in mem, mem
+        assert "Surge" in history(home)
+        # day 3: a subject the model invents for a statement about something else (the
+        # text names the language of answers) replaces nothing
+        clock.set(dt.datetime(2026, 10, 7, 22, tzinfo=dt.UTC))
+        fake_llm.replies.append(reply(("Answer the user in Chinese", "docs hosting")))
+        await c.run_job("consolidate", {"date": "2026-10-07"})
+        mem = memory(home)
+        assert "GitHub Pages" in mem and "Chinese" in mem, mem
+        n = next(i for i, ln in enumerate(mem.splitlines(), 1) if "Chinese" in ln)
+        (item,) = (await c.request("GET", f"/v1/memory/why/{n}"))["items"]
+        assert item["provenance"]["subject"] == "language of answers"

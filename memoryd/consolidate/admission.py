@@ -22,7 +22,7 @@ from typing import Any
 
 from memoryd.consolidate import history
 from memoryd.consolidate.scorer import distinctive, features, overlap, similarity
-from memoryd.consolidate.subjects import KINDS, agrees, conflict, subjects
+from memoryd.consolidate.subjects import KINDS, Subject, agrees, conflict, subjects
 from memoryd.memory.document import Document, Entry, format_entry, item_key
 
 RESTATE_OVERLAP = 0.6
@@ -180,7 +180,7 @@ def _by_subject(c: Candidate, scored: list[tuple[float, float, Entry, str]],
         return [], None
     stale: list[tuple[Entry, str, str]] = []
     same: tuple[Entry, str, str] | None = None
-    for sim, _, e, it in scored:
+    for sim, ov, e, it in scored:
         if item_key(it) not in provenance:
             continue
         theirs = subjects(it)
@@ -196,10 +196,18 @@ def _by_subject(c: Candidate, scored: list[tuple[float, float, Entry, str]],
                     and (n.name in KINDS or n.name.startswith("language") or c.change)), None)
         if hit is not None:
             stale.append((e, it, f"the {hit.name} is now {', '.join(sorted(hit.values))}"))
-        elif same is None and any(agrees(n, o) for n in mine for o in theirs):
+        elif same is None and any(agrees(n, o) and (ov >= SUPERSEDE_OVERLAP or _setting(n)
+                                                     or c.change)
+                                  for n in mine for o in theirs):
             s = next(n for n in mine for o in theirs if agrees(n, o))
             same = (e, it, f"restates line {e.line} ({s.describe()})")
     return stale, same
+
+
+def _setting(s: Subject) -> bool:
+    """A named setting with its number ("Python version: 3.9"): agreeing on it is a
+    restatement however else the two are worded."""
+    return s.name.endswith(" version") and any(ch.isdigit() for v in s.values for ch in v)
 
 
 def _same_name(a: str, b: str) -> bool:
@@ -233,7 +241,8 @@ def _restatement(c: Candidate, fc: set[str], scored: list[tuple[float, float, En
             continue  # other numbers, versions or paths: another fact, not a restatement
         if not c.repeat and dc and di and not shared:
             continue  # names only other things: another fact
-        if ov >= RESTATE_OVERLAP or len(shared) >= 2 or (c.repeat and (ov >= 0.3 or shared)):
+        if (ov >= RESTATE_OVERLAP or (len(shared) >= 2 and ov >= SUPERSEDE_OVERLAP)
+                or (c.repeat and (ov >= 0.3 or shared))):
             return e, it
     return None
 

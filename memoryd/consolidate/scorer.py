@@ -20,6 +20,10 @@ from memoryd.consolidate import signals, subjects
 from memoryd.extractive import is_small_talk, sentences
 
 Q1_MIN = 3
+PASTED_CHARS, PASTED_LINES = 800, 8
+# signals of a standing rule, preference or fact; a sentence with none is not Q1 alone
+STRONG = frozenset({"explicit", "rule", "preference", "convention", "goal", "subject",
+                    "repeat", "lead", "state"})  # a user message this long is pasted material
 ITEM_CHARS = 220
 
 _I = re.IGNORECASE
@@ -84,7 +88,8 @@ CHANGE = re.compile(
     r"从现在开始|从今天起|作废|改成|改为|换成|改用|不再|之前说的", _I)
 FILLER = re.compile(
     r"^(?:(?:ok(?:ay)?|good|great|nice|cool|yes|yep|yeah|no|nope|right|sure|agreed|also|and|"
-    r"so|but|actually|again|stop|btw|fyi|hmm|well|one more thing|another thing|oh|k|"
+    r"so|but|actually|again|stop|btw|fyi|hmm|well|alright|all right|one more thing|"
+    r"another thing|oh|k|"
     r"remember(?: that)?|keep in mind(?: that)?|note that|for the record|please|pls|"
     r"for context|some context|just so you know|heads.?up|reminder(?: to (?:both of )?us)?)"
     r"\b[,.!:;—-]?\s*)+|"
@@ -156,6 +161,19 @@ def score(sentence: str, *, ack: str | None = None) -> Scored:
         return out
     x = signals.read(s, ack=ack)
     logit = weigh(x)
+    if not STRONG & set(x) or signals.OPENER.search(text) and "subject" not in x:
+        # a prohibition, a name or a state alone, an opinion ("i think ...") or a
+        # sentence pointing back at the conversation ("It's in the Pictures folder"):
+        # not a standing rule said once (a correction said again is caught by
+        # consolidate.recurrence)
+        out.score = min(Q1_MIN - 1, Q1_MIN + math.floor(2 * logit))
+        out.reasons = ["no sign of a standing rule, preference or fact"
+                       if not STRONG & set(x) else "an opinion or a pointer back at the "
+                       "conversation, not a standing rule"] + [
+            f"{signals.WORDS.get(n, n)}" for n in sorted(x)]
+        out.repeat = "repeat" in x
+        out.change = "change" in x
+        return out
     lasting = {"explicit", "rule", "preference", "convention", "change", "goal"}
     if "decision" in x and not lasting & set(x) and not subjects.subjects(s):
         # "we decided to store the ISBN as a string": the day's decision, not the stack's
@@ -182,8 +200,22 @@ def candidates(message: str, dropped: list[dict[str, str]] | None = None, *,
     small talk, are added to `dropped` with the reason (below threshold, secret).
     `ack`: the assistant's next turn."""
     out = []
+    # what a user says to remember is said, not pasted: the sentences of a long pasted
+    # text (a prompt template, a log, a document) are not candidates of their own
+    long = pasted(message)
     for sent in sentences(message):
         sc = score(trim(sent), ack=ack)
+        standing = signals.EXPLICIT.search(sent)
+        if sc.q1 and not standing and re.search(r"[?？]\s*$", sc.text):
+            sc.score = Q1_MIN - 1
+            sc.reasons = ["a question, not a statement to remember"]
+        if sc.q1 and not standing and (long or signals.QUOTED.search(sc.text)):
+            sc.score = Q1_MIN - 1
+            sc.reasons = ["part of a pasted text or a quoted conversation, not said to remember"]
+        elif sc.q1 and not standing and not signals.RULE.search(sent) and (
+                signals.TASK.search(sc.text)):
+            sc.score = Q1_MIN - 1
+            sc.reasons = ["a task handed over now, not a standing rule"]
         if not sc.text:
             continue
         if sc.q1 and not SECRET.search(sent):
@@ -191,6 +223,11 @@ def candidates(message: str, dropped: list[dict[str, str]] | None = None, *,
         elif dropped is not None and sc.score > -9:
             dropped.append(drop(sc))
     return out
+
+
+def pasted(message: str) -> bool:
+    """A long pasted text (a prompt template, a log, a document), not something said."""
+    return len(message) > PASTED_CHARS and message.count("\n") >= PASTED_LINES
 
 
 _CLAUSE = re.compile(r"(?<=[，,；;])\s*")
@@ -270,30 +307,30 @@ def distinctive(text: str | set[str]) -> set[str]:
 
 # fitted by bench/admission_fit.py on the labelled admission sets (dev, dev-b, heldout-c)
 WEIGHTS: dict[str, float] = {
-    "explicit": 1.88,
-    "preference": 1.71,
-    "repeat": 1.67,
-    "subject": 1.62,
-    "convention": 1.60,
-    "state": 1.55,
-    "rule": 1.43,
-    "goal": 1.35,
-    "lead": 1.24,
-    "chatter": -1.10,
+    "explicit": 1.85,
+    "convention": 1.68,
+    "state": 1.64,
+    "repeat": 1.63,
+    "preference": 1.60,
+    "subject": 1.57,
+    "rule": 1.47,
+    "goal": 1.23,
+    "chatter": -1.07,
+    "lead": 1.04,
     "observation": -1.02,
-    "one_off": -0.94,
+    "entity": 0.92,
+    "one_off": -0.91,
+    "prohibit": 0.83,
     "change": 0.82,
-    "short": -0.81,
-    "prohibit": 0.77,
-    "bias": -0.76,
     "general": -0.75,
-    "entity": 0.71,
-    "report": -0.51,
-    "hedge": -0.48,
-    "acknowledged": -0.36,
-    "decision": 0.29,
-    "question": -0.26,
-    "request": -0.25,
+    "short": -0.73,
+    "bias": -0.70,
+    "report": -0.49,
+    "hedge": -0.46,
+    "acknowledged": -0.32,
+    "decision": 0.31,
+    "question": -0.25,
+    "request": -0.22,
 }
 
 

@@ -34,7 +34,8 @@ PROHIBIT = re.compile(
     r"\bdon'?t\b|\bdo not\b|\bno more\b|\bstop\b|\bnot\b|\bnever\b|\bavoid\b|"
     r"不要|别|不用|不能|不可以|不得", _I)
 PREFERENCE = re.compile(
-    r"\bI (?:prefer|like|want|need|love|hate|usually|always|never|tend to|expect)\b|"
+    r"\bI (?:prefer|like|want(?! to (?:make sure|see|know|check))|need|love|hate|usually|"
+    r"always|never|tend to|expect)\b|"
     r"\bI'?d (?:rather|like|prefer)\b|\bI like my\b|\bthe way I like\b|\bmy preference\b|"
     r"\bI'?m (?:on|using|in)\b|\bI (?:use|work|run|code)\b|"
     r"我习惯|我喜欢|我希望|我偏好|我一般|我倾向|我更喜欢|我不喜欢|我讨厌|我是在|我用的|我平时", _I)
@@ -49,6 +50,7 @@ STATE = re.compile(
     r"\bour \w+ (?:is|are|runs?|lives?|uses?)\b|\b(?:is|are) (?:deployed|hosted|written|"
     r"built|stored|signed|tracked|kept)\b|\bruns? on\b|\blives? (?:in|at|on)\b|"
     r"\bis (?:a|an|our)\b|\bit'?s (?:a|an|on|in)\b|\bgo(?:es)? (?:to|through)\b|"
+    r"\bdeploy(?:s|ed)? (?:from|to|on|via)\b|\bbuilt (?:with|on)\b|\bwritten in\b|"
     r"\bthe (?:minimum|default|target|goal)\b|\bwe have\b|"
     r"我们用|用的是|跑在|部署在|放在|装在|写进|存在|走的是|都在|是用|用来|分到|只有|是\s*\S+\s*写的|"
     r"目前是|现在是|已经是|一共", _I)
@@ -57,6 +59,8 @@ ENTITY = re.compile(
     r"lock|css|xml|py|ts|js|go|kt|jks|sql|md|env|conf|ini)\b|\b\d+\.\d+(?:\.\d+)?\b|"
     r"\b[A-Za-z0-9-]+\.(?:com|cn|io|dev|net|org|internal|local|app)\b|"
     r"\b[A-Z][a-z]+[A-Z]\w*\b|\b[a-z]+_[a-z_]+\b|\b[A-Z]{2,}[0-9]*\b|"
+    r"\b\d{4}-\d{2}-\d{2}\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\w* \d{1,2}\b|"
+    r"\d+月\d+[日号]|:=|\[\]\w|\w\(\)|"
     r"\b(?:macOS|Linux|Windows|Ubuntu|CentOS|Debian|WSL2?|Android|iOS|Docker|Kubernetes|"
     r"Python|Node|Java|Kotlin|Go|Rust|Ruby|PHP|TypeScript|Postgres(?:QL)?|MySQL|SQLite|"
     r"Redis|ClickHouse|MongoDB|npm|pnpm|yarn|bun|pip|conda|uv|git|GitHub|GitLab)\b", 0)
@@ -89,8 +93,9 @@ CHANGE = re.compile(
     r"现在是|退役|换了|统一换", _I)
 REPEAT = re.compile(
     r"\bagain\b|\bI (?:told|said|asked)\b|\blast time\b|\bas I said\b|\blike I said\b|"
-    r"\bsecond time\b|\bonce more\b|\balready (?:said|told)\b|\bstill\b|\bremember\?|"
-    r"\bsame (?:drill|rule|as always)\b|\bas always\b|"
+    r"\bsecond time\b|\bonce more\b|\balready (?:said|told)\b|\bremember\?|"
+    r"\bsame (?:drill|rule|as always)\b|\bas always\b|\breminder\b|\bremind(?:ing)? you\b|"
+    r"提醒|"
     r"说过|上次|又(?:写|转|用|忘|加|犯|来|是)|再说一遍|一再|还是老规矩|老规矩", _I)
 HEDGE = re.compile(
     r"\bI think\b|\bI don'?t think\b|\bI guess\b|\bI bet\b|\bmaybe\b|\bprobably\b|"
@@ -139,6 +144,23 @@ DEICTIC = re.compile(r"\b(?:the other one|that one|this one|not that|not this|no
 # a user passing on what someone else said, or narrating: not a rule of theirs
 REPORT = re.compile(r"\b(?:someone|somebody|customer|they|he|she) (?:said|asked|claims?|says)\b|"
                     r"\basked (?:me|whether|if)\b|有人说|说他|反馈", _I)
+
+# a task handed over now, whatever else the sentence holds (unless it is a rule too)
+TASK = re.compile(
+    r"\bI'?d like you to\b|\bI want you to\b|\bwe (?:still )?need to\b|\bthere is a need\b|"
+    r"^task:|^now (?:use|run|try|do|make|add|let)\b|^search\b|^(?:go|try) (?:and|to)\b|"
+    r"^(?:please |pls )?(?:can|could|would) (?:you|u)\b|^use (?:the |a |an )?(?:app|browser|"
+    r"subagent|tool)s?\b|帮我|麻烦你", _I)
+
+# an opinion, or a sentence pointing back at the conversation, at its start
+OPENER = re.compile(r"^(?:(?:ok|so|well|hm+|alright|all right),?\s+)?"
+                    r"(?:i (?:think|guess|suppose|feel|bet|"
+                    r"don'?t think|doubt)|maybe|perhaps|probably|it'?s|it is|that'?s|this is|"
+                    r"there'?s|here'?s|我觉得|好像|可能|也许|应该是)\b", _I)
+
+# a sentence quoting a conversation or a template ("User: ...", "SECURITY NOTICE: ...")
+QUOTED = re.compile(r"^(?:user|assistant|system|human|ai|bot|agent|tool)\s*:|"
+                    r"^(?:security notice|important|note to (?:the )?(?:model|assistant))\b", _I)
 
 # the assistant's next turn taking a user's words as a lasting instruction
 ACK = re.compile(

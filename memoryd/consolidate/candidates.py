@@ -41,7 +41,8 @@ def note_items(session: Mapping[str, Any], units: Sequence[Mapping[str, Any]], *
                for text in parts.get(key, [])[:NOTE_ITEMS_PER_SECTION]]
     found = [f for f in findings(units) if not noise(f[1])]  # what the work found out
     per: dict[str, int] = {}
-    for section, text in offered + found:
+    # a finding first: where the summary says the same, the finding knows its section
+    for section, text in found + offered:
         text = " ".join(text.split()).strip(" ;；")
         if not text:
             continue

@@ -5,8 +5,8 @@ work *found* (a debugging conclusion, a tool's result, an incident) is mostly sa
 the assistant: "Found it: ...", "结论：...", "root cause ...", "fixed by ...", "went from
 71 to 93", "1,213,440 rows in 14 minutes", "503 for 30 minutes". Those sentences are
 Q2 (worth looking up later, not standing rules): results with figures, in a turn
-where a tool ran, go under `## Tool Activity`, the other conclusions under `## Topics`. At most a few per message;
-questions, offers ("want me to ...?"), small talk, and answers to small talk or to a
+where a tool ran, go under `## Tool Activity`, the other conclusions under `## Topics`.
+At most a few per message; questions, offers ("want me to ...?"), small talk, and answers to small talk or to a
 general-knowledge question (Q3 themselves) are left out.
 """
 

@@ -6,8 +6,8 @@ the assistant: "Found it: ...", "结论：...", "root cause ...", "fixed by ..."
 71 to 93", "1,213,440 rows in 14 minutes", "503 for 30 minutes". Those sentences are
 Q2 (worth looking up later, not standing rules): results with figures, in a turn
 where a tool ran, go under `## Tool Activity`, the other conclusions under `## Topics`.
-At most a few per message; questions, offers ("want me to ...?"), small talk, and answers to small talk or to a
-general-knowledge question (Q3 themselves) are left out.
+At most a few per message; questions, offers ("want me to ...?"), small talk, and
+answers to small talk or to a general-knowledge question (Q3 themselves) are left out.
 """
 
 from __future__ import annotations

@@ -41,9 +41,9 @@ from memoryd import extractive  # noqa: E402
 from memoryd.config import Settings, load_settings  # noqa: E402
 from memoryd.consolidate.clock import local_day, zone  # noqa: E402
 from memoryd.consolidate.service import Consolidator  # noqa: E402
-from memoryd.memory import MemoryFile  # noqa: E402
 from memoryd.ingest.ingestor import Ingestor  # noqa: E402
 from memoryd.ingest.redact import Redactor  # noqa: E402
+from memoryd.memory import MemoryFile  # noqa: E402
 from memoryd.store import Store  # noqa: E402
 from memoryd.summaries_service import Summaries  # noqa: E402
 from tests.fakes.llm_server import FakeLLM  # noqa: E402

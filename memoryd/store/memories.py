@@ -24,6 +24,14 @@ def day_sessions(conn: sqlite3.Connection, start: float, end: float) -> list[dic
     return [dict(r) for r in rows]
 
 
+def session_spans(conn: sqlite3.Connection, before: float) -> list[tuple[float, float]]:
+    """(first, last) timestamps of the sessions that began before `before`: the days the
+    history was active (consolidate.admission measures age in them)."""
+    return [(r[0], r[1]) for r in conn.execute(
+        "SELECT first_ts, coalesce(last_ts, first_ts) FROM sessions "
+        "WHERE first_ts IS NOT NULL AND first_ts < ?", (before,))]
+
+
 def day_units(conn: sqlite3.Connection, pk: int, start: float | None,
               end: float | None) -> list[dict[str, Any]]:
     sql = ("SELECT id, seq, role, kind, content, tool_name, tool_args, related_id, ts, "

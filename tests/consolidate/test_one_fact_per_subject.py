@@ -151,3 +151,28 @@ async def test_model_subjects_supersede_but_an_invented_or_self_contradicting_on
         n = next(i for i, ln in enumerate(mem.splitlines(), 1) if "Chinese" in ln)
         (item,) = (await c.request("GET", f"/v1/memory/why/{n}"))["items"]
         assert item["provenance"]["subject"] == "language of answers"
+
+
+async def test_the_ttl_counts_the_historys_own_days_not_the_calendar(tmp_path, src, sock):
+    """A history whose clock is years in the past keeps its memory when consolidated
+    today; the TTL runs out only over days the history was active."""
+    item = "The staging box lives in rack 4."
+    days = ["2019-03-01", "2026-10-05", "2026-10-06", "2026-10-07"]
+    for i, day in enumerate(days):
+        turns = [("user", item if i == 0 else f"Work on ticket {i} continues.")]
+        write_jsonl(src / "ops" / f"s{i}.jsonl", msgs(f"s{i}", day, turns))
+    clock = SettableClock(dt.datetime(2019, 3, 1, 22, tzinfo=dt.UTC).timestamp())
+    home = tmp_path / "home"
+    async with daemon(tmp_path, src, sock, clock, consolidate={"ttl_days": 2}) as (d, c):
+        await ingested(c, len(days))
+        await c.run_job("consolidate", {"date": days[0]})
+        assert "rack 4" in memory(home)
+        # seven years later, one active day on: not expired
+        clock.set(dt.datetime(2026, 10, 5, 22, tzinfo=dt.UTC))
+        r = (await c.run_job("consolidate", {"date": days[1]}))["result"]
+        assert "rack 4" in memory(home) and not r["memory"]["demoted"], r["memory"]
+        # two more active days without a word of it: now it is
+        for day in days[2:]:
+            clock.set(dt.datetime.fromisoformat(day).replace(hour=22, tzinfo=dt.UTC))
+            r = (await c.run_job("consolidate", {"date": day}))["result"]
+        assert "rack 4" not in memory(home) and "rack 4" in history(home)

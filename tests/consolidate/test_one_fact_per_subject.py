@@ -176,3 +176,38 @@ async def test_the_ttl_counts_the_historys_own_days_not_the_calendar(tmp_path, s
             clock.set(dt.datetime.fromisoformat(day).replace(hour=22, tzinfo=dt.UTC))
             r = (await c.run_job("consolidate", {"date": day}))["result"]
         assert "rack 4" not in memory(home) and "rack 4" in history(home)
+
+
+ZH_WEEK = {
+    "2026-10-05": [("user", "记住：项目数据库迁移使用 flyway，别手写 SQL 迁移。"),
+                   ("assistant", "好的，以后迁移都用 flyway。"),
+                   ("user", "我习惯用 pnpm，不要用 npm。")],
+    "2026-10-06": [("user", "单独建一张 audit_log 表吧，就这么定了。"),
+                   ("user", "要不要把定时任务换成 Airflow？还没定。")],
+    "2026-10-07": [("user", "顺便问一下，沪深300 是怎么选股的？"),
+                   ("user", "哈哈好的，我先去吃饭。")],
+    "2026-10-08": [("user", "通知一下：数据库迁移不用 flyway 了，从今天起改用 liquibase。")],
+    "2026-10-09": [("user", "又用 npm 了！说过了，用 pnpm。")],
+}
+
+
+async def test_a_chinese_only_week(tmp_path, src, sock):
+    for i, (day, turns) in enumerate(ZH_WEEK.items()):
+        write_jsonl(src / "etl" / f"z{i}.jsonl", msgs(f"z{i}", day, turns))
+    clock = SettableClock(dt.datetime(2026, 10, 5, 22, tzinfo=dt.UTC).timestamp())
+    home = tmp_path / "home"
+    async with daemon(tmp_path, src, sock, clock) as (d, c):
+        await ingested(c, sum(len(t) for t in ZH_WEEK.values()))
+        for day in ZH_WEEK:
+            clock.set(dt.datetime.fromisoformat(day).replace(hour=22, tzinfo=dt.UTC))
+            await c.run_job("consolidate", {"date": day})
+        mem = memory(home)
+        lines = mem.splitlines()
+        assert sum("liquibase" in ln or "flyway" in ln for ln in lines) == 1, mem
+        assert any("liquibase" in ln for ln in lines) and "flyway" in history(home)
+        assert sum("pnpm" in ln for ln in lines) == 1, mem  # the repeat confirms
+        assert "沪深300" not in mem and "吃饭" not in mem and "audit_log" not in mem
+        note = (home / "data" / "memory" / "2026-10-06.md").read_text()
+        decisions = note.split("## Decisions")[1].split("## ")[0]
+        questions = note.split("## Open Questions")[1]
+        assert "audit_log" in decisions and "Airflow" in questions, note

@@ -6,7 +6,8 @@ memoryd's own ingestor into a temp store) and a synthetic 2,000-message session
 OpenAI-compatible server (tests/fakes) through litellm:
 
 - LLM input tokens ÷ transcript tokens (goal ≤ 1.3), counted on the requests the fake
-  server received, with memoryd's token estimate on both sides;
+  server received, with memoryd's token estimate on both sides: summaries and one-liners
+  alone, and with admission (consolidation with the model, every day the corpus holds);
 - LLM calls per 100 messages (summaries and one-liner batches);
 - extractive throughput (messages/s): summaries in the summarizer's steps plus a
   one-liner per long unit, pure CPU.
@@ -38,8 +39,11 @@ if str(ROOT) not in sys.path:
 from bench import harness as h  # noqa: E402
 from memoryd import extractive  # noqa: E402
 from memoryd.config import Settings, load_settings  # noqa: E402
+from memoryd.consolidate.clock import local_day, zone  # noqa: E402
+from memoryd.consolidate.service import Consolidator  # noqa: E402
 from memoryd.ingest.ingestor import Ingestor  # noqa: E402
 from memoryd.ingest.redact import Redactor  # noqa: E402
+from memoryd.memory import MemoryFile  # noqa: E402
 from memoryd.store import Store  # noqa: E402
 from memoryd.summaries_service import Summaries  # noqa: E402
 from tests.fakes.llm_server import FakeLLM  # noqa: E402
@@ -76,12 +80,38 @@ async def transcript_stats(store: Store) -> dict[str, int]:
 def llm_figures(fake: FakeLLM, units: int, tokens: int) -> dict[str, Any]:
     summary = [r for r in fake.requests if "<conversation>" in r["messages"][1]["content"]]
     lines = [r for r in fake.requests if "<items>" in r["messages"][1]["content"]]
+    admission = [r for r in fake.requests if "<user_messages>" in r["messages"][1]["content"]]
     sent = fake.input_tokens()
+    adm = sum(h_tokens(r) for r in admission)
     return {"messages": units, "transcript_tokens": tokens, "llm_input_tokens": sent,
             "input_ratio": sent / tokens if tokens else float("nan"),
+            "admission_tokens": adm,
+            "summaries_ratio": (sent - adm) / tokens if tokens else float("nan"),
             "calls": len(fake.requests), "summary_calls": len(summary),
-            "one_liner_calls": len(lines),
+            "one_liner_calls": len(lines), "admission_calls": len(admission),
             "calls_per_100_messages": 100 * len(fake.requests) / units if units else 0.0}
+
+
+def h_tokens(request: dict[str, Any]) -> int:
+    from memoryd.tokens import estimate_tokens
+
+    return estimate_tokens("\n".join(str(m.get("content", "")) for m in request["messages"]))
+
+
+async def admit_every_day(store: Store, svc: Summaries, work: Path) -> int:
+    """Consolidation with the model on every day the store holds, as memoryd would run
+    it (a day's sessions, their summaries and the user's messages to the model): the
+    LLM input admission adds. Returns the days consolidated."""
+    tz = zone("UTC")
+    days = await store.read(lambda c: sorted({local_day(r[0], tz) for r in c.execute(
+        "SELECT ts FROM units WHERE ts IS NOT NULL")}))
+    mem = work / f"memory-{id(svc)}"
+    mem.mkdir()
+    cons = Consolidator(settings(None), store, MemoryFile(mem / "MEMORY.md"), mem,
+                        llm=svc.llm)
+    for day in days:
+        await cons.consolidate(day)
+    return len(days)
 
 
 async def run_fixtures(fixtures: Path, work: Path, fake: FakeLLM) -> dict[str, Any]:
@@ -98,6 +128,7 @@ async def run_fixtures(fixtures: Path, work: Path, fake: FakeLLM) -> dict[str, A
         await settle(svc)
         await svc.triggers.sweep_idle(now=FAR_FUTURE)  # every session's final summary
         await settle(svc)
+        await admit_every_day(store, svc, work)
         stats = await transcript_stats(store)
         sessions = await store.read(lambda c: c.execute(
             "SELECT count(*), sum(summary IS NOT NULL) FROM sessions").fetchone())
@@ -136,6 +167,8 @@ async def run_synthetic(lines: list[dict[str, Any]], work: Path, fake: FakeLLM |
         await settle(svc)
         await svc.triggers.sweep_idle(now=FAR_FUTURE)
         await settle(svc)
+        if fake is not None:
+            await admit_every_day(store, svc, work)
         elapsed = time.perf_counter() - t0
         stats = await transcript_stats(store)
         out = llm_figures(fake, stats["units"], stats["tokens"]) if fake else dict(stats)
@@ -179,7 +212,8 @@ async def extractive_throughput(work: Path, lines: list[dict[str, Any]]) -> dict
 
 def row(name: str, r: dict[str, Any]) -> list[str]:
     return [name, str(r["messages"]), f"{r['transcript_tokens']:,}", f"{r['llm_input_tokens']:,}",
-            f"{r['input_ratio']:.3f}", str(r["summary_calls"]), str(r["one_liner_calls"]),
+            f"{r['summaries_ratio']:.3f}", f"{r['input_ratio']:.3f}",
+            str(r["summary_calls"]), str(r["one_liner_calls"]), str(r["admission_calls"]),
             f"{r['calls_per_100_messages']:.2f}"]
 
 
@@ -218,7 +252,8 @@ async def main_async(args: argparse.Namespace) -> int:
         x = await extractive_throughput(work, lines)
     print()
     print(h.table(results, ["corpus", "messages", "transcript tok", "LLM input tok",
-                            "input ratio (goal ≤1.3)", "summary calls", "one-liner calls",
+                            "summaries alone", "with admission (goal ≤1.3)",
+                            "summary calls", "one-liner calls", "admission calls",
                             "calls/100 msgs"]))
     print()
     print(f"extractive summarizer: {x['messages']} messages in {x['steps']} steps: "

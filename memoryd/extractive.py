@@ -39,9 +39,21 @@ _SMALL_TALK_EXACT = {"k", "ty", "kk", "np"}
 
 _DECISION = re.compile(
     r"\b(?:decided|decide to|decision|let'?s|let us|we will|we'll|going with|go with|agreed|"
-    r"settled on|chose|will use|switch(?:ed)? to|the plan is)\b"
-    r"|决定|确定|采用|选定|改用|就用|定了|同意|決定|決めた|採用|결정",
+    r"settled on|chose|will use|switch(?:ed)? to|the plan is|go ahead with)\b"
+    r"|决定|确定|采用|选定|改用|就用|定了|同意|就叫|那就|就这么|就定|^就\S{1,12}吧|決定|決めた|採用|결정",
     re.IGNORECASE)
+# said of a question still open: "not sure yet", "还没定", "要不要 ..."
+_UNDECIDED = re.compile(
+    r"\bnot sure(?: yet)?\b|\bhaven'?t (?:decided|made up)\b|\bdon'?t know (?:yet|whether|if)\b|"
+    r"\bopen question\b|\bundecided\b|\bdecide later\b|"
+    r"还没定|没想好|想清楚|之后再定|以后再定|再讨论|要不要|待定",
+    re.IGNORECASE)
+_ACK_OR_PLAN = re.compile(
+    r"(?:ok(?:ay)?|sure|got it|noted|understood|right|alright|will do|done|great|good)\b|"
+    r"(?:now |next,? |then |first,? )?(?:let'?s|let me|let us|i'?ll|i will|i'?m going to)\b|"
+    r"(?:好的?|收到|明白|了解|行|可以)[，,。！!]|(?:接下来|现在|那)?(?:我来|我先|我们先|让我)",
+    re.IGNORECASE)
+_MARKUP = re.compile(r"\*\*|__|`+")
 
 # a question that asks for something to be done is a request (a topic), not an open question
 _REQUEST = re.compile(r"(?:can|could|would|will) you\b|please\b|你能|能不能|能否|请|帮我|麻烦",
@@ -116,8 +128,9 @@ def clip(text: str, limit: int) -> str:
 
 
 def _item(sentence: str, limit: int) -> str:
-    """A sentence as a summary item: clipped, without its closing `.`/`;`."""
-    return clip(sentence, limit).rstrip(" .;。；")
+    """A sentence as a summary item: clipped, without markdown emphasis or code marks
+    and without its closing `.`/`;`."""
+    return clip(_MARKUP.sub("", sentence), limit).rstrip(" .;。；")
 
 
 def sentences(text: str) -> list[str]:
@@ -238,6 +251,7 @@ def _collect(units: list[Mapping[str, Any]]) -> dict[str, list[str]]:
     tools: Counter[str] = Counter()
     called: set[str] = set()
     asked: list[str] = []  # user messages opening with a question
+    offered = False  # the assistant's last message ended asking the user to choose
     for u in units:
         kind, role, content = u.get("kind"), u.get("role"), str(u.get("content") or "")
         if kind == "tool_call":
@@ -252,13 +266,31 @@ def _collect(units: list[Mapping[str, Any]]) -> dict[str, list[str]]:
         elif kind == "message" and role in ("user", "assistant") and not is_small_talk(content):
             ss = sentences(content)
             ss = [x for x in ss if not is_small_talk(x)]
-            if role == "user" and ss and (not _is_question(ss[0]) or _REQUEST.match(ss[0])):
+            # what the user decided leads the message: a decision, not also a topic; so
+            # is a plain answer to the assistant's "X or Y?" / "shall I ...?"
+            decided = role == "user" and bool(ss) and (
+                _decision(ss[0]) or any(_decision(x) for x in ss[1:3])
+                or (offered and not _is_question(ss[0]) and not _UNDECIDED.search(content)))
+            if decided and not _decision(ss[0]):
+                out["decisions"].append(_item(ss[0], 160))
+            if role == "assistant":
+                offered = bool(ss) and _is_question(ss[-1])
+            elif role == "user":
+                offered = False
+            undecided = role == "user" and bool(ss) and bool(_UNDECIDED.search(ss[0]))
+            if (role == "user" and ss and not decided and not undecided
+                    and (not _is_question(ss[0]) or _REQUEST.match(ss[0]))):
                 out["topics"].append(_item(ss[0], 140))
-            elif role == "user" and ss:
+            elif role == "user" and ss and not decided and not undecided:
                 asked.append(_item(ss[0], 160))
             for i, s in enumerate(ss):
-                if _DECISION.search(s) and not _is_question(s):
+                # the assistant's "OK, ..." and "Now let's ..." acknowledge or plan: not
+                # decisions
+                if _decision(s) and (role == "user" or not _ACK_OR_PLAN.match(s)):
                     out["decisions"].append(_item(s, 160))
+                elif role == "user" and _UNDECIDED.search(s) and not _is_question(s):
+                    q = next((x for x in reversed(ss[:i]) if _is_question(x)), s)
+                    out["questions"].append(_item(q, 160))
                 elif (_is_question(s) and not (role == "user" and i == 0 and _REQUEST.match(s))
                       and (role == "user" or len(ss) <= 3 or i == len(ss) - 1)):
                     out["questions"].append(_item(s, 160))
@@ -274,9 +306,13 @@ def _collect(units: list[Mapping[str, Any]]) -> dict[str, list[str]]:
             if len(out["topics"]) >= 3:
                 break
     out["decisions"] = out["decisions"][-6:]
-    out["questions"] = out["questions"][-4:]
+    out["questions"] = _dedupe(out["questions"])[-4:]
     out["tools"] = [f"{n} ×{c}" for n, c in tools.most_common()]
     return out
+
+
+def _decision(s: str) -> bool:
+    return bool(_DECISION.search(s)) and not _is_question(s) and not _UNDECIDED.search(s)
 
 
 def _is_question(s: str) -> bool:

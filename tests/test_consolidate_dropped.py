@@ -46,7 +46,7 @@ async def test_to_memory_lists_what_it_dropped_and_why(tmp_path, src, sock, caps
                                               "shelfie/s2", "--to-memory"])
         out = capsys.readouterr().out
         assert code == 0
-        assert "dropped (duplicate): Remember that I want commit messages" in out
+        assert "dropped (duplicate): I want commit messages" in out
         assert "dropped (secret): " in out and SECRET not in out
         assert "dropped (below threshold): The footer could be a bit darker." in out
 

@@ -12,11 +12,18 @@ def m(role: str, text: str) -> dict:
     return {"role": role, "kind": "message", "content": text}
 
 
+def ran(tool: str) -> list[dict]:
+    return [{"role": "assistant", "kind": "tool_call", "content": "", "tool_name": tool},
+            {"role": "tool", "kind": "tool_result", "content": "ok", "tool_name": tool}]
+
+
 UNITS = [
     m("user", "The export job is slow again, can you look?"),
+    *ran("bash"),
     m("assistant", "Found it: the export ran one query per row. Fixed by batching 500 rows "
                    "per insert; 9.4 s -> 0.8 s. Want me to push it?"),
     m("user", "好，顺便把数据也补一下。"),
+    *ran("bash"),
     m("assistant", "结论：补数完成，共写入 52,310 行，耗时约 3 分钟。"),
     m("user", "What's the history of the Eiffel Tower? Just curious."),
     m("assistant", "It was finished in 1889 and was 300 m tall, the tallest structure then."),
@@ -35,6 +42,13 @@ def test_findings_are_outcomes_with_their_section():
     text = " ".join(t for _, t in got)
     assert "Eiffel" not in text and "1889" not in text  # general knowledge, and its follow-up
     assert "push it" not in text and "welcome" not in text
+
+
+def test_tool_activity_is_what_tools_did():
+    """Issue 27: a figure in a turn where no tool ran is not tool activity."""
+    got = findings([m("user", "The terminal flickers again, why?"),
+                    m("assistant", "This is 100% a **VS Code terminal bug**, not ours.")])
+    assert got and all(section == "Topics" for section, _ in got), got
 
 
 def test_note_items_carry_findings_besides_the_summary():

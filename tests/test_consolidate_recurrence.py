@@ -12,8 +12,8 @@ from memoryd.consolidate.clock import SettableClock
 from tests.helpers import write_jsonl
 from tests.test_consolidate import daemon, ingested, memory, msgs
 
-SAID = {1: "Use pnpm here, not npm.", 2: "pnpm please, not npm.",
-        3: "格式化用 ruff，不用 black。", 4: "代码格式化用 ruff 就行，不是 black。",
+SAID = {1: "Use tabs here, not spaces.", 2: "tabs please, not spaces.",
+        3: "缩进用 tab，不是空格。", 4: "用 tab 缩进就行，不是空格。",
         5: "Let's keep the current layout for now.", 6: "Let's keep the current layout for now.",
         7: "What is the capital of Australia?", 8: "What is the capital of Australia?",
         9: "Remember that I always want answers in English.",
@@ -39,7 +39,7 @@ def test_recurrence_promotes_corrections_said_in_two_sessions_en_and_zh():
         for c in out:
             assert c.importance >= 3 and "stated in 2 sessions +1" in c.reasons
             assert [pk for pk, _ in c.evidence] == [uid + 1 if uid % 2 else uid - 1]
-    assert got[1] == ["Use pnpm here, not npm."] and got[2] == ["pnpm please, not npm."]
+    assert got[1] == ["Use tabs here, not spaces."] and got[2] == ["tabs please, not spaces."]
     assert got[3] and got[4]  # Chinese, by CJK bigrams
     assert got[5] == got[6] == got[7] == got[8] == []  # transient, questions: never
 
@@ -60,12 +60,12 @@ def test_recurrence_weighs_a_q1_candidate_said_elsewhere_and_joins_provenance():
 
 async def test_correction_repeated_across_sessions_reaches_memory(tmp_path, src, sock):
     d1 = [("user", "Set up the lint step for the web app."),
-          ("assistant", "Added `npm run lint` to the CI workflow."),
-          ("user", "Use pnpm here, not npm."),
+          ("assistant", "Added the lint step, with spaces for indentation."),
+          ("user", "Use tabs here, not spaces."),
           ("user", "Let's keep the current layout for now.")]
     d2 = [("user", "Add a test script to package.json."),
-          ("assistant", "Added; run it with `npm test`."),
-          ("user", "pnpm please, not npm."),
+          ("assistant", "Added, indented with spaces."),
+          ("user", "tabs please, not spaces."),
           ("user", "Let's keep the current layout for now.")]
     write_jsonl(src / "web" / "a.jsonl", msgs("a", "2026-10-05", d1))
     write_jsonl(src / "web" / "b.jsonl", msgs("b", "2026-10-07", d2))
@@ -74,14 +74,14 @@ async def test_correction_repeated_across_sessions_reaches_memory(tmp_path, src,
     async with daemon(tmp_path, src, sock, clock) as (d, c):
         await ingested(c, len(d1) + len(d2))
         await c.run_job("consolidate", {"date": "2026-10-05"})
-        assert "pnpm" not in memory(home)  # said once, no marker word: not yet
+        assert "tabs" not in memory(home)  # said once, no marker word: not yet
         clock.set(dt.datetime(2026, 10, 7, 22, tzinfo=dt.UTC))
         r = (await c.run_job("consolidate", {"date": "2026-10-07"}))["result"]
         (added,) = r["memory"]["added"]
-        assert added["item"] == "pnpm please, not npm." and "stated in 2 sessions" in added["why"]
+        assert added["item"] == "tabs please, not spaces." and "stated in 2 sessions" in added["why"]
         mem = memory(home)
         assert "layout" not in mem
-        n = next(i for i, ln in enumerate(mem.splitlines(), 1) if "pnpm" in ln)
+        n = next(i for i, ln in enumerate(mem.splitlines(), 1) if "tabs" in ln)
         why = await c.request("GET", f"/v1/memory/why/{n}")
         (item,) = why["items"]
         assert {s["session_id"] for s in item["sessions"]} == {"web/a", "web/b"}

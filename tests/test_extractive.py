@@ -124,3 +124,25 @@ def test_extractive_folds_a_model_summary_as_topics():
     s = x.summarize([msg("user", "Now add a health check endpoint to the API.")],
                     "The user moved the cache to Redis. Tests pass.")
     assert s.startswith("Topics: The user moved the cache to Redis; Tests pass; Now add")
+
+
+def test_issue_27_sections_mean_what_they_say():
+    units = [msg("user", "We decided to use PostgreSQL 16 for the orders service."),
+             msg("assistant", "OK, new tests will use vitest. Now let's commit:"),
+             msg("user", "Should we move auth tokens to JWT? Not sure yet."),
+             msg("user", "我们要不要把定时任务换成 Airflow，还没定。"),
+             msg("assistant", "This is 100% a **VS Code terminal bug**, see `term.ts`."),
+             msg("user", "就叫 ShelfGrid，今天改掉。")]
+    s = x.parse(x.summarize(units))
+    # a user's decision leads: under Decisions, not lost to Topics
+    assert any("PostgreSQL 16" in d for d in s["decisions"]), s
+    assert not any("PostgreSQL 16" in t for t in s["topics"]), s
+    assert any("ShelfGrid" in d for d in s["decisions"]), s
+    # the assistant's acknowledgement and plan are not decisions
+    assert not any("vitest" in d or "commit" in d for d in s["decisions"]), s
+    # open questions in both languages, the undecided ones too
+    assert any("JWT" in q for q in s["questions"]), s
+    assert any("Airflow" in q for q in s["questions"]), s
+    # tool activity only from tools; no markdown residue in items
+    assert not s["tools"]
+    assert not any("**" in i or "`" in i for sec in s.values() for i in sec), s

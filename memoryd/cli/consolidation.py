@@ -144,11 +144,15 @@ def render_why(d: dict[str, Any]) -> str:
         lines.append(f"    made by {p['made_by']} ({p['prompt_version']}), importance "
                      f"{p['importance']}, first seen {p['first_seen']}, last confirmed "
                      f"{p['last_confirmed']} ({p['confirmations']} confirmations), {p['state']}")
+        if it.get("subjects"):
+            lines.append("    about: " + "; ".join(it["subjects"]))
         if it.get("reasons"):
             lines.append("    why: " + ", ".join(it["reasons"]))
         for s in it["sessions"]:
             lines.append(f"    {s['day']}  {s['agent']} {s['session_id']}  units "
                          f"{', '.join(map(str, s['unit_ids']))}")
+        for r in it.get("replaced") or []:
+            lines.append(f"    replaced: {r['item']}  (since {r['first_seen']})")
     return "\n".join(lines)
 
 

@@ -190,6 +190,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"memoryctl: {e.message}{where}", file=sys.stderr)
         return EXIT_USAGE if e.status == 400 else EXIT_ERROR
     except (OSError, TimeoutError) as e:
+        if isinstance(e, BrokenPipeError) and quick.stdout_closed():
+            raise  # the reader of our output left (`| head`): quick.main ends quietly
         print(f"memoryctl: cannot talk to memoryd at {client.socket_path}: {e}", file=sys.stderr)
         return EXIT_ERROR
 

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
+# `memoryctl ... | head`: the reader left. 128 + SIGPIPE, what a shell reports for git or
+# coreutils cut off the same way, so `set -o pipefail` scripts see memoryctl as they see
+# any other tool, and a cut-off listing is not mistaken for a complete one.
+EXIT_CLOSED_STDOUT = 141
 
 GLOBAL = {"--socket": "socket", "--home": "home"}
 CONTEXT = {"--session": "session_id", "--cwd": "cwd", "--agent": "agent",
@@ -31,6 +35,44 @@ HOOK_AGENTS = ("claude-code",)
 
 
 def main(argv: "Sequence[str] | None" = None) -> int:
+    """The console script. A reader that leaves early (`| head`) ends memoryctl quietly
+    with EXIT_CLOSED_STDOUT; it is not the daemon's fault and says nothing about it."""
+    try:
+        code = dispatch(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+    except BrokenPipeError:
+        if not stdout_closed():
+            raise
+        return closed_stdout()
+    return code
+
+
+def stdout_closed() -> bool:
+    """True when stdout is a pipe or socket whose reader has gone: poll reports an error
+    or hang-up on the writing end (Linux: POLLERR; macOS and the BSDs: POLLHUP)."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # replaced or closed by a caller
+        return False
+    p = select.poll()
+    p.register(fd, select.POLLOUT)
+    return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in p.poll(0))
+
+
+def closed_stdout() -> int:
+    """Point stdout at /dev/null (the interpreter flushes it at exit, which would raise
+    again and print a traceback) and give the exit code."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return EXIT_CLOSED_STDOUT
+
+
+def dispatch(argv: "Sequence[str] | None" = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     got = parse(args)
     if got is not None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from memoryd.consolidate import history
 from memoryd.consolidate.scorer import distinctive, features, overlap, similarity
+from memoryd.consolidate.subjects import KINDS, Subject, agrees, conflict, subjects
 from memoryd.memory.document import Document, Entry, format_entry, item_key
 
 RESTATE_OVERLAP = 0.6
@@ -41,7 +42,8 @@ class Candidate:
     repeat: bool = False
     change: bool = False
     made_by: str = "extractive"
-    prompt_version: str = "admission-1"
+    prompt_version: str = "admission-2"
+    subject: str | None = None  # what it is about, as a model named it (consolidate.model)
     # other sessions that said the same (consolidate.recurrence): (session pk, unit ids)
     evidence: list[tuple[int, list[int]]] = field(default_factory=list)
 
@@ -104,6 +106,27 @@ def plan(doc: Document, cands: Sequence[Candidate], day: dt.date, *,
             continue
         scored = [(similarity(fc, features(it)), overlap(fc, features(it)), e, it)
                   for e, it in all_items() if _same_scope(c, e)]
+        made = {**provenance, **{a.key: {} for a in p.added}}  # this run's are ours too
+        stale, same = _by_subject(c, scored, made)
+        if stale:
+            for e, it, why in stale:
+                items[e.line].remove(it)
+                entry_text = format_entry(dt.date.fromisoformat(e.date), e.source, [it])
+                p.history.append(history.superseded_line(iso, entry_text, c.text,
+                                                         f"MEMORY.md, {c.source}"))
+                p.gone.append((item_key(it), "superseded", c.key))
+                p.actions.append(Action("superseded", it, why, e.line, entry_text, c.text))
+            changed = True
+            lines, entries, items = _add(lines, entries, items, iso, c)
+            p.added.append(c)
+            p.actions.append(Action("added", c.text, "; ".join(c.reasons) or "admitted",
+                                    len(lines)))
+            continue
+        if same is not None:
+            e, it, why = same
+            p.confirmed.append((c, item_key(it)))
+            p.actions.append(Action("confirmed", c.text, why, e.line, it))
+            continue
         best = max(scored, key=lambda x: (x[0], x[1]), default=None)
         if best is not None and best[0] >= similar and not _other_fact(c.text, best[3]):
             p.confirmed.append((c, item_key(best[3])))
@@ -111,7 +134,6 @@ def plan(doc: Document, cands: Sequence[Candidate], day: dt.date, *,
                                     f"{best[2].line}", best[2].line, best[3]))
             continue
         if c.change:
-            made = {**provenance, **{a.key: {} for a in p.added}}  # this run's are ours too
             target = _supersede_target(c, scored, made)
             if target is not None:
                 e, it = target
@@ -146,6 +168,52 @@ def plan(doc: Document, cands: Sequence[Candidate], day: dt.date, *,
     return p
 
 
+def _by_subject(c: Candidate, scored: list[tuple[float, float, Entry, str]],
+                provenance: Mapping[str, Mapping[str, Any]]
+                ) -> tuple[list[tuple[Entry, str, str]], tuple[Entry, str, str] | None]:
+    """The entries `c` makes out of date (the same subject given another value: "bun
+    instead of pnpm" against "uses pnpm"), and else one it restates (the same subject,
+    the same value). A setting's number ("minSdk 29") replaces another only when `c`
+    says it changed; the user's own lines are never touched."""
+    mine = subjects(c.text)
+    if not mine and not c.subject:
+        return [], None
+    stale: list[tuple[Entry, str, str]] = []
+    same: tuple[Entry, str, str] | None = None
+    for sim, ov, e, it in scored:
+        if item_key(it) not in provenance:
+            continue
+        theirs = subjects(it)
+        named = provenance[item_key(it)].get("subject")
+        # a subject only a model named: taken where the deterministic reading knows none
+        # on either side (so a model that calls "answers in Chinese" a package manager
+        # replaces nothing, and known subjects are decided by their values below)
+        if (c.subject and named and _same_name(c.subject, named) and sim < 0.8
+                and not mine and not theirs):
+            stale.append((e, it, f"a newer statement about {c.subject}"))
+            continue
+        hit = next((n for n in mine for o in theirs if conflict(n, o)
+                    and (n.name in KINDS or n.name.startswith("language") or c.change)), None)
+        if hit is not None:
+            stale.append((e, it, f"the {hit.name} is now {', '.join(sorted(hit.values))}"))
+        elif same is None and any(agrees(n, o) and (ov >= SUPERSEDE_OVERLAP or _setting(n)
+                                                     or c.change)
+                                  for n in mine for o in theirs):
+            s = next(n for n in mine for o in theirs if agrees(n, o))
+            same = (e, it, f"restates line {e.line} ({s.describe()})")
+    return stale, same
+
+
+def _setting(s: Subject) -> bool:
+    """A named setting with its number ("Python version: 3.9"): agreeing on it is a
+    restatement however else the two are worded."""
+    return s.name.endswith(" version") and any(ch.isdigit() for v in s.values for ch in v)
+
+
+def _same_name(a: str, b: str) -> bool:
+    return " ".join(a.casefold().split()) == " ".join(b.casefold().split())
+
+
 def _supersede_target(c: Candidate, scored: list[tuple[float, float, Entry, str]],
                       provenance: Mapping[str, Mapping[str, Any]]
                       ) -> tuple[Entry, str] | None:
@@ -173,7 +241,8 @@ def _restatement(c: Candidate, fc: set[str], scored: list[tuple[float, float, En
             continue  # other numbers, versions or paths: another fact, not a restatement
         if not c.repeat and dc and di and not shared:
             continue  # names only other things: another fact
-        if ov >= RESTATE_OVERLAP or len(shared) >= 2 or (c.repeat and (ov >= 0.3 or shared)):
+        if (ov >= RESTATE_OVERLAP or (len(shared) >= 2 and ov >= SUPERSEDE_OVERLAP)
+                or (c.repeat and (ov >= 0.3 or shared))):
             return e, it
     return None
 

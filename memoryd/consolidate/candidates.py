@@ -14,6 +14,7 @@ from memoryd.consolidate.daily import FROM_SUMMARY, NoteItem
 from memoryd.consolidate.findings import findings
 from memoryd.consolidate.scorer import Scored, noise
 from memoryd.consolidate.scorer import candidates as q1_sentences
+from memoryd.consolidate.subjects import subjects
 
 NOTE_ITEMS_PER_SECTION = 8
 
@@ -40,7 +41,8 @@ def note_items(session: Mapping[str, Any], units: Sequence[Mapping[str, Any]], *
                for text in parts.get(key, [])[:NOTE_ITEMS_PER_SECTION]]
     found = [f for f in findings(units) if not noise(f[1])]  # what the work found out
     per: dict[str, int] = {}
-    for section, text in offered + found:
+    # a finding first: where the summary says the same, the finding knows its section
+    for section, text in found + offered:
         text = " ".join(text.split()).strip(" ;；")
         if not text:
             continue
@@ -59,13 +61,26 @@ def admission_candidates(session: Mapping[str, Any], units: Sequence[Mapping[str
     """One candidate per user message holding Q1 sentences (the deterministic scorer);
     the sentences left out go to `dropped`, with why."""
     out: list[Candidate] = []
-    for u in units:
+    for i, u in enumerate(units):
         if u.get("role") != "user" or u.get("kind") != "message":
             continue
-        found = q1_sentences(str(u.get("content") or ""), dropped)
+        found = q1_sentences(str(u.get("content") or ""), dropped, ack=reply_to(units, i))
         if found:
             out.append(candidate(session, found, int(u["id"])))
     return out
+
+
+def reply_to(units: Sequence[Mapping[str, Any]], i: int) -> str | None:
+    """The assistant's next message after the user's message `units[i]`, before the
+    user speaks again (tool calls and results in between are passed over)."""
+    for u in units[i + 1:]:
+        if u.get("kind") != "message":
+            continue
+        if u.get("role") == "user":
+            return None
+        if u.get("role") == "assistant":
+            return str(u.get("content") or "")
+    return None
 
 
 def candidate(session: Mapping[str, Any], found: Sequence[Scored], unit_id: int) -> Candidate:
@@ -81,4 +96,5 @@ def candidate(session: Mapping[str, Any], found: Sequence[Scored], unit_id: int)
         scope=None if user_wide else project,
         session_pk=int(session["pk"]), unit_ids=[unit_id],
         reasons=sorted({r for f in found for r in f.reasons}),
-        repeat=any(f.repeat for f in found), change=any(f.change for f in found))
+        repeat=any(f.repeat for f in found), change=any(f.change for f in found),
+        subject=next((s.name for f in found for s in subjects(f.text)), None))

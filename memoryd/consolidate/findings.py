@@ -4,10 +4,10 @@ A day's session summary lists what the user asked, decided and left open; what t
 work *found* (a debugging conclusion, a tool's result, an incident) is mostly said by
 the assistant: "Found it: ...", "结论：...", "root cause ...", "fixed by ...", "went from
 71 to 93", "1,213,440 rows in 14 minutes", "503 for 30 minutes". Those sentences are
-Q2 (worth looking up later, not standing rules): results with figures go under
-`## Tool Activity`, the other conclusions under `## Topics`. At most a few per message;
-questions, offers ("want me to ...?"), small talk, and answers to small talk or to a
-general-knowledge question (Q3 themselves) are left out.
+Q2 (worth looking up later, not standing rules): results with figures, in a turn
+where a tool ran, go under `## Tool Activity`, the other conclusions under `## Topics`.
+At most a few per message; questions, offers ("want me to ...?"), small talk, and
+answers to small talk or to a general-knowledge question (Q3 themselves) are left out.
 """
 
 from __future__ import annotations
@@ -46,10 +46,15 @@ def findings(units: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     seen: set[str] = set()
     asked_noise = False  # the answer to small talk or general knowledge is noise too
+    ran = False  # a tool ran since the user last spoke: the turn reports its results
     for u in units:
+        if u.get("kind") in ("tool_call", "tool_result"):
+            ran = True
+            continue
         if u.get("kind") != "message":
             continue
         if u.get("role") == "user":
+            ran = False
             said = str(u.get("content") or "")
             work = bool(REQUEST.search(said) or FACT.search(said) or QUESTION.search(said))
             if is_small_talk(said) or GENERAL.search(said) or (CHATTER.search(said)
@@ -74,6 +79,7 @@ def findings(units: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
             if len(text) > ITEM_CHARS:
                 text = text[: ITEM_CHARS - 1].rstrip() + "…"
             seen.add(text.casefold())
-            out.append(("Tool Activity" if FIGURE.search(text) else "Topics", text))
+            # Tool Activity is what tools did: figures the turn's tool runs reported
+            out.append(("Tool Activity" if ran and FIGURE.search(text) else "Topics", text))
             took += 1
     return out

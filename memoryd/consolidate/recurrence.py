@@ -30,6 +30,7 @@ from memoryd.consolidate.scorer import (
     Scored,
     distinctive,
     features,
+    pasted,
     score,
     similarity,
 )
@@ -62,6 +63,8 @@ class Statement:
 def statements(session_pk: int, unit_id: int, text: str) -> tuple[Statement, ...]:
     """The sentences of a user message that could be standing rules: Q1 already, or at
     least not negative and rule-shaped."""
+    if pasted(text):  # a template a cron job sends again is not the user saying it again
+        return ()
     out = []
     for sent in sentences(text):
         sc = score(sent)

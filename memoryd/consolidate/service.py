@@ -21,6 +21,7 @@ from memoryd.consolidate.clock import Clock, day_bounds, local_day, parse_day, z
 from memoryd.consolidate.firings import Firings
 from memoryd.consolidate.model import model_candidates
 from memoryd.consolidate.prune import prune
+from memoryd.consolidate.subjects import subjects
 from memoryd.errors import BadRequestError, NotFoundError
 from memoryd.memory import Document, MemoryFile
 from memoryd.memory.document import item_key
@@ -241,7 +242,8 @@ class Consolidator:
                                   scope=cand.scope, importance=cand.importance,
                                   reasons=cand.reasons, day=iso,
                                   first_seen=min([iso, *days.values()]),
-                                  made_by=cand.made_by, prompt_version=cand.prompt_version)
+                                  made_by=cand.made_by, prompt_version=cand.prompt_version,
+                                  subject=cand.subject)
             if cand.session_pk is not None:
                 sql.link_session(c, iid, cand.session_pk, cand.unit_ids,
                                  said_on(cand.unit_ids))
@@ -272,13 +274,16 @@ class Consolidator:
             for it in e.items:
                 r = rows.get(item_key(it))
                 if r is None:
-                    out.append({"item": it, "provenance": None})
+                    out.append({"item": it, "provenance": None,
+                                "subjects": [s.describe() for s in subjects(it)]})
                     continue
                 out.append({"item": it, "provenance": {
                     k: r[k] for k in ("source", "scope", "importance", "first_seen",
                                       "last_confirmed", "confirmations", "made_by",
-                                      "prompt_version", "state")},
-                    "reasons": json.loads(r["reasons"]), "sessions": sql.item_sessions(c, r["id"])})
+                                      "prompt_version", "state", "subject")},
+                    "subjects": [s.describe() for s in subjects(it)],
+                    "reasons": json.loads(r["reasons"]), "sessions": sql.item_sessions(c, r["id"]),
+                    "replaced": sql.replaced_chain(c, item_key(it))})
             return out
 
         return {"line": line, "entry": e.as_dict(), "items": await self.store.read(load)}

@@ -10,7 +10,7 @@ from typing import Any
 
 PROVENANCE_COLUMNS = (
     "id, item_key, item, source, scope, importance, reasons, first_seen, last_confirmed, "
-    "confirmations, made_by, prompt_version, state, superseded_by")
+    "confirmations, made_by, prompt_version, state, superseded_by, subject")
 NOTE_MAKER = "daily-note"  # made_by of a daily-note line's row (below)
 
 
@@ -22,6 +22,14 @@ def day_sessions(conn: sqlite3.Connection, start: float, end: float) -> list[dic
         "WHERE s.id IN (SELECT DISTINCT session_pk FROM units WHERE ts >= ? AND ts < ?) "
         "ORDER BY s.first_ts, s.id", (start, end)).fetchall()
     return [dict(r) for r in rows]
+
+
+def session_spans(conn: sqlite3.Connection, before: float) -> list[tuple[float, float]]:
+    """(first, last) timestamps of the sessions that began before `before`: the days the
+    history was active (consolidate.admission measures age in them)."""
+    return [(r[0], r[1]) for r in conn.execute(
+        "SELECT first_ts, coalesce(last_ts, first_ts) FROM sessions "
+        "WHERE first_ts IS NOT NULL AND first_ts < ?", (before,))]
 
 
 def day_units(conn: sqlite3.Connection, pk: int, start: float | None,
@@ -64,6 +72,24 @@ def provenance_by_keys(conn: sqlite3.Connection, keys: list[str]) -> dict[str, d
     return out
 
 
+def replaced_chain(conn: sqlite3.Connection, key: str, limit: int = 20) -> list[dict[str, Any]]:
+    """The items `key` replaced, newest first, and what they replaced in turn (A <- B <- C)."""
+    out: list[dict[str, Any]] = []
+    todo, seen = [key], {key}
+    while todo and len(out) < limit:
+        k = todo.pop(0)
+        for r in conn.execute("SELECT item_key, item, first_seen, last_confirmed, updated_at "
+                              "FROM memory_items WHERE superseded_by = ? AND state = "
+                              "'superseded' ORDER BY updated_at DESC", (k,)):
+            if r["item_key"] in seen:
+                continue
+            seen.add(r["item_key"])
+            out.append({"item": r["item"], "first_seen": r["first_seen"],
+                        "last_confirmed": r["last_confirmed"], "replaced_by": k})
+            todo.append(r["item_key"])
+    return out
+
+
 def all_active(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
     """MEMORY.md items' provenance (daily-note rows left out)."""
     return {r["item_key"]: dict(r) for r in conn.execute(
@@ -73,19 +99,22 @@ def all_active(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
 
 def record_item(conn: sqlite3.Connection, *, key: str, item: str, source: str,
                 scope: str | None, importance: int, reasons: list[str], day: str,
-                made_by: str, prompt_version: str, first_seen: str | None = None) -> int:
-    """`first_seen`: when it was first said, if before `day` (a recurrence)."""
+                made_by: str, prompt_version: str, first_seen: str | None = None,
+                subject: str | None = None) -> int:
+    """`first_seen`: when it was first said, if before `day` (a recurrence); `subject`:
+    what it is about, when known."""
     now = time.time()
     conn.execute(
         "INSERT INTO memory_items (item_key, item, source, scope, importance, reasons, "
-        "first_seen, last_confirmed, made_by, prompt_version, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (item_key) DO UPDATE SET "
-        "state = 'active', superseded_by = NULL, "
+        "first_seen, last_confirmed, made_by, prompt_version, created_at, updated_at, "
+        "subject) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (item_key) DO UPDATE SET "
+        "state = 'active', superseded_by = NULL, subject = excluded.subject, "
         "importance = greatest(memory_items.importance, excluded.importance), "
         "last_confirmed = greatest(memory_items.last_confirmed, excluded.last_confirmed), "
         "updated_at = ?",
         (key, item, source, scope, importance, json.dumps(reasons, ensure_ascii=False),
-         min(first_seen or day, day), day, made_by, prompt_version, now, now, now))
+         min(first_seen or day, day), day, made_by, prompt_version, now, now, subject, now))
     return int(conn.execute("SELECT id FROM memory_items WHERE item_key = ?",
                             (key,)).fetchone()[0])
 

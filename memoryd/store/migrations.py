@@ -368,11 +368,17 @@ def m009_counters(conn: sqlite3.Connection) -> None:
         conn.execute(stmt)
 
 
+def m010_memory_subject(conn: sqlite3.Connection) -> None:
+    """What a MEMORY.md item is about ("JavaScript package manager"): a later item about
+    the same subject replaces it (consolidate.subjects)."""
+    conn.execute("ALTER TABLE memory_items ADD COLUMN subject TEXT")
+
+
 MIGRATIONS: list[Migration] = [m001_initial, m002_jobs_and_summaries, m003_units_id_session,
                                m004_memory_provenance, m005_tantivy_index,
                                m006_served_context_and_exclusions,
                                m007_fleet_machines, m008_memory_docs,
-                               m009_counters]
+                               m009_counters, m010_memory_subject]
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

@@ -253,6 +253,7 @@ DDL: dict[str, str | list[str]] = {
     """,
     # trigger functions hold `;`: a list of statements, not a script to cut
     "m009_counters": counters.pg_ddl(),
+    "m010_memory_subject": "ALTER TABLE memory_items ADD COLUMN subject text",
 }
 
 NAMES = [m.__name__ for m in SQLITE_MIGRATIONS]

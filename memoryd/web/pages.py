@@ -3,6 +3,7 @@ thing calls (status(), search.search, the sessions SQL functions, the summaries 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -16,6 +17,7 @@ from memoryd.errors import BadRequestError
 from memoryd.server.app import SERVICES
 from memoryd.server.sessions_api import resolve
 from memoryd.store import sessions as sql
+from memoryd.web import dashboard
 from memoryd.web.auth import WebSession
 from memoryd.web.routes import WebDeps, render
 
@@ -49,9 +51,14 @@ def session_url(agent: str, session_id: str, **q: Any) -> str:
 
 
 async def overview(request: web.Request, deps: WebDeps, s: WebSession) -> web.Response:
-    status = await request.app[SERVICES].status()
+    services = request.app[SERVICES]
+    status = await services.status()
     other = {k: v for k, v in status.items() if k not in KNOWN}
-    return render(request, "overview.html", title="Overview", s=status, other=other)
+    budget = ((status.get("llm") or {}).get("budget") or {}).get("daily_tokens")
+    charts = await dashboard.charts(services.store, budget)
+    raw = json.dumps(status, indent=1, ensure_ascii=False, default=str)
+    return render(request, "overview.html", title="Overview", s=status, other=other,
+                  charts=charts, raw=raw)
 
 
 async def search(request: web.Request, deps: WebDeps, s: WebSession) -> web.Response:

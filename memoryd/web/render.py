@@ -74,10 +74,55 @@ def highlight(text: str | None, terms: list[str] | None) -> Markup:
     return Markup("").join(out)
 
 
-def pretty(v: Any) -> str:
-    """A scalar for people: ISO timestamps as local time and how far off, floats short."""
+_TIME_KEY = re.compile(r"(?:^|_)(?:at|ts|since|time|when|last|next|sweep|release|reexec|"
+                       r"started|ended|until|run)$")
+_BYTES_KEY = re.compile(r"(?:^|_)bytes(?:_|$)|(?:^|_)size$|threshold$")
+_SECONDS_KEY = re.compile(r"(?:_s|_seconds|seconds)$")
+
+
+def size(n: float) -> str:
+    """Bytes for people: 512 B, 34 kB, 13.4 MB, 2.1 GB."""
+    for unit, k in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if abs(n) >= k:
+            return f"{n / k:.1f} {unit}" if abs(n) < 10 * k else f"{n / k:.0f} {unit}"
+    return f"{n:.0f} B"
+
+
+def duration(s: float) -> str:
+    """Seconds for people: 850 ms, 42 s, 3 min 5 s, 2 h 10 min."""
+    if s == 0:
+        return "0 s"
+    if s < 1:
+        return f"{s * 1000:.0f} ms"
+    if s < 60:
+        return f"{s:.0f} s" if s >= 10 else f"{s:.1f} s"
+    if s < 3600:
+        return f"{int(s // 60)} min {int(s % 60)} s"
+    if s < 86400:
+        return f"{int(s // 3600)} h {int(s % 3600 // 60)} min"
+    return f"{int(s // 86400)} d {int(s % 86400 // 3600)} h"
+
+
+def pretty(v: Any, key: str = "") -> str:
+    """A scalar for people, read with its key: epoch times as local time and how far off,
+    byte counts and rates in kB/MB, seconds as durations, ISO timestamps as local time,
+    floats short."""
+    k = str(key).lower()
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        if v > 1e9 and v < 1e10 and _TIME_KEY.search(k):
+            return f"{when(v)} ({ago(v)})"
+        if _BYTES_KEY.search(k):
+            return size(v) + ("/s" if k.endswith("bytes_s") else "")
+        if k.endswith("_mb"):
+            return f"{v:.0f} MB" if v >= 10 else f"{v:.1f} MB"
+        if k.endswith("_ms"):
+            return duration(v / 1000)
+        if _SECONDS_KEY.search(k) and v >= 0:
+            return duration(v)
+        if isinstance(v, int) and abs(v) >= 10_000:
+            return f"{v:,}"
     if isinstance(v, float):
-        return f"{v:.4g}"
+        return f"{v:.4g}" if abs(v) < 1e6 else f"{v:,.0f}"
     if isinstance(v, str) and len(v) >= 19 and v[4] == "-" and "T" in v:
         try:
             ts = datetime.fromisoformat(v).timestamp()
@@ -108,7 +153,7 @@ def make_env() -> jinja2.Environment:
         autoescape=True, undefined=jinja2.ChainableUndefined, trim_blocks=True,
         lstrip_blocks=True, enable_async=False)
     env.filters.update(when=when, ago=ago, highlight=highlight, humanize=humanize,
-                       pretty=pretty, inline=inline)
+                       pretty=pretty, inline=inline, size=size, duration=duration)
     env.tests["scalar"] = is_scalar
     env.tests["mapping"] = lambda v: isinstance(v, dict)
     return env

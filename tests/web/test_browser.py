@@ -82,6 +82,12 @@ async def page(browser):
     await page.close()
 
 
+async def log_in(page, client, base: str) -> None:
+    """Follow a one-time link; the page moves on to the overview by itself."""
+    await page.goto(await login_url(client))
+    await page.wait_for_url(base + "/")
+
+
 async def shot(page, name: str) -> None:
     await page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
@@ -100,9 +106,13 @@ async def test_browser_log_in_search_session_memory_context(site, page):
     # the one-time link
     resp = await page.goto(await login_url(client))
     assert resp.status == 200
-    await page.get_by_role("link", name="Continue to the overview").click()
+    # the link lands on the overview by itself (issue 30): no interstitial to click
     await expect(page.get_by_role("heading", name="Overview", exact=True)).to_be_visible()
+    assert page.url == base + "/"
     await expect(page.locator("main")).to_contain_text("caught up")
+    # the charts are drawn (SVG, no script needed) with their numbers a click away
+    await expect(page.locator("#chart-messages svg.chart")).to_be_visible()
+    await expect(page.locator("#chart-llm svg.chart")).to_be_visible()
     await shot(page, "overview")
 
     # search in Chinese, highlighted; a hit opens its session at that turn
@@ -170,12 +180,19 @@ async def test_browser_phone_width_and_keyboard(site, page):
 
     d, base, client = site
     await page.set_viewport_size({"width": 390, "height": 844})
-    await page.goto(await login_url(client))
+    await log_in(page, client, base)
     await page.goto(base + "/search?q=数据库")
     await expect(page.locator("li.hit").first).to_be_visible()
     width = await page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"the page scrolls sideways at phone width ({width}px)"
     await shot(page, "search-phone")
+
+    # the overview with its charts fits the phone's width too
+    await page.goto(base + "/")
+    await expect(page.locator("#chart-messages svg.chart")).to_be_visible()
+    width = await page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the overview scrolls sideways at phone width ({width}px)"
+    await shot(page, "dashboard-phone")
 
     # keyboard alone: the skip link comes first, then the navigation
     await page.goto(base + "/")
@@ -199,7 +216,7 @@ async def test_browser_403_without_cookie_and_on_a_foreign_origin(site, page):
     d, base, client = site
     resp = await page.goto(base + "/memory")
     assert resp.status == 403
-    await page.goto(await login_url(client))
+    await log_in(page, client, base)
     resp = await page.goto(base + "/memory")
     assert resp.status == 200
 

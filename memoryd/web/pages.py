@@ -25,7 +25,7 @@ PAGE = 100
 KNOWN = {"version", "pid", "state", "uptime_s", "socket", "tcp_port", "sources", "files",
          "ignored_files", "bad_lines", "sessions", "units", "unread_bytes", "queue_depth",
          "backfill_done", "caught_up", "ingest_lag_ms", "ingest", "watcher", "llm",
-         "summaries"}
+         "summaries", "consolidation"}
 
 
 def _opt(request: web.Request, name: str) -> str | None:

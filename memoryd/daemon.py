@@ -306,7 +306,8 @@ class Daemon:
     async def _serve(self) -> None:
         assert self.store is not None and self.memory is not None
         assert self.summaries is not None and self.forgetting is not None
-        builder = ContextBuilder(self.store, self.memory, self.paths.memory_dir)
+        builder = ContextBuilder(self.store, self.memory, self.paths.memory_dir,
+                                 archive_dir=self.paths.data_dir / "archive")
         page = web_routes(WebDeps(summaries=self.summaries, memory=self.memory, context=builder,
                                   memory_dir=self.paths.memory_dir,
                                   tcp_port=lambda: self.tcp_port))
@@ -316,7 +317,8 @@ class Daemon:
                                 events=self.events, jobs=self.jobs(), ingest=self.ingest,
                                 token=ensure_token(self.paths.token_file),
                                 on_forget=(self._forgotten,), limiter=self.limiter,
-                                backup_roots=(Path.home(), self.paths.data_dir)),
+                                backup_roots=(Path.home(), self.paths.data_dir),
+                                archive_dir=self.paths.data_dir / "archive"),
                        extra_routes=[summaries_api.routes(self.summaries, self._to_memory),
                                      consolidate_api.routes(self.consolidator, self.retention),
                                      memory_routes(self.memory),

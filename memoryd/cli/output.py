@@ -145,8 +145,10 @@ def consolidation_lines(c: dict[str, Any]) -> list[str]:
 def render_search(r: dict[str, Any]) -> str:
     out = [r["message"]]
     for i, x in enumerate(r["results"], 1):
+        where = (f"archived {x['archived']}" if x.get("archived")
+                 else f"score {x['score']:.2f}")
         out.append(f"{i:>3}. [{x['agent']} {x['session_id']} turn {x['turn']} {x['role']} "
-                   f"{when(x['ts'])}] score {x['score']:.2f}")
+                   f"{when(x['ts'])}] {where}")
         out.append(f"     {x['snippet']}")
     return "\n".join(out)
 

@@ -65,7 +65,8 @@ async def search(request: web.Request, deps: WebDeps, s: WebSession) -> web.Resp
         dated = since is not None or until is not None
         req = SearchRequest(query=q, mode=form["mode"] or "or", agent=_opt(request, "agent"),
                             project=_opt(request, "project"), max_results=200 if dated else 50)
-        resp = await search_service.search(request.app[SERVICES].store, req)
+        services = request.app[SERVICES]
+        resp = await search_service.search(services.store, req, services.archive_dir)
         lo = datetime.combine(since, datetime.min.time()).timestamp() if since else None
         hi = (datetime.combine(until + timedelta(days=1), datetime.min.time()).timestamp()
               if until else None)
@@ -74,7 +75,9 @@ async def search(request: web.Request, deps: WebDeps, s: WebSession) -> web.Resp
                 continue
             d = r.model_dump()
             d["terms"] = (r.why or {}).get("matched") or q.split()
-            d["url"] = session_url(r.agent, r.session_id, unit=r.unit_id) + f"#u{r.unit_id}"
+            d["url"] = (session_url(r.agent, r.session_id) if r.unit_id is None  # archived
+                        else session_url(r.agent, r.session_id, unit=r.unit_id)
+                        + f"#u{r.unit_id}")
             results.append(d)
         results = results[:50]
     return render(request, "search.html", title="Search", form=form, resp=resp,

@@ -45,7 +45,7 @@ def day_sessions_seen(conn: sqlite3.Connection, tz: dt.tzinfo) -> dict[str, int]
     15-minute buckets: the history job's work, never a query's)."""
     days: dict[str, set[int]] = {}
     for pk, b in conn.execute(
-            f"SELECT session_pk, CAST(ts AS INTEGER) / {BUCKET_S} AS b FROM units "
+            f"SELECT session_pk, CAST(ts AS BIGINT) / {BUCKET_S} AS b FROM units "
             "WHERE ts IS NOT NULL GROUP BY session_pk, b"):
         day = dt.datetime.fromtimestamp(int(b) * BUCKET_S, tz).date().isoformat()
         days.setdefault(day, set()).add(int(pk))

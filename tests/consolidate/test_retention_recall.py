@@ -33,8 +33,7 @@ async def test_archived_history_is_found_by_plain_search_and_context(tmp_path, s
     clock = SettableClock(dt.datetime(2026, 10, 2, 12, tzinfo=dt.UTC).timestamp())
     home = tmp_path / "home"
     archive = home / "data" / "archive"
-    async with daemon(tmp_path, src, sock, clock, consolidate={"history": False},
-                      summary={"enabled": False}) as (d, c):
+    async with daemon(tmp_path, src, sock, clock, summary={"enabled": False}) as (d, c):
         await caught_up_with(c, len(OLD) + len(NEW))
         # the first steps' preview: what the first run would move, nothing moved
         code, out, _ = await ctl(capsys, sock, "run", "retention", "--dry-run")

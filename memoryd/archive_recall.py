@@ -8,8 +8,9 @@ the archive files are scanned for the query's terms (the index's own terms: word
 bigrams) and their units fill the rest, marked `archived` with their month. A query the
 index answers in full never reads the archive, so the common case pays nothing; a scan
 costs 13-26 µs per archived unit, in a thread, mostly reading the gzip'd JSON
-(bench/archive_recall.py: 20-45 ms for 1,610 units, 1.3-2.6 s for 100k). Keeping archived units in the index instead would make the index hold what
-the store does not, and a rebuild from the store would lose them.
+(bench/archive_recall.py: 20-45 ms for 1,610 units, 1.3-2.6 s for 100k). Keeping
+archived units in the index instead would make the index hold what the store does not,
+and a rebuild from the store would lose them.
 
 A unit matches when it holds all the terms (`and`), or at least half of them (`or`,
 the default: an agent's prompt is a sentence); more terms first, then the newest.

@@ -211,6 +211,7 @@ class Daemon:
             self.retention = Retention(s.retention, self.store, self.paths.memory_dir,
                                        self.paths.data_dir / "archive", self.consolidator.tz,
                                        clock=self.clock)
+            self.retention.hold = catch_up.pending
             self.forgetting = Forgetting(self.store, candidate, self.memory, self._resummarize,
                                          self.consolidator.on_forget)
             if target.kind == "postgresql":  # one memory folder for the namespace

@@ -16,6 +16,7 @@ sessions in the range, oldest first, before answering.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable
@@ -46,6 +47,7 @@ class CatchUp:
         self.last_day: str | None = None
         # what the last look found (a scan of the units' times: status does not redo it)
         self.looked: tuple[list[str], int] | None = None
+        self._one = asyncio.Lock()
 
     async def todo(self) -> tuple[list[str], int]:
         tz, before = self.cons.tz, self.cons.today().isoformat()
@@ -63,7 +65,12 @@ class CatchUp:
         return await self.enqueue(KIND, TARGET, {}, reason, PRIORITY)
 
     async def job(self, params: dict[str, Any]) -> dict[str, Any]:
-        """One day of history (the oldest not done); queues the next job while more wait."""
+        """One day of history (the oldest not done); queues the next job while more wait.
+        One at a time: the days left are looked at once the day before is recorded."""
+        async with self._one:
+            return await self._job()
+
+    async def _job(self) -> dict[str, Any]:
         days, total = await self.todo()
         if not days:
             self.last_day = None
@@ -78,6 +85,12 @@ class CatchUp:
         m = report["memory"]
         return {"day": day, "left": len(days) - 1, "days_with_sessions": total,
                 "sessions": report["sessions"], "added": len(m["added"])}
+
+    def pending(self) -> str | None:
+        """Why retention should wait: days of history still to consolidate (as last
+        looked), else None."""
+        left = self.status().get("days_left")
+        return f"{left} days of history are not consolidated yet" if left else None
 
     def status(self) -> dict[str, Any]:
         """Progress as of the last look (after the backfill, each day done, nightly)."""

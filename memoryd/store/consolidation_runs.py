@@ -11,6 +11,7 @@ from typing import Any
 
 COUNTS = ("sessions", "added", "confirmed", "superseded", "demoted", "dropped", "daily_added")
 BUCKET_S = 900  # every time zone's offset is a multiple of 15 minutes: a bucket is in one day
+GIVE_UP = 3  # a day whose history runs failed this often is left out of the history job
 
 
 def record_run(conn: sqlite3.Connection, *, day: str, at: float, trigger: str, ok: bool,
@@ -65,5 +66,10 @@ def history_todo(conn: sqlite3.Connection, tz: dt.tzinfo, before: str,
     seen = {d: n for d, n in day_sessions_seen(conn, tz).items()
             if d < before and (since is None or d >= since)}
     done = covered(conn)
-    todo = sorted(d for d, n in seen.items() if done.get(d, -1) < n)
+    failing = {r[0] for r in conn.execute(
+        "SELECT day FROM consolidation_runs WHERE trigger = 'history' AND ok = 0 "
+        "GROUP BY day HAVING count(*) >= ?", (GIVE_UP,))}
+    # a failing day is left (status warns of its failure; `run consolidate --date` redoes
+    # it), or one day that always fails would hold the rest, and retention, for good
+    todo = sorted(d for d, n in seen.items() if done.get(d, -1) < n and d not in failing)
     return todo, len(seen)

@@ -222,3 +222,35 @@ async def test_status_warns_on_days_with_sessions_that_admitted_nothing_and_on_f
         st = (await c.status())["consolidation"]
         assert st["warnings"] == []  # a day admitted again, and the last run is ok
         assert st["days"][0]["runs"] == 2 and st["days"][0]["last_ok"]
+
+
+async def test_a_failing_day_holds_retention_then_is_left_and_the_rest_goes_on(
+        tmp_path, src, sock):
+    """History still to consolidate holds the scheduled retention (archived first, its
+    days would be consolidated without their sessions); a day that keeps failing is
+    left after three runs, so it holds neither the other days nor retention for good."""
+    days, units = history_files(src, dt.date(2025, 1, 10), 3)
+    clock = SettableClock(dt.datetime(2026, 10, 10, 12, tzinfo=dt.UTC).timestamp())
+    home = tmp_path / "home"
+    memory_dir(home).mkdir(parents=True)
+    (memory_dir(home) / f"{days[0]}.md").mkdir()  # the oldest day's note cannot be written
+    async with daemon(tmp_path, src, sock, clock) as (d, c):
+        await caught_up_with(c, units)
+        await wait_for(lambda: any(not ok for _, _, ok in runs(home)), timeout=30)
+        assert (await c.status())["consolidation"]["history"]["days_left"] == 3
+        await d.retention.scheduled()
+        assert "3 days of history are not consolidated yet" in d.retention.last_run["postponed"]
+        assert (await c.status())["units"] == units  # nothing archived
+        while len([r for r in runs(home) if r[0] == days[0]]) < 3:
+            with pytest.raises(IsADirectoryError):
+                await d.catch_up.job({})
+        while (await d.catch_up.job({}))["day"] is not None:
+            pass
+        h = (await c.status())["consolidation"]
+        assert h["history"]["days_left"] == 0 and h["history"]["days_done"] == 3
+        assert any(f"of {days[0]}" in w and "IsADirectoryError" in w for w in h["warnings"]) \
+            or h["days"][-1]["failed"] == 3
+        (memory_dir(home) / f"{days[0]}.md").rmdir()  # (retention would fold it)
+        await d.retention.scheduled()
+        assert (await c.status())["units"] == 0  # archived now: 600 days idle
+    assert [r[0] for r in runs(home) if r[2]] == days[1:]

@@ -23,7 +23,8 @@ class SearchRequest(_Request):
 
 
 class SearchResult(BaseModel):
-    unit_id: int
+    unit_id: int | None = Field(description="None for a unit retention moved to the "
+                                "archive (see `archived`)")
     record_id: str
     agent: str
     session_id: str
@@ -43,6 +44,9 @@ class SearchResult(BaseModel):
         None, description="why it matched: `matched` query terms, `signals` that fired "
         "(bm25_content, bm25_one_liner, speaker, neighbour, recency, same_project, "
         "session_repeat), and `duplicates`: ids of near-identical units collapsed into it")
+    archived: str | None = Field(None, description="the month of the archive file "
+                                 "(`archive/units-YYYY-MM.jsonl.gz`) retention moved this "
+                                 "unit to; `memoryctl archive restore` brings it back")
 
 
 class SearchResponse(BaseModel):

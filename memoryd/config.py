@@ -126,6 +126,7 @@ class ConsolidateSettings(_Section):
     enabled: bool = True  # scheduled consolidation (daily notes, MEMORY.md admission)
     cron: str = "0 */2 * * *"  # the day-so-far run: every 2 hours
     nightly_cron: str = "30 3 * * *"  # finishes yesterday's notes
+    history: bool = True  # days of history not consolidated yet: done by itself, oldest first
     timezone: str = ""  # IANA name for local days ("" = the system's zone)
     misfire_grace_s: int = Field(6 * 3600, ge=1)  # a run missed in sleep catches up once
     max_entries: int = Field(200, ge=1, le=10_000)  # MEMORY.md cap; least useful demoted

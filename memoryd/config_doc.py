@@ -59,6 +59,8 @@ DESCRIPTIONS: dict[str, str] = {
     "consolidate.enabled": "scheduled consolidation: daily notes and MEMORY.md admission",
     "consolidate.cron": "when today's sessions are consolidated (cron, local time)",
     "consolidate.nightly_cron": "when yesterday is consolidated a last time (cron)",
+    "consolidate.history": "history not consolidated yet (first start, new source) is, by "
+                           "itself, a day at a time in the background",
     "consolidate.timezone": "IANA zone that defines the user's days (empty: the system's)",
     "consolidate.misfire_grace_s": "a run missed while asleep still runs once within this",
     "consolidate.max_entries": "MEMORY.md cap; the least useful entries go to HISTORY.md",

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memoryd import archive_recall
 from memoryd.api import ContextRequest
 from memoryd.background import QUERIES
 from memoryd.errors import StoreUnavailableError
@@ -80,13 +81,17 @@ def in_project(project: str | None, root: str | None) -> bool:
 
 
 def label(h: Hit) -> str:
-    if h.kind == "tool_result":
-        return f"Executed '{h.tool_name or 'tool'}'"
-    if h.kind == "tool_call":
-        return f"Called '{h.tool_name or 'tool'}'"
-    if h.kind == "compaction":
+    return label_of(h.kind, h.role, h.tool_name)
+
+
+def label_of(kind: str, role: str, tool_name: str | None) -> str:
+    if kind == "tool_result":
+        return f"Executed '{tool_name or 'tool'}'"
+    if kind == "tool_call":
+        return f"Called '{tool_name or 'tool'}'"
+    if kind == "compaction":
         return "Compaction summary"
-    return {"user": "User said", "assistant": "Assistant replied"}.get(h.role, "Note")
+    return {"user": "User said", "assistant": "Assistant replied"}.get(role, "Note")
 
 
 def _when(ts: float | None) -> str:
@@ -94,10 +99,12 @@ def _when(ts: float | None) -> str:
 
 
 class ContextBuilder:
-    def __init__(self, store: Store, memory: MemoryFile, memory_dir: Path) -> None:
+    def __init__(self, store: Store, memory: MemoryFile, memory_dir: Path,
+                 archive_dir: Path | None = None) -> None:
         self.store = store
         self.memory = memory
         self.memory_dir = memory_dir
+        self.archive_dir = archive_dir  # what retention moved there is recalled too
 
     async def build(self, req: ContextRequest) -> dict[str, Any]:
         RELEASE.touch()  # what this loads (the tokenizer, index pages) goes when idle
@@ -255,6 +262,10 @@ class ContextBuilder:
         self.store.recent.remember(hits)
         for h in hits:
             s.items.append(_hit_item(h, root))
+        if len(hits) < k:  # what retention archived fills the rest (memoryd.archive_recall)
+            _, found = archive_recall.find(self.archive_dir, plan_query(query).terms, "or",
+                                           k - len(hits))
+            s.items += [_archived_item(r, root) for r in found]
         if not s.items:
             s.reason = ("nothing in past sessions matches the query"
                         if plan_query(query).match else "the query has no searchable words")
@@ -425,7 +436,31 @@ def _hit_item(h: Hit, root: str | None) -> dict[str, Any]:
     }
 
 
+def _archived_item(r: dict[str, Any], root: str | None) -> dict[str, Any]:
+    """A unit retention moved to the archive, recalled as `_hit_item` recalls one in the
+    store (it has no unit id any more: `archived` names its archive file's month)."""
+    cross = bool(root) and not in_project(r.get("project"), root)
+    what = label_of(r["kind"], r["role"], r.get("tool_name"))
+    content = str(r.get("content") or "")
+    head = (f"### {what} — {r['agent']} · {r.get('project') or 'no project'} · session "
+            f"{r['session_id']} · turn {r.get('turn')} · {_when(r.get('ts'))} · archived"
+            + (" · other project" if cross else ""))
+    return {
+        "unit_id": None, "archived": r["month"], "record_id": str(r["record_id"]),
+        "agent": r["agent"], "project": r.get("project"), "session_id": r["session_id"],
+        "turn": r.get("turn"), "seq": r.get("seq"), "ts": r.get("ts"), "role": r["role"],
+        "kind": r["kind"], "label": what, "content": content, "score": 0.0,
+        "cross_project": cross, "why": {"terms": r["matched"], "signals": ["archive"]},
+        "provenance": {"session_id": r["session_id"], "path": None, "offset": r.get("offset"),
+                       "archive": r["month"]},
+        "_head": f"{head}\n(matched: {', '.join(r['matched'])})\n",
+        "_body": content.replace(CLOSE, "</ memoryd-context>"),
+    }
+
+
 def _what(item: dict[str, Any]) -> str:
+    if item.get("archived"):
+        return f"archived unit ({item['session_id']} turn {item['turn']}, {item['archived']})"
     if "unit_id" in item:
         return f"unit {item['unit_id']} ({item['session_id']} turn {item['turn']})"
     if "line" in item:

@@ -26,6 +26,8 @@ from memoryd.backfill import (
     read_paths_since,
 )
 from memoryd.config import Settings, settings_summary
+from memoryd.consolidate import runs as cons_runs
+from memoryd.consolidate.catch_up import CatchUp
 from memoryd.consolidate.clock import Clock
 from memoryd.consolidate.retention import Retention
 from memoryd.consolidate.service import Consolidator
@@ -65,6 +67,7 @@ from memoryd.server.served_api import routes as served_routes
 from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
 from memoryd.sources import Candidates, Source, configured_sources, owner, walk
 from memoryd.store import Store
+from memoryd.store import consolidation_runs as runs_sql
 from memoryd.store.files import file_stats, files_with_bad_lines
 from memoryd.store.jobs import next_due
 from memoryd.store.sessions import count_sessions
@@ -144,6 +147,7 @@ class Daemon:
         self.summaries: Summaries | None = None
         self.consolidator: Consolidator | None = None
         self.retention: Retention | None = None
+        self.catch_up: CatchUp | None = None
         self.forgetting: Forgetting | None = None
         self.fleet_memory: FleetMemory | None = None
 
@@ -198,9 +202,16 @@ class Daemon:
             self._stack.push_async_callback(self.memory.stop)
             self.consolidator = Consolidator(s, self.store, self.memory, self.paths.memory_dir,
                                              clock=self.clock, llm=self.summaries.llm)
+            queue = self.summaries.queue
+            self.catch_up = CatchUp(self.consolidator, lambda kind, target, params, reason,
+                                    prio: queue.enqueue(kind, target, params, reason=reason,
+                                                        priority=prio))
+            catch_up = self.catch_up
+            queue.add_handler("consolidate_history", lambda job: catch_up.job(job.params))
             self.retention = Retention(s.retention, self.store, self.paths.memory_dir,
                                        self.paths.data_dir / "archive", self.consolidator.tz,
                                        clock=self.clock)
+            self.retention.hold = catch_up.pending
             self.forgetting = Forgetting(self.store, candidate, self.memory, self._resummarize,
                                          self.consolidator.on_forget)
             if target.kind == "postgresql":  # one memory folder for the namespace
@@ -245,8 +256,7 @@ class Daemon:
         grace = s.consolidate.misfire_grace_s
         if s.summary.enabled and s.consolidate.enabled:
             add("consolidate", s.consolidate.cron, tz, lambda: cons.scheduled("day"), grace)
-            add("consolidate_nightly", s.consolidate.nightly_cron, tz,
-                lambda: cons.scheduled("nightly"), grace)
+            add("consolidate_nightly", s.consolidate.nightly_cron, tz, self._nightly, grace)
             self._spawn(cons.firings.watch(), "consolidate-leases")  # a dead claimer's
         if s.retention.enabled:
             add("retention", s.retention.cron, tz, ret.scheduled, grace)
@@ -255,6 +265,24 @@ class Daemon:
             index, keep_s = self.store.index, s.store.changes_keep_days * 86400
             add("changes_prune", "17 * * * *", tz,
                 lambda: asyncio.to_thread(index.prune_changes, keep_s), grace)  # type: ignore[attr-defined]
+
+    async def _nightly(self) -> None:
+        """Yesterday's last pass, then any history not consolidated yet (a new source)."""
+        assert self.consolidator is not None
+        await self.consolidator.scheduled("nightly")
+        await self._request_history("nightly")
+
+    async def _request_history(self, reason: str) -> None:
+        s = self.settings
+        if self.catch_up is None or not (s.summary.enabled and s.consolidate.enabled
+                                         and s.consolidate.history):
+            return
+        try:
+            await self.catch_up.request(reason)
+        except StoreUnavailableError:
+            pass  # logged once by the store's health; the next firing asks again
+        except Exception:
+            log.exception("looking for history to consolidate failed")
 
     def _lock(self) -> None:
         # held for the daemon's lifetime; 0600 like every file memoryd makes. After a
@@ -279,7 +307,8 @@ class Daemon:
     async def _serve(self) -> None:
         assert self.store is not None and self.memory is not None
         assert self.summaries is not None and self.forgetting is not None
-        builder = ContextBuilder(self.store, self.memory, self.paths.memory_dir)
+        builder = ContextBuilder(self.store, self.memory, self.paths.memory_dir,
+                                 archive_dir=self.paths.data_dir / "archive")
         page = web_routes(WebDeps(summaries=self.summaries, memory=self.memory, context=builder,
                                   memory_dir=self.paths.memory_dir,
                                   tcp_port=lambda: self.tcp_port))
@@ -289,7 +318,8 @@ class Daemon:
                                 events=self.events, jobs=self.jobs(), ingest=self.ingest,
                                 token=ensure_token(self.paths.token_file),
                                 on_forget=(self._forgotten,), limiter=self.limiter,
-                                backup_roots=(Path.home(), self.paths.data_dir)),
+                                backup_roots=(Path.home(), self.paths.data_dir),
+                                archive_dir=self.paths.data_dir / "archive"),
                        extra_routes=[summaries_api.routes(self.summaries, self._to_memory),
                                      consolidate_api.routes(self.consolidator, self.retention),
                                      memory_routes(self.memory),
@@ -396,9 +426,9 @@ class Daemon:
             return {"index": "rebuilding"}
 
         assert self.summaries is not None and self.consolidator is not None
-        assert self.retention is not None
+        assert self.retention is not None and self.catch_up is not None
         return {"reconcile": reconcile, "reindex": reindex, **self.summaries.jobs,
-                "consolidate": self.consolidator.run_job, "retention": self.retention.run_job}
+                "consolidate": self.catch_up.run_job, "retention": self.retention.run_job}
 
     async def _forgotten(self, agent: str, session_id: str) -> dict[str, Any]:
         """After `sessions forget`: its archived units and memory provenance go too."""
@@ -490,6 +520,7 @@ class Daemon:
         self.backfill_done = True
         log.info("backfill done: %d files read in %.1fs (%s)", queued, time.monotonic() - t0,
                  self.backfill.line())
+        await self._request_history("first start")  # history the crons do not cover
 
     def _jobs_wait(self) -> bool:
         """Background jobs (summaries, one-liners) wait while the backfill runs and, on
@@ -644,8 +675,24 @@ class Daemon:
             "consolidation": {
                 "enabled": s.summary.enabled and s.consolidate.enabled,
                 "last_run": self.consolidator.last_run if self.consolidator else None,
-                "retention_last_run": self.retention.last_run if self.retention else None},
+                "retention_last_run": self.retention.last_run if self.retention else None,
+                **await self._consolidation_status()},
         }
+
+    async def _consolidation_status(self) -> dict[str, Any]:
+        """Per recent day what consolidation did, its warnings, and the history's progress
+        (memoryd.consolidate.runs, .catch_up)."""
+        assert self.store is not None
+        if self.catch_up is None:
+            return {}
+        try:
+            rows, failure = await self.store.read(lambda c: (
+                runs_sql.recent_runs(c, cons_runs.RECENT_DAYS), runs_sql.last_failure(c)))
+        except StoreUnavailableError:
+            return {}
+        days = cons_runs.per_day(rows)
+        return {"days": days, "warnings": cons_runs.warnings(days, failure),
+                "history": self.catch_up.status()}
 
     async def _machines(self) -> list[dict[str, Any]] | None:
         """Fleet mode: the machines seen in the namespace (memoryd.fleet.machines)."""

@@ -89,6 +89,10 @@ class JobQueue:
         self.on_finish: list[Callable[[JobRow], None]] = []
         self._last_prune = clock()  # start() prunes once; then at most every PRUNE_EVERY_S
 
+    def add_handler(self, kind: str, handler: Handler) -> None:
+        """A job kind whose owner is built after the queue (the daemon wires it)."""
+        self.handlers[kind] = handler
+
     async def start(self) -> None:
         now = self.clock()
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
+from memoryd import archive_recall
 from memoryd.api import SearchRequest, SearchResponse, SearchResult
 from memoryd.background import QUERIES
 from memoryd.errors import StoreUnavailableError
@@ -16,12 +18,33 @@ from memoryd.retrieval import Hit, Retrieval, plan_query, retrieve_sync
 from memoryd.store import Store
 
 
-async def search(store: Store, req: SearchRequest) -> SearchResponse:
+async def search(store: Store, req: SearchRequest,
+                 archive_dir: Path | None = None) -> SearchResponse:
+    """`archive_dir`: what retention moved there fills a page the index does not
+    (memoryd.archive_recall)."""
     RELEASE.touch()
     # background work waits meanwhile; the index's helper takes this search's parts only
     # while no other search or context runs (`memoryd.index.helper`)
     with QUERIES.running_query(), store.index.helper.asking():
-        return await _search(store, req)
+        resp = await _search(store, req)
+        if archive_dir is None or resp.stale or resp.shown >= req.max_results:
+            return resp
+        return await _with_archive(resp, req, archive_dir)
+
+
+async def _with_archive(resp: SearchResponse, req: SearchRequest,
+                        archive_dir: Path) -> SearchResponse:
+    terms = plan_query(req.query, req.mode).terms
+    total, found = await asyncio.to_thread(
+        archive_recall.find, archive_dir, terms, req.mode, req.max_results - resp.shown,
+        agent=req.agent, project=req.project, session_id=req.session_id)
+    if not total:
+        return resp
+    results = [*resp.results, *(_result(archive_recall.result(r)) for r in found)]
+    message = (f"{resp.total + total} matches, showing {len(results)} ({total} in the "
+               "archive: memoryctl archive restore ID brings a session back)")
+    return SearchResponse(total=resp.total + total, shown=len(results), message=message,
+                          results=results)
 
 
 async def _search(store: Store, req: SearchRequest) -> SearchResponse:
@@ -75,7 +98,7 @@ def _results(hits: list[Hit], terms: list[str]) -> list[SearchResult]:
             "kind": h.kind, "ts": h.ts, "turn": h.turn,
             "snippet": snippet(h.content, h.matched or terms), "one_liner": h.one_liner,
             "tool_name": h.tool_name, "score": round(h.score, 4), "path": h.path,
-            "offset": h.offset, "why": h.why()})
+            "offset": h.offset, "why": h.why(), "archived": None})
         for h in hits
     ]
 

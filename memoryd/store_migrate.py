@@ -78,6 +78,8 @@ TABLES = [
     # are work still owed (a summary to write, a consolidation that failed)
     Table("jobs", (), {}, "state IN ('pending', 'failed')",
           same=("kind", "target", "created_at")),
+    # which days consolidation covered: without them the history job redoes every day
+    Table("consolidation_runs", same=("day", "at", "trigger")),
 ]
 # tables without an id of their own: keyed by the (mapped) ids they hold
 LINKS = {"memory_item_sessions": {"item_id": "memory_items", "session_pk": "sessions"},

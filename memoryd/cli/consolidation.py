@@ -13,6 +13,9 @@ from memoryd.client import MemorydClient
 def add_parsers(sub: Any, r: argparse.ArgumentParser, ms: Any, sss: Any,
                 search: argparse.ArgumentParser) -> None:
     r.add_argument("--date", help="consolidate: the local day YYYY-MM-DD (default: today)")
+    r.add_argument("--since", help="consolidate: every day with sessions from YYYY-MM-DD "
+                   "(oldest first)")
+    r.add_argument("--until", help="consolidate --since: the last day (default: today)")
     r.add_argument("--dry-run", action="store_true",
                    help="consolidate/retention: report what would change, change nothing")
     why = ms.add_parser("why", help="where entry N came from (sessions, dates, maker)")
@@ -43,6 +46,9 @@ def job_params(args: argparse.Namespace) -> dict[str, Any]:
     params: dict[str, Any] = {}
     if args.date:
         params["date"] = args.date
+    for k in ("since", "until"):
+        if getattr(args, k, None):
+            params[k] = getattr(args, k)
     if args.dry_run:
         params["dry_run"] = True
     return params
@@ -54,6 +60,14 @@ def render_run(d: dict[str, Any]) -> str | None:
     if not isinstance(r, dict):
         return None
     dry = " (dry run: nothing written)" if r.get("dry_run") else ""
+    if "since" in r and "days" in r:
+        lines = [f"consolidated {len(r['days'])} days with sessions from {r['since']} to "
+                 f"{r['until']}{dry}"]
+        lines += [f"  {d['date']}: {d['sessions']} sessions; note +{d['daily_added']}; "
+                  f"MEMORY.md +{d['added']} added, {d['confirmed']} confirmed, "
+                  f"{d['superseded']} superseded, {d['demoted']} demoted, "
+                  f"{d['dropped']} dropped" for d in r["days"]]
+        return "\n".join(lines)
     if "memory" in r and "daily" in r:
         m = r["memory"]
         lines = [f"consolidated {r['date']}{dry}: {r['sessions']} sessions; daily note "

@@ -19,6 +19,7 @@ from memoryd.cli import consolidation, history, jobs, output, quick, store
 from memoryd.client import ApiError, DaemonNotRunning, MemorydClient
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING, EXIT_MISMATCH = 0, 1, 2, 3, 4
+RANGE_TIMEOUT_S = 3600.0  # `run consolidate --since`: the daemon answers once every day is done
 
 # argparse translates its fixed strings ("options", "show this help message and exit")
 # through gettext on every parser and argument it makes, and gettext looks for catalogue
@@ -336,6 +337,8 @@ def cmd_run(args: argparse.Namespace, c: MemorydClient) -> Result:
             print(f"memoryctl: --param {kv}: expected KEY=VALUE", file=sys.stderr)
             return EXIT_USAGE
         params[k] = v
+    if "since" in params:  # a range is consolidated before the answer: days, not seconds
+        c.timeout = max(c.timeout, RANGE_TIMEOUT_S)
     data = c.run_job(args.job, params)
     job_id = (data.get("result") or {}).get("job_id")
     if args.wait and job_id is not None and data["result"].get("state") not in ("done",

@@ -98,6 +98,7 @@ def render_status(s: dict[str, Any]) -> str:
         lines.append(f"jobs     {jobs['pending']} pending, {jobs['running']} running, "
                      f"{jobs['done']} done, {jobs['failed']} failed"
                      + (f"; last error: {jobs['last_error']}" if jobs.get("last_error") else ""))
+    lines += consolidation_lines(s.get("consolidation") or {})
     lines.append("sources:")
     for src in s["sources"]:
         mark = "" if src["exists"] else "  (not present)"
@@ -114,11 +115,40 @@ def render_status(s: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def consolidation_lines(c: dict[str, Any]) -> list[str]:
+    """Per recent day what consolidation did, the history's progress, and warnings."""
+    if not c:
+        return []
+    lines = []
+    h = c.get("history") or {}
+    if h.get("looked") and h.get("days_with_sessions"):
+        left = h["days_left"]
+        lines.append(f"consol.  history {h['days_done']}/{h['days_with_sessions']} days "
+                     "consolidated" + (f", {left} to go (next {h['next']})" if left else ""))
+    elif not c.get("enabled", True):
+        lines.append("consol.  off (consolidate.enabled or summary.enabled is false)")
+    for d in c.get("days") or []:
+        if d["sessions"] is None:  # every run of the day failed
+            what = f"FAILED: {d['last_error']}"
+        else:
+            what = (f"{d['sessions']} sessions; +{d['added']} added, {d['confirmed']} "
+                    f"confirmed, {d['superseded']} superseded, {d['demoted']} demoted, "
+                    f"{d['dropped']} dropped; note +{d['daily_added']}")
+            if not d["last_ok"]:
+                what += f"; last run FAILED: {d['last_error']}"
+        lines.append(f"  {d['date']}  {d['runs']} runs, last {d['last_run_at'][11:16]} "
+                     f"({d['last_trigger']}): {what}")
+    lines += [f"WARNING  {w}" for w in c.get("warnings") or []]
+    return lines
+
+
 def render_search(r: dict[str, Any]) -> str:
     out = [r["message"]]
     for i, x in enumerate(r["results"], 1):
+        where = (f"archived {x['archived']}" if x.get("archived")
+                 else f"score {x['score']:.2f}")
         out.append(f"{i:>3}. [{x['agent']} {x['session_id']} turn {x['turn']} {x['role']} "
-                   f"{when(x['ts'])}] score {x['score']:.2f}")
+                   f"{when(x['ts'])}] {where}")
         out.append(f"     {x['snippet']}")
     return "\n".join(out)
 

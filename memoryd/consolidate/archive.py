@@ -9,6 +9,7 @@ twice. All functions here do file IO: call them in a thread.
 from __future__ import annotations
 
 import gzip
+import heapq
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -106,6 +107,37 @@ def search(archive_dir: Path, query: str, limit: int,
                                  "one_liner": r.get("one_liner"),
                                  "content": _snippet(str(r.get("content") or ""), words)})
     return total, hits
+
+
+def find(archive_dir: Path, terms: Sequence[str], need: int, limit: int, *,
+         agent: str | None = None, project: str | None = None,
+         session_id: str | None = None) -> tuple[int, list[dict[str, Any]]]:
+    """Archived units holding at least `need` of `terms` (case-insensitive substrings of
+    the content or one-liner: CJK bigrams match as they are), the most terms first, then
+    the newest: (how many, the first `limit` with their whole record and `matched`)."""
+    words = list(dict.fromkeys(t.casefold() for t in terms if t))
+    if not words:
+        return 0, []
+    total, n = 0, 0
+    best: list[tuple[int, float, int, dict[str, Any]]] = []  # a min-heap of the top `limit`
+    for month, path in reversed(months(archive_dir)):
+        for r in _records(path):
+            if (agent is not None and r["agent"] != agent) or (
+                    project is not None and r.get("project") != project) or (
+                    session_id is not None and r["session_id"] != session_id):
+                continue
+            hay = (str(r.get("content") or "") + "\n" + str(r.get("one_liner") or "")).casefold()
+            matched = [w for w in words if w in hay]
+            if len(matched) < need:
+                continue
+            total += 1
+            n += 1
+            key = (len(matched), float(r.get("ts") or 0.0), -n)
+            if len(best) < limit:
+                heapq.heappush(best, (*key, {**r, "month": month, "matched": matched}))
+            elif key > best[0][:3]:
+                heapq.heapreplace(best, (*key, {**r, "month": month, "matched": matched}))
+    return total, [x[3] for x in sorted(best, key=lambda x: x[:3], reverse=True)]
 
 
 def _records(path: Path) -> Iterator[dict[str, Any]]:

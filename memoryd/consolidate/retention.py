@@ -17,6 +17,7 @@ import asyncio
 import datetime as dt
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,9 @@ class Retention:
         self.clock = clock
         self._lock = asyncio.Lock()
         self.last_run: dict[str, Any] | None = None
+        # why the scheduled run waits (the history is not consolidated yet: archived
+        # first, its days would be consolidated without their sessions); set by the daemon
+        self.hold: Callable[[], str | None] | None = None
 
     @property
     def busy(self) -> asyncio.Lock:
@@ -70,6 +74,11 @@ class Retention:
         return await self.run(dry_run=flag(params.get("dry_run"), "dry_run"))
 
     async def scheduled(self) -> None:
+        why = self.hold() if self.hold is not None else None
+        if why is not None:
+            log.info("retention postponed to its next firing: %s", why)
+            self.last_run = {"at": self.clock(), "postponed": why}
+            return
         try:
             await self.run()
         except Exception:

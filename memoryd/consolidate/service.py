@@ -5,6 +5,7 @@ HTTP/CLI job bodies. File work runs in threads; SQLite on the store's thread."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -26,6 +27,7 @@ from memoryd.errors import BadRequestError, NotFoundError
 from memoryd.memory import Document, MemoryFile
 from memoryd.memory.document import item_key
 from memoryd.store import Store
+from memoryd.store import consolidation_runs as runs_sql
 from memoryd.store import memories as sql
 
 # machines whose schedulers fire within this of each other run one consolidation
@@ -93,14 +95,38 @@ class Consolidator:
                 log.info("consolidation of %s (%s) already claimed by another machine",
                          day, which)
                 return
-            await self.firings.run(key, self.consolidate(day))
+            await self.firings.run(key, self.consolidate(day, trigger=which))
         except Exception:
             log.exception("consolidation of %s failed", day)
 
     # -- consolidation -------------------------------------------------------------------
 
-    async def consolidate(self, day: dt.date, dry_run: bool = False) -> dict[str, Any]:
+    async def consolidate(self, day: dt.date, dry_run: bool = False,
+                          trigger: str = "manual") -> dict[str, Any]:
+        """The day's note and admission; each run that writes is recorded with its counts
+        (or its error) for status (consolidate.runs)."""
         t0 = time.monotonic()
+        try:
+            report = await self._consolidate(day, dry_run, t0)
+        except Exception as e:
+            if not dry_run:
+                err = f"{type(e).__name__}: {e}"[:500]
+                with contextlib.suppress(Exception):  # the store may be what failed
+                    await self.store.write(lambda c: runs_sql.record_run(
+                        c, day=day.isoformat(), at=self.clock(), trigger=trigger, ok=False,
+                        error=err, seconds=round(time.monotonic() - t0, 3)))
+            raise
+        if not dry_run:
+            m = report["memory"]
+            counts = {"sessions": report["sessions"], "daily_added": report["daily"]["added"],
+                      **{k: len(m[k]) for k in ("added", "confirmed", "superseded", "demoted",
+                                                 "dropped")}}
+            await self.store.write(lambda c: runs_sql.record_run(
+                c, day=report["date"], at=self.clock(), trigger=trigger, ok=True,
+                seconds=report["seconds"], counts=counts))
+        return report
+
+    async def _consolidate(self, day: dt.date, dry_run: bool, t0: float) -> dict[str, Any]:
         start, end = day_bounds(day, self.tz)
 
         def gather(c: Any) -> list[tuple[dict[str, Any], list[dict[str, Any]], bool]]:

@@ -58,6 +58,8 @@ class Services:
     on_forget: Sequence[Callable[[str, str], Awaitable[dict[str, Any]]]] = ()
     # POST /v1/backup writes only under these folders (server/backup_dest.py)
     backup_roots: tuple[Path, ...] = field(default_factory=lambda: (Path.home(),))
+    # retention's archive files: search and context reach them (memoryd.archive_recall)
+    archive_dir: Path | None = None
 
 
 SERVICES = web.AppKey("services", Services)

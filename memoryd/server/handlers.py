@@ -35,7 +35,8 @@ async def status(request: web.Request) -> web.Response:
 
 async def search(request: web.Request) -> web.Response:
     req = await parse_body(request, SearchRequest)
-    resp = await search_service.search(request.app[SERVICES].store, req)
+    services = request.app[SERVICES]
+    resp = await search_service.search(services.store, req, services.archive_dir)
     # pydantic's own encoder: a third of model_dump() + json.dumps' time for 15 results
     return model_reply(resp)
 

@@ -374,11 +374,49 @@ def m010_memory_subject(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE memory_items ADD COLUMN subject TEXT")
 
 
+def m011_consolidation_runs(conn: sqlite3.Connection) -> None:
+    """Each consolidation run of a day, with what it did (status shows the recent days and
+    warns on silence or failure), and which days of history are consolidated: a day is
+    done once an ok run saw as many sessions as it has now. Days whose daily-note lines
+    carry provenance were consolidated before this table: they count as done with the
+    sessions those lines name (a day with more is consolidated again, which is safe)."""
+    _script(
+        conn,
+        """
+        CREATE TABLE consolidation_runs (
+            id INTEGER PRIMARY KEY,
+            day TEXT NOT NULL,
+            at REAL NOT NULL,
+            trigger TEXT NOT NULL,
+            ok INTEGER NOT NULL,
+            error TEXT,
+            sessions INTEGER NOT NULL DEFAULT 0,
+            added INTEGER NOT NULL DEFAULT 0,
+            confirmed INTEGER NOT NULL DEFAULT 0,
+            superseded INTEGER NOT NULL DEFAULT 0,
+            demoted INTEGER NOT NULL DEFAULT 0,
+            dropped INTEGER NOT NULL DEFAULT 0,
+            daily_added INTEGER NOT NULL DEFAULT 0,
+            seconds REAL
+        );
+        CREATE INDEX consolidation_runs_day ON consolidation_runs (day, at)
+        """,
+    )
+    conn.execute(SEED_RUNS, (time.time(),))
+
+
+SEED_RUNS = (
+    "INSERT INTO consolidation_runs (day, at, trigger, ok, sessions) "
+    "SELECT s.day, ?, 'before', 1, count(DISTINCT s.session_pk) FROM memory_item_sessions s "
+    "JOIN memory_items i ON i.id = s.item_id WHERE i.made_by = 'daily-note' GROUP BY s.day")
+
+
 MIGRATIONS: list[Migration] = [m001_initial, m002_jobs_and_summaries, m003_units_id_session,
                                m004_memory_provenance, m005_tantivy_index,
                                m006_served_context_and_exclusions,
                                m007_fleet_machines, m008_memory_docs,
-                               m009_counters, m010_memory_subject]
+                               m009_counters, m010_memory_subject,
+                               m011_consolidation_runs]
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

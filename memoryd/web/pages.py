@@ -27,7 +27,7 @@ PAGE = 100
 KNOWN = {"version", "pid", "state", "uptime_s", "socket", "tcp_port", "sources", "files",
          "ignored_files", "bad_lines", "sessions", "units", "unread_bytes", "queue_depth",
          "backfill_done", "caught_up", "ingest_lag_ms", "ingest", "watcher", "llm",
-         "summaries"}
+         "summaries", "consolidation"}
 
 
 def _opt(request: web.Request, name: str) -> str | None:
@@ -72,7 +72,8 @@ async def search(request: web.Request, deps: WebDeps, s: WebSession) -> web.Resp
         dated = since is not None or until is not None
         req = SearchRequest(query=q, mode=form["mode"] or "or", agent=_opt(request, "agent"),
                             project=_opt(request, "project"), max_results=200 if dated else 50)
-        resp = await search_service.search(request.app[SERVICES].store, req)
+        services = request.app[SERVICES]
+        resp = await search_service.search(services.store, req, services.archive_dir)
         lo = datetime.combine(since, datetime.min.time()).timestamp() if since else None
         hi = (datetime.combine(until + timedelta(days=1), datetime.min.time()).timestamp()
               if until else None)
@@ -81,7 +82,9 @@ async def search(request: web.Request, deps: WebDeps, s: WebSession) -> web.Resp
                 continue
             d = r.model_dump()
             d["terms"] = (r.why or {}).get("matched") or q.split()
-            d["url"] = session_url(r.agent, r.session_id, unit=r.unit_id) + f"#u{r.unit_id}"
+            d["url"] = (session_url(r.agent, r.session_id) if r.unit_id is None  # archived
+                        else session_url(r.agent, r.session_id, unit=r.unit_id)
+                        + f"#u{r.unit_id}")
             results.append(d)
         results = results[:50]
     return render(request, "search.html", title="Search", form=form, resp=resp,

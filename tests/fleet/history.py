@@ -60,6 +60,8 @@ def make_history(db: Path, sessions: int = 3, units_per_session: int = 5,
                  "'/secret', ?)", (now,))
     conn.execute("INSERT INTO llm_usage (ts, day, model, purpose, outcome) VALUES "
                  "(?, '2026-11-01', 'm', 'summary', 'ok')", (now,))
+    conn.execute("INSERT INTO consolidation_runs (day, at, trigger, ok, sessions, added) "
+                 "VALUES ('2026-11-01', ?, 'history', 1, 2, 1)", (now,))
     for state, target in (("pending", f"session:{pks[min(1, len(pks) - 1)]}"), ("done", "x"), ("failed", "d")):
         conn.execute("INSERT INTO jobs (kind, target, state, next_run_at, created_at, "
                      "updated_at) VALUES ('summarize', ?, ?, ?, ?, ?)",

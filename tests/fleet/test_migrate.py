@@ -58,6 +58,8 @@ def history_of(rows_fn, where) -> dict:
         "served": rows_fn(where, "SELECT query, tokens FROM served_context"),
         "exclusions": rows_fn(where, "SELECT kind, value FROM exclusions"),
         "llm_usage": rows_fn(where, "SELECT model, purpose FROM llm_usage"),
+        "consolidation_runs": rows_fn(where, "SELECT day, trigger, ok, sessions, added FROM "
+                                             "consolidation_runs WHERE trigger <> 'before'"),
     }
 
 
@@ -99,6 +101,7 @@ def test_migrate_copies_the_history_with_its_references_and_twice_copies_nothing
     assert password not in out and "***" in out
     want = history_of(sqlite_fn, db)
     assert want["jobs"] == [("failed", None), ("pending", "sess-1")]  # done jobs are not kept
+    assert want["consolidation_runs"] == [("2026-11-01", "history", 1, 2, 1)]
     assert history_of(pg_fn, pg_url) == {**want, "provenance": [
         (i, s, json.dumps([p for (p,) in pg_rows(pg_url, "SELECT dst_id FROM _migrate_map "
                                                          "WHERE tbl = 'units' AND src_id IN "

@@ -11,6 +11,7 @@ import aiohttp
 
 from memoryd.cli.memoryctl import main
 from memoryd.web.auth import COOKIE, LINK_TTL_S, Access
+from tests.helpers import wait_for
 from tests.web.conftest import CJK_SESSION, login_url
 
 
@@ -223,3 +224,23 @@ async def test_summarize_from_the_session_page(site):
         async with http.get(base + path + "?agent=claude-code") as r:
             html = await r.text()
         assert "No summary yet" not in html and "made by extractive" in html
+
+
+async def test_overview_shows_what_consolidation_did_per_day(site):
+    """The fixtures' days are history on first start: consolidated by themselves, and
+    the overview lists each recent day's run with its counts."""
+    d, base, client = site
+
+    async def done() -> dict | None:
+        h = (await client.status())["consolidation"]["history"]
+        return h if h.get("looked") and h["days_left"] == 0 and h["days_done"] else None
+
+    h = await wait_for(done, timeout=60)
+    days = (await client.status())["consolidation"]["days"]
+    async with jar() as http:
+        await logged_in(http, client)
+        async with http.get(base + "/") as r:
+            html = await r.text()
+    assert 'id="h-consolidation"' in html
+    assert f"{h['days_done']} of {h['days_with_sessions']} days consolidated" in html
+    assert days and f"<td>{days[0]['date']}</td>" in html and "(history)" in html

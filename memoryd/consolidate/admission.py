@@ -86,7 +86,12 @@ def _same_scope(c: Candidate, e: Entry) -> bool:
 
 def plan(doc: Document, cands: Sequence[Candidate], day: dt.date, *,
          provenance: Mapping[str, Mapping[str, Any]], similar: float = 0.8,
-         max_entries: int = 200, ttl_days: int = 0) -> Plan:
+         max_entries: int = 200, ttl_days: int = 0,
+         active_days: Sequence[str] | None = None) -> Plan:
+    """`active_days`: the days the history has sessions on, up to `day` (ISO dates,
+    sorted); the TTL counts those, so a history consolidated long after it was written
+    (a backfill) or a user back from months away does not find its memory expired.
+    None: calendar days."""
     lines = list(doc.lines)
     entries = list(doc.entries)
     items: dict[int, list[str]] = {e.line: list(e.items) for e in entries}
@@ -162,7 +167,7 @@ def plan(doc: Document, cands: Sequence[Candidate], day: dt.date, *,
         p.actions.append(Action("added", c.text, "; ".join(c.reasons) or "admitted", len(lines)))
         changed = True
 
-    changed |= _demote(p, entries, items, provenance, day, max_entries, ttl_days)
+    changed |= _demote(p, entries, items, provenance, day, max_entries, ttl_days, active_days)
     if changed:
         p.lines = _rebuild(lines, entries, items)
     return p
@@ -269,9 +274,10 @@ def _add(lines: list[str], entries: list[Entry], items: dict[int, list[str]], is
 
 def _demote(p: Plan, entries: list[Entry], items: dict[int, list[str]],
             provenance: Mapping[str, Mapping[str, Any]], day: dt.date, max_entries: int,
-            ttl_days: int) -> bool:
-    """Demote memoryd-made entries past the TTL (low importance, never re-confirmed) and,
-    over the cap, the least useful ones. Returns True when something moved."""
+            ttl_days: int, active_days: Sequence[str] | None = None) -> bool:
+    """Demote memoryd-made entries past the TTL (low importance, not re-confirmed in the
+    last `ttl_days` days of the history's own clock) and, over the cap, the least useful
+    ones. Returns True when something moved."""
     iso = day.isoformat()
     fresh = {c.key: {"importance": c.importance, "confirmations": 0, "last_confirmed": iso}
              for c in p.added}
@@ -287,8 +293,13 @@ def _demote(p: Plan, entries: list[Entry], items: dict[int, list[str]],
 
     moved = False
     live = [e for e in entries if items.get(e.line)]
-    if ttl_days:
+    cutoff: str | None = None
+    if ttl_days and active_days is None:
         cutoff = (day - dt.timedelta(days=ttl_days)).isoformat()
+    elif ttl_days and active_days is not None:
+        seen = [d for d in active_days if d <= iso]
+        cutoff = seen[-ttl_days] if len(seen) >= ttl_days else None
+    if cutoff is not None:
         for e in live:
             pr = prov(e, ttl=True)
             if pr and pr["importance"] < TTL_IMPORTANCE and pr["last_confirmed"] < cutoff:

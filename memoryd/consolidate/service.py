@@ -228,11 +228,12 @@ class Consolidator:
                      left: Sequence[dict[str, str]] = ()) -> dict[str, Any]:
         provenance = await self.store.read(sql.all_active)
         cfg = self.cfg
+        active = await self._active_days(day) if cfg.ttl_days else None
 
         def planner(doc: Document) -> tuple[list[str] | None, Plan]:
             p = admission.plan(doc, cands, day, provenance=provenance,
                                similar=cfg.similarity, max_entries=cfg.max_entries,
-                               ttl_days=cfg.ttl_days)
+                               ttl_days=cfg.ttl_days, active_days=active)
             if dry_run:
                 return None, p
             # HISTORY.md first: a crash before MEMORY.md is written repeats the move
@@ -253,6 +254,14 @@ class Consolidator:
             out.setdefault(a.action, []).append(a.as_dict())
         out["dropped"] = _dropped(cands, p, left)
         return out
+
+    async def _active_days(self, day: dt.date) -> list[str]:
+        """The days up to `day` the history has sessions on (their first and last days):
+        the clock the TTL counts (admission.plan)."""
+        _, end = day_bounds(day, self.tz)
+        spans = await self.store.read(lambda c: sql.session_spans(c, end))
+        days = {local_day(t, self.tz).isoformat() for span in spans for t in span}
+        return sorted(d for d in days if d <= day.isoformat())
 
     def _record(self, c: Any, p: Plan, day: dt.date) -> None:
         iso = day.isoformat()

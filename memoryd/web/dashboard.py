@@ -49,12 +49,13 @@ async def charts(store: Store, budget_tokens: int | None, *, now: float | None =
     start = datetime.combine(first, datetime.min.time()).astimezone().timestamp()
     utc_first = (datetime.fromtimestamp(start).astimezone().date() - timedelta(days=1))
 
-    def read(c: Any) -> tuple[Any, Any, Any]:
+    def read(c: Any) -> tuple[Any, Any, Any, Any]:
         return (sql.messages_per_day(c, start, offset),
                 sql.served_per_day(c, first.isoformat()),
-                sql.llm_per_day(c, utc_first.isoformat()))
+                sql.llm_per_day(c, utc_first.isoformat()),
+                sql.memory_per_day(c, first.isoformat()))
 
-    msgs, served, llm = await store.read(read)
+    msgs, served, llm, mem = await store.read(read)
     epoch = date(1970, 1, 1)
     msg_rows = [((epoch + timedelta(days=d)).isoformat(), agent, float(n))
                 for d, agent, n in msgs]
@@ -85,4 +86,15 @@ async def charts(store: Store, budget_tokens: int | None, *, now: float | None =
                          sum(r["cost"] for r in llm if r["day"] == d) for d in days])],
                          caption="LLM tokens and cost per day (UTC days, as the budget)"),
                      f"{sum(r['calls'] for r in llm):,} calls, ${cost:.2f}"))
+    kinds = _series(days, [(r["day"], k, float(r[k])) for r in mem
+                           for k in sql.MEMORY_COUNTS])
+    kinds = sorted(kinds, key=lambda x: sql.MEMORY_COUNTS.index(x.name))
+    ran = Series("consolidation runs", [float(next((r["runs"] for r in mem if r["day"] == d),
+                                                   0)) for d in days])
+    failed = sum(r["failed"] for r in mem)
+    out.append(Chart("memory", "What consolidation did to memory, per day",
+                     stacked(days, kinds, label="Memory changes per day", unit="items"),
+                     table(days, [*kinds, ran], caption="Memory changes per day, and runs"),
+                     f"consolidation ran on {sum(1 for r in mem if r['runs'])} of {DAYS} days"
+                     + (f", {failed} runs failed" if failed else "")))
     return out

@@ -65,6 +65,8 @@ async def test_the_overview_charts_match_the_store_and_the_served_log(site):
     for q in ("cart badge", "database migration", "footer"):
         await client.request("POST", "/v1/context", {"query": q, "budget_tokens": 500,
                                                       "agent": "claude-code"})
+    today = dt.date.today().isoformat()
+    run = (await client.run_job("consolidate", {"date": today}))["result"]["memory"]
     log = await client.request("GET", "/v1/context/log", query={"days": 30})
     served = {r["day"]: r for r in log["daily"]}
     async with jar() as http:
@@ -73,7 +75,7 @@ async def test_the_overview_charts_match_the_store_and_the_served_log(site):
             html = await r.text()
     charts = {m.group(1): m.group(2) for m in re.finditer(
         r'<figure class="chart-box" id="chart-(\w+)">(.*?)</figure>', html, re.S)}
-    assert set(charts) == {"messages", "served", "llm"}
+    assert set(charts) == {"messages", "served", "llm", "memory"}
     totals = {m.group(1): float(m.group(2)) for m in re.finditer(
         r'data-day="([\d-]+)" data-total="([\d.]+)"', charts["messages"])}
     assert {k: v for k, v in totals.items() if v} == {k: float(v) for k, v in recent().items()}
@@ -82,6 +84,12 @@ async def test_the_overview_charts_match_the_store_and_the_served_log(site):
     assert {k: v for k, v in got.items() if v} == {
         k: float(v["requests"]) for k, v in served.items()}
     assert "claude-code" in charts["served"] and "<svg" in charts["llm"]
+    # memory: what the day's consolidation did, as the job reported it
+    changed = sum(len(run[k]) for k in ("added", "confirmed", "superseded", "demoted",
+                                        "dropped"))
+    mem = {m.group(1): float(m.group(2)) for m in re.finditer(
+        r'data-day="([\d-]+)" data-total="([\d.]+)"', charts["memory"])}
+    assert mem[today] == changed and changed > 0, (mem, run)
     # the raw status, one click away, is the status API's JSON
     raw = re.search(r'<summary>Raw status \(JSON\)</summary><pre>(.*?)</pre>', html, re.S)
     status = json.loads(raw.group(1).replace("&#34;", '"').replace("&quot;", '"')

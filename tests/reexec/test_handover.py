@@ -82,6 +82,11 @@ def test_held_signals_are_noted_on_any_thread_or_pending_in_the_main_one():
         print(list(os.read(held.read_fd, 64)))
         go.set()
         other.join()
+        # join() returns once the thread's Python part is done; the kernel's thread lives
+        # on for a moment (1 in 100 here), and a signal sent then can be its to take
+        deadline = time.monotonic() + 10
+        while len(os.listdir("/proc/self/task")) > 1 and time.monotonic() < deadline:
+            time.sleep(0.001)
         os.kill(os.getpid(), signal.SIGHUP)  # only the main thread is left: pending
         time.sleep(0.2)
         print(sorted(signal.sigpending()))

@@ -169,7 +169,7 @@ def _load(deps: WebDeps) -> None:
 
 
 def routes(deps: WebDeps) -> Callable[[web.Application], None]:
-    from memoryd.web import memory_pages, pages
+    from memoryd.web import memory_pages, pages, served_page
 
     def add(app: web.Application) -> None:
         app[WEB] = deps
@@ -191,6 +191,7 @@ def routes(deps: WebDeps) -> Callable[[web.Application], None]:
         r.add_post("/memory/edit", page(memory_pages.edit))
         r.add_post("/memory/delete", page(memory_pages.delete))
         r.add_get("/context", page(memory_pages.context))
+        r.add_get("/served", page(served_page.served))
 
     return add
 

@@ -58,3 +58,21 @@ async def test_an_entry_shows_where_it_came_from_and_what_it_replaced(site):
     assert "replaced" in changes and "bun" in unescape(changes)
     assert changes.index(today.astimezone().date().isoformat()) < changes.index(
         yesterday.astimezone().date().isoformat())  # newest day first
+
+
+async def test_the_served_log_has_its_page_linked_from_the_overview(site):
+    """Issue 30 item 6: what each agent was given, when, for which prompt."""
+    d, base, client = site
+    await client.request("POST", "/v1/context", {"query": "数据库迁移 <b>bold</b>",
+                                                  "budget_tokens": 400, "agent": "claude-code"})
+    async with jar() as http:
+        await logged_in(http, client)
+        async with http.get(base + "/") as r:
+            assert 'href="/served"' in await r.text()
+        async with http.get(base + "/served") as r:
+            assert r.status == 200
+            html = await r.text()
+        async with http.get(base + "/served?last=²") as r:
+            assert r.status == 400
+    assert "数据库迁移 &lt;b&gt;bold&lt;/b&gt;" in html and "claude-code" in html
+    assert re.search(r'<a href="/sessions/[^"]+unit=\d+">turn \d+</a>', html)

@@ -9,7 +9,7 @@ import io
 import json
 
 from memoryd.consolidate.clock import SettableClock
-from tests.helpers import ctl, write_jsonl
+from tests.helpers import ctl, wait_for, write_jsonl
 from tests.test_consolidate import DAY1, daemon, ingested, msgs
 
 
@@ -49,3 +49,75 @@ async def test_issue_28_every_verb_that_takes_a_session_id_takes_a_unique_prefix
         assert code == 0 and "forgot generic session work/a2" in out
         code, out, _ = await ctl(capsys, sock, "sessions", "forget", "work/a", "--yes")
         assert code == 0 and "forgot generic session work/a1" in out  # unique now
+
+
+class Terminal(io.StringIO):
+    """What a person types at a terminal (stdin is a tty)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+async def test_issue_28_forget_shows_what_would_go_and_asks_or_wants_yes(
+        tmp_path, src, sock, capsys, monkeypatch):
+    write_jsonl(src / "work" / "s1.jsonl", msgs("s1", "2026-09-30", [
+        ("user", "my old password is hunter2, rotate it"), ("user", "now the billing")]))
+    write_jsonl(src / "work" / "s2.jsonl", msgs("s2", "2026-09-30", [("user", "hello")]))
+    clock = SettableClock(dt.datetime(2026, 10, 2, tzinfo=dt.UTC).timestamp())
+    async with daemon(tmp_path, src, sock, clock) as (d, c):
+        await ingested(c, 3)
+        # no terminal and no --yes (a script, a pipe): shown, refused, nothing deleted
+        code, out, err = await ctl(capsys, sock, "forget", "--query", "hunter2")
+        assert code == 2 and out.startswith("would forget 1 turns in 1 sessions")
+        assert "work/s1" in out and "--yes" in err and "nothing forgotten" in err
+        code, out, err = await ctl(capsys, sock, "sessions", "forget", "work/s2")
+        assert code == 2 and "--yes" in err
+        assert (await c.search(query="hunter2"))["total"] == 1
+        assert (await c.session("work/s2"))["units"] == 1
+        # at a terminal: shown, asked; anything but yes keeps it
+        monkeypatch.setattr("sys.stdin", Terminal("n\n"))
+        code, out, _ = await ctl(capsys, sock, "forget", "--query", "hunter2")
+        assert code == 1 and "would forget 1 turns" in out and "cannot be undone" in out
+        assert out.rstrip().endswith("nothing forgotten")
+        monkeypatch.setattr("sys.stdin", Terminal("y\n"))
+        code, out, _ = await ctl(capsys, sock, "forget", "--query", "hunter2")
+        assert code == 0 and "forgot 1 turns in 1 sessions" in out
+        assert (await c.search(query="hunter2"))["total"] == 0
+        # sessions forget asks about the session a prefix stands for, by its whole id
+        monkeypatch.setattr("sys.stdin", Terminal("yes\n"))
+        code, out, _ = await ctl(capsys, sock, "sessions", "forget", "work/s2")
+        assert code == 0 and "Forget generic session work/s2 (1 units) everywhere?" in out
+        assert "forgot generic session work/s2" in out
+        monkeypatch.setattr("sys.stdin", io.StringIO(""))
+        code, out, _ = await ctl(capsys, sock, "forget", "--query", "billing", "--yes")
+        assert code == 0 and out.startswith("forgot 1 turns")
+
+
+async def test_issue_28_exclude_project_excludes_that_project_not_the_folder_it_shares(
+        tmp_path, src, sock, capsys):
+    """A generic source's root holding only one project's sessions so far is not that
+    project's folder: another project's session written there later is still read."""
+    write_jsonl(src / "x1.jsonl", [{"cwd": "/home/u/p1"}, *msgs("x1", "2026-09-30", [
+        ("user", "Initech plans for p1")])])
+    write_jsonl(src / "x2.jsonl", [{"cwd": "/home/u/p1"}, *msgs("x2", "2026-09-30", [
+        ("user", "more Initech for p1")])])
+    clock = SettableClock(dt.datetime(2026, 10, 2, tzinfo=dt.UTC).timestamp())
+    async with daemon(tmp_path, src, sock, clock) as (d, c):
+        await ingested(c, 2)
+        code, out, _ = await ctl(capsys, sock, "--json", "exclude", "/home/u/p1", "--project",
+                                 "--purge")
+        data = json.loads(out)
+        assert code == 0 and data["purged"] == {"sessions": 2, "units": 2}
+        assert sorted(data["patterns"]) == [str(src / "x1.jsonl"), str(src / "x2.jsonl")]
+        write_jsonl(src / "x1.jsonl", msgs("x1b", "2026-10-01", [("user", "Initech p1 again")]))
+        write_jsonl(src / "y.jsonl", [{"cwd": "/home/u/p2"}, *msgs("y", "2026-10-01", [
+            ("user", "Initech in p2")])])
+        await wait_for(lambda: _found(c, "p2"))
+        code, out, _ = await ctl(capsys, sock, "ingest", str(src), "--wait")
+        assert code == 0
+        r = await c.search(query="Initech")
+        assert [x["session_id"] for x in r["results"]] == ["y"]  # not x1's new line
+
+
+async def _found(c, q):
+    return (await c.search(query=q))["total"]

@@ -7,6 +7,9 @@ import asyncio
 import datetime as dt
 import io
 import json
+import os
+import subprocess
+import sys
 
 from memoryd.consolidate.clock import SettableClock
 from tests.helpers import ctl, wait_for, write_jsonl
@@ -121,3 +124,29 @@ async def test_issue_28_exclude_project_excludes_that_project_not_the_folder_it_
 
 async def _found(c, q):
     return (await c.search(query=q))["total"]
+
+
+def _cut_off(sock, *args: str) -> subprocess.CompletedProcess[str]:
+    """memoryctl (its console script's entry) writing into a pipe whose reader has gone,
+    as under `| head` once head has its lines."""
+    r, w = os.pipe()
+    os.close(r)  # the reader left before memoryctl wrote a byte
+    try:
+        return subprocess.run([sys.executable, "-m", "memoryd.cli.quick", "--socket",
+                               str(sock), *args], stdout=w, stderr=subprocess.PIPE,
+                              text=True, timeout=120)
+    finally:
+        os.close(w)
+
+
+async def test_issue_28_a_reader_that_leaves_is_not_the_daemons_fault(
+        tmp_path, src, sock, capsys):
+    write_jsonl(src / "work" / "s1.jsonl", msgs("s1", "2026-09-30", [("user", "hello")]))
+    clock = SettableClock(dt.datetime(2026, 10, 2, tzinfo=dt.UTC).timestamp())
+    async with daemon(tmp_path, src, sock, clock) as (d, c):
+        await ingested(c, 1)
+        for args in (["sessions", "list"], ["--json", "search", "hello"], ["status"],
+                     ["context", "hello"], ["config", "default"], ["export"]):
+            p = await asyncio.to_thread(_cut_off, sock, *args)
+            # 141 = 128 + SIGPIPE, as a shell reports coreutils cut off the same way
+            assert (p.returncode, p.stderr) == (141, ""), args

@@ -271,10 +271,11 @@ class Summaries:
 
     async def status(self) -> dict[str, Any]:
         """`llm` (model or extractive, pause, budget, today's tokens and cost) and
-        `summaries` (queue counts, trigger counts, artifacts by maker)."""
+        `summaries` (on or off, queue counts, trigger counts, artifacts by maker)."""
         llm = await self.llm.status()
         jobs = await self.queue.counts()
         artifacts = await self.store.read(artifact_counts)
-        return {"llm": llm, "summaries": {"jobs": jobs, "triggers": dict(self.triggers.fired),
+        return {"llm": llm, "summaries": {"enabled": self.settings.summary.enabled,
+                                          "jobs": jobs, "triggers": dict(self.triggers.fired),
                                           "last_idle_sweep": self.triggers.last_sweep,
                                           "next_runs": self.triggers.next_runs(), **artifacts}}

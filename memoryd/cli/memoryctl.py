@@ -329,7 +329,7 @@ def cmd_memory(args: argparse.Namespace, c: MemorydClient) -> Result:
 
 def cmd_run(args: argparse.Namespace, c: MemorydClient) -> Result:
     if args.list or not args.job:
-        return c.request("GET", "/v1/jobs"), lambda d: "\n".join(d["jobs"]) or "no jobs"
+        return c.request("GET", "/v1/jobs"), jobs.render_list
     params: dict[str, Any] = consolidation.job_params(args)
     if args.session:
         params["session_id"] = args.session

@@ -150,3 +150,104 @@ async def test_issue_28_a_reader_that_leaves_is_not_the_daemons_fault(
             p = await asyncio.to_thread(_cut_off, sock, *args)
             # 141 = 128 + SIGPIPE, as a shell reports coreutils cut off the same way
             assert (p.returncode, p.stderr) == (141, ""), args
+
+
+async def test_issue_28_status_says_summaries_are_off_and_run_list_says_what_jobs_do(
+        tmp_path, src, sock, capsys):
+    clock = SettableClock(dt.datetime(2026, 10, 2, tzinfo=dt.UTC).timestamp())
+    async with daemon(tmp_path, src, sock, clock) as (d, c):  # summary.enabled = false
+        assert (await c.status())["summaries"]["enabled"] is False
+        code, out, _ = await ctl(capsys, sock, "status")
+        assert code == 0 and "summary  off (summary.enabled = false)" in out
+        code, out, _ = await ctl(capsys, sock, "run", "--list")
+        rows = dict(line.split(None, 1) for line in out.splitlines())
+        assert set(rows) == set((await c.request("GET", "/v1/jobs"))["jobs"])
+        assert rows["reindex"].startswith("rebuild the search index")
+        assert all(rows.values())  # every job the daemon offers is described
+    async with daemon(tmp_path, src, sock, clock, summary={"enabled": True}) as (d, c):
+        code, out, _ = await ctl(capsys, sock, "status")
+        assert code == 0 and "summary  off" not in out
+
+
+def test_issue_28_doctor_lists_each_directory_once(memoryd_home, capsys, monkeypatch):
+    """Without $XDG_RUNTIME_DIR the runtime dir is the state dir: one line for it."""
+    monkeypatch.delenv("MEMORYD_HOME")
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    from memoryd.cli.memoryctl import main
+    from memoryd.paths import resolve_paths
+
+    paths = resolve_paths()
+    assert paths.runtime_dir == paths.state_dir
+    paths.state_dir.mkdir(parents=True, mode=0o700)
+    main(["doctor"])
+    dirs = [line.split(None, 2)[2] for line in capsys.readouterr().out.splitlines()
+            if line.split()[1:2] == ["dirs"]]
+    assert len(dirs) == 3 and len({d.split()[0] for d in dirs}) == 3
+    assert sum(str(paths.state_dir) in d for d in dirs) == 1
+
+
+def test_issue_28_logs_reads_the_daemons_stderr_file(memoryd_home, tmp_path, capfd):
+    """memoryd started with its stderr in a file (`memoryd 2>FILE`, a supervisor's log):
+    `memoryctl logs` shows that file's lines."""
+    from memoryd.cli.memoryctl import main
+    from memoryd.client import MemorydClient
+    from memoryd.paths import resolve_paths
+    from tests.helpers import wait_until
+
+    src = tmp_path / "src"
+    src.mkdir()
+    err = tmp_path / "daemon-stderr.log"
+    with open(err, "wb") as f:
+        p = subprocess.Popen([sys.executable, "-m", "memoryd", "--home", str(memoryd_home),
+                              "--source", f"generic={src}", "--no-default-sources",
+                              "--no-tcp"], stdout=subprocess.DEVNULL, stderr=f)
+    try:
+        sock = resolve_paths(str(memoryd_home)).socket
+        wait_until(lambda: MemorydClient(sock, timeout=5).status()["pid"] == p.pid)
+        wait_until(lambda: "ready on" in err.read_text())
+        capfd.readouterr()
+        assert main(["--home", str(memoryd_home), "logs", "-n", "200"]) == 0
+        out, stderr = capfd.readouterr()
+        assert "ready on" in out and str(err) in stderr
+    finally:
+        p.terminate()
+        p.wait(timeout=60)
+
+
+async def test_issue_28_mcp_searches_take_query_or_keywords(memoryd_home, sock, tmp_path):
+    from mcp import Client, StdioServerParameters
+
+    from tests.helpers import running_daemon
+
+    src = tmp_path / "src"
+    write_jsonl(src / "s1.jsonl", [{"role": "user", "content": "we use pnpm here", "id": "a"}])
+    async with running_daemon(memoryd_home, [("generic", src)], sock) as d:
+        await ingested_units(sock, 1)
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "memoryd.cli.memoryctl", "mcp"],
+            env={**os.environ, "MEMORYD_SOCKET": str(sock)})
+        async with Client(params, read_timeout_seconds=30) as client:
+            await client.call_tool("memory_write", {"content": "user prefers pnpm"})
+            for tool, args in (("memory_search", {"query": "pnpm yarn"}),
+                               ("memory_search", {"keywords": ["pnpm"]}),
+                               ("transcript_search", {"query": "pnpm"}),
+                               ("transcript_search", {"keywords": "pnpm"}),
+                               ("transcript_search", {"keywords": ["pnpm", "npm"]})):
+                r = await client.call_tool(tool, args)
+                assert not r.is_error and "1 matches" in r.content[0].text, (tool, args)
+            r = await client.call_tool("memory_search", {})
+            assert r.is_error and "query" in r.content[0].text
+            r = await client.call_tool("memory_write", {"content": " "})
+            assert r.is_error and "content" in r.content[0].text  # the daemon's own words
+
+
+async def ingested_units(sock, n):
+    from tests.helpers import AsyncClient, caught_up
+
+    c = AsyncClient(sock)
+
+    async def enough():
+        st = await caught_up(c)
+        return st and st["units"] >= n
+
+    await wait_for(enough)

@@ -15,17 +15,18 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from memoryd.config import Settings
-from memoryd.errors import BadRequestError, ConflictError, MemorydError, NotFoundError
+from memoryd.errors import BadRequestError, MemorydError, NotFoundError
 from memoryd.events import EventBus
 from memoryd.ingest.ingestor import IngestEvent
 from memoryd.jobs import URGENT, JobQueue, PermanentJobError
 from memoryd.llm import LLM
 from memoryd.store import Store
 from memoryd.store.jobs import JobRow, Params
+from memoryd.store.sessions import resolve_session
 from memoryd.store.summaries import (
     artifact_counts,
     extractive_sessions,
-    find_sessions,
+    get_session,
     recent_units,
     sessions_with_backlog,
 )
@@ -184,15 +185,13 @@ class Summaries:
                 "resume_llm": self.run_resume_llm}
 
     async def resolve(self, session_id: str, agent: str | None = None) -> dict[str, Any]:
-        rows = await self.store.read(lambda c: find_sessions(c, session_id, agent))
-        if not rows:
-            raise NotFoundError(f"no session {session_id!r}" + (f" of {agent}" if agent else ""),
-                                field="session_id")
-        if len(rows) > 1:
-            raise ConflictError(f"session id {session_id!r} exists for several agents ("
-                                + ", ".join(r["agent"] for r in rows) + "): pass agent",
-                                field="agent")
-        return rows[0]
+        """The session with this id or unique prefix (`resolve_session`), every field."""
+        def load(c: Any) -> dict[str, Any]:
+            row = get_session(c, resolve_session(c, session_id, agent, "session_id")["pk"])
+            assert row is not None  # the same read found it
+            return row
+
+        return await self.store.read(load)
 
     async def get_summary(self, session_id: str, agent: str | None = None,
                           recent_limit: int = 100) -> dict[str, Any]:
@@ -272,10 +271,11 @@ class Summaries:
 
     async def status(self) -> dict[str, Any]:
         """`llm` (model or extractive, pause, budget, today's tokens and cost) and
-        `summaries` (queue counts, trigger counts, artifacts by maker)."""
+        `summaries` (on or off, queue counts, trigger counts, artifacts by maker)."""
         llm = await self.llm.status()
         jobs = await self.queue.counts()
         artifacts = await self.store.read(artifact_counts)
-        return {"llm": llm, "summaries": {"jobs": jobs, "triggers": dict(self.triggers.fired),
+        return {"llm": llm, "summaries": {"enabled": self.settings.summary.enabled,
+                                          "jobs": jobs, "triggers": dict(self.triggers.fired),
                                           "last_idle_sweep": self.triggers.last_sweep,
                                           "next_runs": self.triggers.next_runs(), **artifacts}}

@@ -18,7 +18,7 @@ from memoryd.api import (
     SessionsPage,
     SessionsQuery,
 )
-from memoryd.errors import BadRequestError, ConflictError, NotFoundError
+from memoryd.errors import BadRequestError
 from memoryd.server.app import SERVICES
 from memoryd.store import sessions as sql
 
@@ -27,28 +27,7 @@ MAX_INT = (1 << 63) - 1  # SQLite's INTEGER
 
 def resolve(conn: sqlite3.Connection, session_id: str, agent: str | None) -> sqlite3.Row:
     """The session with this id, or the only one whose id starts with it."""
-    rows = sql.find_sessions(conn, session_id, agent)
-    if not rows and session_id:
-        rows = sql.find_sessions_by_prefix(conn, session_id, agent, limit=50)
-        # a session and its sub-agents ("<id>/agent-...") share a prefix: the session
-        parents = [r for r in rows if all(o["session_id"] == r["session_id"] or
-                                          o["session_id"].startswith(r["session_id"] + "/")
-                                          for o in rows)]
-        if len({r["session_id"] for r in parents}) == 1:
-            rows = parents
-        if len(rows) > 1 and len({r["session_id"] for r in rows}) > 1:
-            shown = ", ".join(r["session_id"] for r in rows[:5])
-            more = ", ..." if len(rows) > 5 else ""
-            raise ConflictError(f"session id prefix {session_id!r} is ambiguous: {shown}{more}",
-                                field="id")
-    if not rows:
-        raise NotFoundError(f"no session {session_id!r}" + (f" of {agent}" if agent else ""),
-                            field="id")
-    if len(rows) > 1:
-        agents = ", ".join(r["agent"] for r in rows)
-        raise ConflictError(f"session id {session_id!r} exists for several agents ({agents}); "
-                            "add ?agent=", field="agent")
-    return rows[0]
+    return sql.resolve_session(conn, session_id, agent)
 
 
 def parse_cursor(cursor: str) -> tuple[float, int]:

@@ -29,6 +29,14 @@ def ago(ts: float | None) -> str:
     return _span(d) + " ago"
 
 
+def iso_ago(stamp: str | None) -> str:
+    """An ISO 8601 time from the API ("2026-11-29T01:08:55+00:00") as "3 min ago"."""
+    try:
+        return ago(datetime.fromisoformat(stamp).timestamp()) if stamp else "—"
+    except ValueError:
+        return stamp or "—"
+
+
 def _span(s: float) -> str:
     for unit, n in (("d", 86400), ("h", 3600), ("min", 60)):
         if s >= n:
@@ -152,7 +160,7 @@ def make_env() -> jinja2.Environment:
         loader=jinja2.PackageLoader("memoryd.web", "templates"),
         autoescape=True, undefined=jinja2.ChainableUndefined, trim_blocks=True,
         lstrip_blocks=True, enable_async=False)
-    env.filters.update(when=when, ago=ago, highlight=highlight, humanize=humanize,
+    env.filters.update(when=when, ago=ago, iso_ago=iso_ago, highlight=highlight, humanize=humanize,
                        pretty=pretty, inline=inline, size=size, duration=duration)
     env.tests["scalar"] = is_scalar
     env.tests["mapping"] = lambda v: isinstance(v, dict)

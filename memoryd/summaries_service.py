@@ -15,13 +15,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from memoryd.config import Settings
-from memoryd.errors import BadRequestError, ConflictError, MemorydError, NotFoundError
+from memoryd.errors import BadRequestError, MemorydError
 from memoryd.events import EventBus
 from memoryd.ingest.ingestor import IngestEvent
 from memoryd.jobs import URGENT, JobQueue, PermanentJobError
 from memoryd.llm import LLM
 from memoryd.store import Store
 from memoryd.store.jobs import JobRow, Params
+from memoryd.store.sessions import pick_one
 from memoryd.store.summaries import (
     artifact_counts,
     extractive_sessions,
@@ -183,32 +184,29 @@ class Summaries:
                 "upgrade": self.run_upgrade, "idle_sweep": self.run_idle_sweep,
                 "resume_llm": self.run_resume_llm}
 
-    async def resolve(self, session_id: str, agent: str | None = None) -> dict[str, Any]:
-        rows = await self.store.read(lambda c: find_sessions(c, session_id, agent))
-        if not rows:
-            raise NotFoundError(f"no session {session_id!r}" + (f" of {agent}" if agent else ""),
-                                field="session_id")
-        if len(rows) > 1:
-            raise ConflictError(f"session id {session_id!r} exists for several agents ("
-                                + ", ".join(r["agent"] for r in rows) + "): pass agent",
-                                field="agent")
-        return rows[0]
+    async def resolve(self, session_id: str, agent: str | None = None,
+                      machine: str | None = None) -> dict[str, Any]:
+        rows = await self.store.read(lambda c: find_sessions(c, session_id, agent, machine))
+        return dict(pick_one(rows, session_id, agent, machine))
 
     async def get_summary(self, session_id: str, agent: str | None = None,
-                          recent_limit: int = 100) -> dict[str, Any]:
-        s = await self.resolve(session_id, agent)
+                          recent_limit: int = 100, *,
+                          machine: str | None = None) -> dict[str, Any]:
+        s = await self.resolve(session_id, agent, machine)
         upto = s["summary_upto"]
         total, recent = await self.store.read(lambda c: recent_units(c, s["pk"], upto,
                                                                      recent_limit))
-        return {"agent": s["agent"], "session_id": s["session_id"], "summary": s["summary"],
+        return {"agent": s["agent"], "session_id": s["session_id"],
+                "machine": s["machine"] or None, "summary": s["summary"],
                 "covers_upto_seq": upto, "made_by": s["summary_by"],
                 "prompt_version": s["summary_prompt"], "updated_at": s["summary_updated"],
                 "recent_total": total, "recent": recent}
 
     async def summarize(self, session_id: str, agent: str | None = None, *, wait: bool = False,
-                        timeout: float = WAIT_TIMEOUT_S) -> dict[str, Any]:
+                        timeout: float = WAIT_TIMEOUT_S,
+                        machine: str | None = None) -> dict[str, Any]:
         """Force a summary of everything so far (a manual job, ahead of the queue)."""
-        s = await self.resolve(session_id, agent)
+        s = await self.resolve(session_id, agent, machine)
         target = session_target(s["pk"])
         job_id = await self.queue.enqueue("summarize", target, {"mode": "all"}, reason="manual",
                                           priority=URGENT)
@@ -219,7 +217,8 @@ class Summaries:
         if job.state == "failed":
             raise JobFailedError(f"summary job #{job.id} failed: {job.last_error}")
         return {"job_id": job.id, "state": job.state, "result": job.result,
-                **await self.get_summary(s["session_id"], s["agent"])}
+                **await self.get_summary(s["session_id"], s["agent"],
+                                         machine=s["machine"])}
 
     async def _wait(self, job_id: int, timeout: float) -> JobRow:
         try:

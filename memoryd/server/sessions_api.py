@@ -18,18 +18,20 @@ from memoryd.api import (
     SessionsPage,
     SessionsQuery,
 )
-from memoryd.errors import BadRequestError, ConflictError, NotFoundError
+from memoryd.errors import BadRequestError, ConflictError
 from memoryd.server.app import SERVICES
 from memoryd.store import sessions as sql
 
 MAX_INT = (1 << 63) - 1  # SQLite's INTEGER
 
 
-def resolve(conn: sqlite3.Connection, session_id: str, agent: str | None) -> sqlite3.Row:
-    """The session with this id, or the only one whose id starts with it."""
-    rows = sql.find_sessions(conn, session_id, agent)
+def resolve(conn: sqlite3.Connection, session_id: str, agent: str | None,
+            machine: str | None = None) -> sqlite3.Row:
+    """The session with this id, or the only one whose id starts with it; in a fleet,
+    `machine` picks one of several machines' sessions of the same id."""
+    rows = sql.find_sessions(conn, session_id, agent, machine)
     if not rows and session_id:
-        rows = sql.find_sessions_by_prefix(conn, session_id, agent, limit=50)
+        rows = sql.find_sessions_by_prefix(conn, session_id, agent, limit=50, machine=machine)
         # a session and its sub-agents ("<id>/agent-...") share a prefix: the session
         parents = [r for r in rows if all(o["session_id"] == r["session_id"] or
                                           o["session_id"].startswith(r["session_id"] + "/")
@@ -41,14 +43,7 @@ def resolve(conn: sqlite3.Connection, session_id: str, agent: str | None) -> sql
             more = ", ..." if len(rows) > 5 else ""
             raise ConflictError(f"session id prefix {session_id!r} is ambiguous: {shown}{more}",
                                 field="id")
-    if not rows:
-        raise NotFoundError(f"no session {session_id!r}" + (f" of {agent}" if agent else ""),
-                            field="id")
-    if len(rows) > 1:
-        agents = ", ".join(r["agent"] for r in rows)
-        raise ConflictError(f"session id {session_id!r} exists for several agents ({agents}); "
-                            "add ?agent=", field="agent")
-    return rows[0]
+    return sql.pick_one(rows, session_id, agent, machine)
 
 
 def parse_cursor(cursor: str) -> tuple[float, int]:
@@ -93,7 +88,7 @@ async def show_session(request: web.Request) -> web.Response:
     sid = request.match_info["id"]
 
     def load(c: sqlite3.Connection) -> dict[str, Any]:
-        row = resolve(c, sid, ref.agent)
+        row = resolve(c, sid, ref.agent, ref.machine)
         return {**dict(row), "roles": sql.role_counts(c, row["pk"]),
                 "files": sql.session_files(c, row["pk"])}
 
@@ -106,7 +101,7 @@ async def session_messages(request: web.Request) -> web.Response:
     sid = request.match_info["id"]
 
     def load(c: sqlite3.Connection) -> list[dict[str, Any]]:
-        row = resolve(c, sid, q.agent)
+        row = resolve(c, sid, q.agent, q.machine)
         return sql.messages_after(c, row["pk"], q.after_seq, q.limit)
 
     rows = await request.app[SERVICES].store.read(load)
@@ -120,15 +115,16 @@ async def forget_session(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
 
     def forget(c: sqlite3.Connection) -> dict[str, Any]:
-        row = resolve(c, sid, ref.agent)
+        row = resolve(c, sid, ref.agent, ref.machine)
         n = sql.forget_session(c, row["pk"])
-        return {"agent": row["agent"], "session_id": row["session_id"], "units_deleted": n}
+        return {"agent": row["agent"], "session_id": row["session_id"],
+                "machine": row["machine"] or None, "units_deleted": n}
 
     data = await services.store.write(forget)
     for hook in services.on_forget:
         data.update(await hook(data["agent"], data["session_id"]))
     services.events.publish("session_forgotten", agent=data["agent"],
-                            session_id=data["session_id"])
+                            session_id=data["session_id"], machine=data["machine"])
     return web.json_response(Forgotten.model_validate(data).model_dump())
 
 

@@ -8,6 +8,7 @@ import sqlite3
 import time
 from typing import Any
 
+from memoryd.errors import ConflictError, NotFoundError
 from memoryd.store.counters import counter
 
 
@@ -37,7 +38,7 @@ def session_pk(conn: sqlite3.Connection, agent: str, session_id: str,
 
 
 SESSION_COLUMNS = (
-    "s.agent, s.session_id, s.project, s.title, s.first_ts, s.last_ts, s.units, "
+    "s.agent, s.session_id, s.machine, s.project, s.title, s.first_ts, s.last_ts, s.units, "
     "s.user_units, s.turns, s.state"
 )
 
@@ -67,26 +68,51 @@ def _filters(**kw: Any) -> tuple[str, list[Any]]:
     return ("WHERE " + " AND ".join(clauses)) if clauses else "", args
 
 
-def find_sessions(conn: sqlite3.Connection, session_id: str,
-                  agent: str | None = None) -> list[sqlite3.Row]:
-    sql = f"SELECT s.id AS pk, {SESSION_COLUMNS}, s.summary, s.summary_upto FROM sessions s " \
-          "WHERE s.session_id = ?"
+def _identity(sql: str, args: list[Any], agent: str | None,
+              machine: str | None) -> str:
+    """`sql` narrowed to one agent and/or one machine (a fleet's machines may each have
+    a session of the same id: nanobot's `cli_direct`, a generic `chat`)."""
+    for col, val in (("agent", agent), ("machine", machine)):
+        if val is not None:
+            sql += f" AND s.{col} = ?"
+            args.append(val)
+    return sql
+
+
+def find_sessions(conn: sqlite3.Connection, session_id: str, agent: str | None = None,
+                  machine: str | None = None) -> list[sqlite3.Row]:
     args: list[Any] = [session_id]
-    if agent is not None:
-        sql += " AND s.agent = ?"
-        args.append(agent)
-    return conn.execute(sql, args).fetchall()
+    sql = _identity(f"SELECT s.id AS pk, {SESSION_COLUMNS}, s.summary, s.summary_upto "
+                    "FROM sessions s WHERE s.session_id = ?", args, agent, machine)
+    return conn.execute(sql + " ORDER BY s.agent, s.machine", args).fetchall()
+
+
+def pick_one(rows: list[Any], session_id: str, agent: str | None,
+             machine: str | None) -> Any:
+    """The one session `rows` (found for this id, agent and machine) name, or the error
+    that says what to add: `?agent=` when the same id exists for several agents,
+    `?machine=` when it exists on several machines of a fleet."""
+    if not rows:
+        of = "".join(f" {w} {v}" for w, v in (("of", agent), ("on", machine)) if v is not None)
+        raise NotFoundError(f"no session {session_id!r}{of}", field="id")
+    if len(rows) == 1:
+        return rows[0]
+    if len({r["agent"] for r in rows}) > 1:
+        agents = ", ".join(sorted({r["agent"] for r in rows}))
+        raise ConflictError(f"session id {session_id!r} exists for several agents ({agents}); "
+                            "add ?agent=", field="agent")
+    machines = ", ".join(sorted(r["machine"] or "''" for r in rows))
+    raise ConflictError(f"session id {session_id!r} exists on several machines ({machines}); "
+                        "add ?machine= (memoryctl: --machine)", field="machine")
 
 
 def find_sessions_by_prefix(conn: sqlite3.Connection, prefix: str, agent: str | None = None,
-                            limit: int = 6) -> list[sqlite3.Row]:
+                            limit: int = 6, machine: str | None = None) -> list[sqlite3.Row]:
     """Sessions whose id starts with `prefix` (as git takes a unique prefix of a hash)."""
-    sql = f"SELECT s.id AS pk, {SESSION_COLUMNS}, s.summary, s.summary_upto FROM sessions s " \
-          "WHERE substr(s.session_id, 1, ?) = ?"
     args: list[Any] = [len(prefix), prefix]
-    if agent is not None:
-        sql += " AND s.agent = ?"
-        args.append(agent)
+    sql = _identity(f"SELECT s.id AS pk, {SESSION_COLUMNS}, s.summary, s.summary_upto "
+                    "FROM sessions s WHERE substr(s.session_id, 1, ?) = ?", args, agent,
+                    machine)
     return conn.execute(sql + " ORDER BY s.session_id LIMIT ?", (*args, limit)).fetchall()
 
 

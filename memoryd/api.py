@@ -70,17 +70,25 @@ class SessionsQuery(_Request):
 
 class SessionRef(_Request):
     agent: str | None = Field(None, max_length=100)
+    machine: str | None = Field(None, max_length=200)  # a fleet: which machine's session
 
 
 class MessagesQuery(_Request):
     agent: str | None = Field(None, max_length=100)
+    machine: str | None = Field(None, max_length=200)
     after_seq: int = Field(0, ge=0, le=(1 << 63) - 1)  # SQLite INTEGER
     limit: int = Field(100, ge=1, le=1000)
+
+
+def _no_machine(v: Any) -> Any:
+    return v or None  # the embedded store's sessions are machine ''
 
 
 class Session(BaseModel):
     agent: str
     session_id: str
+    # the machine whose transcript it is (a fleet); null in the embedded store
+    machine: str | None = None
     project: str | None
     title: str | None
     first_ts: float | None
@@ -89,6 +97,8 @@ class Session(BaseModel):
     user_units: int
     turns: int
     state: str
+
+    _machine = field_validator("machine", mode="before")(_no_machine)
 
 
 class SessionsPage(BaseModel):
@@ -127,7 +137,10 @@ class MessagesPage(BaseModel):
 class Forgotten(BaseModel):
     agent: str
     session_id: str
+    machine: str | None = None
     units_deleted: int
+
+    _machine = field_validator("machine", mode="before")(_no_machine)
     archived_units_deleted: int = 0
     memory_items_removed: list[str] = []  # MEMORY.md items only forgotten sessions stood behind
     daily_lines_removed: list[str] = []  # and daily-note lines

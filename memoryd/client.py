@@ -156,15 +156,18 @@ class MemorydClient:
     def sessions(self, **query: Any) -> dict[str, Any]:
         return self.request("GET", "/v1/sessions", query=query)
 
-    def session(self, session_id: str, agent: str | None = None) -> dict[str, Any]:
-        return self.request("GET", f"/v1/sessions/{quote(session_id)}", query={"agent": agent})
+    def session(self, session_id: str, agent: str | None = None,
+                machine: str | None = None) -> dict[str, Any]:
+        return self.request("GET", f"/v1/sessions/{quote(session_id)}",
+                            query={"agent": agent, "machine": machine})
 
     def messages(self, session_id: str, **query: Any) -> dict[str, Any]:
         return self.request("GET", f"/v1/sessions/{quote(session_id)}/messages", query=query)
 
-    def forget(self, session_id: str, agent: str | None = None) -> dict[str, Any]:
+    def forget(self, session_id: str, agent: str | None = None,
+               machine: str | None = None) -> dict[str, Any]:
         return self.request("DELETE", f"/v1/sessions/{quote(session_id)}",
-                            query={"agent": agent})
+                            query={"agent": agent, "machine": machine})
 
     def run_job(self, name: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         return self.request("POST", f"/v1/jobs/{quote(name, safe='')}/run", params or {})

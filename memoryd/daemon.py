@@ -438,9 +438,10 @@ class Daemon:
         archived = await self.retention.forget(agent, session_id)
         return {"archived_units_deleted": archived, **await self.consolidator.on_forget()}
 
-    async def _to_memory(self, session_id: str, agent: str | None) -> dict[str, Any]:
+    async def _to_memory(self, session_id: str, agent: str | None,
+                         machine: str | None = None) -> dict[str, Any]:
         assert self.consolidator is not None
-        return await self.consolidator.admit_session(session_id, agent)
+        return await self.consolidator.admit_session(session_id, agent, machine=machine)
 
     async def ingest(self, req: IngestRequest) -> IngestResponse:
         """Backfill a file or folder now (POST /v1/ingest)."""

@@ -34,6 +34,19 @@ def check_url(url: str) -> str:
     raise ValueError("expected empty, 'sqlite' or a postgresql://user@host/dbname URL")
 
 
+def refuse_password_in_flag(url: str, flag: str) -> None:
+    """A password in a command-line flag is readable by every local user for as long as
+    the process runs (`/proc/PID/cmdline`, `ps`), and was already in the shell's history
+    and the parent's view before anything could scrub it: refuse it (ValueError, never
+    quoting the URL) and say where a password belongs."""
+    if is_postgres(url) and url_secrets(url):
+        raise ValueError(
+            f"{flag}: the URL carries a password, which every local user could read in "
+            "this process's command line (/proc/PID/cmdline, ps); give the URL without it "
+            "and put the password in [store] password_file (MEMORYD_STORE__PASSWORD_FILE), "
+            "PGPASSWORD or ~/.pgpass")
+
+
 def check_namespace(ns: str) -> str:
     if not NAMESPACE.fullmatch(ns):
         raise ValueError(f"{ns!r} is not a namespace name: lowercase letters, digits and _, "

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from memoryd.config import Settings
-from memoryd.errors import BadRequestError, MemorydError, NotFoundError
+from memoryd.errors import BadRequestError, MemorydError
 from memoryd.events import EventBus
 from memoryd.ingest.ingestor import IngestEvent
 from memoryd.jobs import URGENT, JobQueue, PermanentJobError
@@ -184,30 +184,35 @@ class Summaries:
                 "upgrade": self.run_upgrade, "idle_sweep": self.run_idle_sweep,
                 "resume_llm": self.run_resume_llm}
 
-    async def resolve(self, session_id: str, agent: str | None = None) -> dict[str, Any]:
+    async def resolve(self, session_id: str, agent: str | None = None,
+                      machine: str | None = None) -> dict[str, Any]:
         """The session with this id or unique prefix (`resolve_session`), every field."""
         def load(c: Any) -> dict[str, Any]:
-            row = get_session(c, resolve_session(c, session_id, agent, "session_id")["pk"])
+            row = get_session(c, resolve_session(c, session_id, agent, "session_id",
+                                                 machine)["pk"])
             assert row is not None  # the same read found it
             return row
 
         return await self.store.read(load)
 
     async def get_summary(self, session_id: str, agent: str | None = None,
-                          recent_limit: int = 100) -> dict[str, Any]:
-        s = await self.resolve(session_id, agent)
+                          recent_limit: int = 100, *,
+                          machine: str | None = None) -> dict[str, Any]:
+        s = await self.resolve(session_id, agent, machine)
         upto = s["summary_upto"]
         total, recent = await self.store.read(lambda c: recent_units(c, s["pk"], upto,
                                                                      recent_limit))
-        return {"agent": s["agent"], "session_id": s["session_id"], "summary": s["summary"],
+        return {"agent": s["agent"], "session_id": s["session_id"],
+                "machine": s["machine"] or None, "summary": s["summary"],
                 "covers_upto_seq": upto, "made_by": s["summary_by"],
                 "prompt_version": s["summary_prompt"], "updated_at": s["summary_updated"],
                 "recent_total": total, "recent": recent}
 
     async def summarize(self, session_id: str, agent: str | None = None, *, wait: bool = False,
-                        timeout: float = WAIT_TIMEOUT_S) -> dict[str, Any]:
+                        timeout: float = WAIT_TIMEOUT_S,
+                        machine: str | None = None) -> dict[str, Any]:
         """Force a summary of everything so far (a manual job, ahead of the queue)."""
-        s = await self.resolve(session_id, agent)
+        s = await self.resolve(session_id, agent, machine)
         target = session_target(s["pk"])
         job_id = await self.queue.enqueue("summarize", target, {"mode": "all"}, reason="manual",
                                           priority=URGENT)
@@ -218,7 +223,8 @@ class Summaries:
         if job.state == "failed":
             raise JobFailedError(f"summary job #{job.id} failed: {job.last_error}")
         return {"job_id": job.id, "state": job.state, "result": job.result,
-                **await self.get_summary(s["session_id"], s["agent"])}
+                **await self.get_summary(s["session_id"], s["agent"],
+                                         machine=s["machine"])}
 
     async def _wait(self, job_id: int, timeout: float) -> JobRow:
         try:

@@ -23,6 +23,7 @@ def add_parsers(sub: Any, r: argparse.ArgumentParser, ms: Any, sss: Any,
     sm = sss.add_parser("summarize", help="summarize a session now")
     sm.add_argument("id")
     sm.add_argument("--agent")
+    sm.add_argument("--machine", help="in a fleet: the machine whose session it is")
     sm.add_argument("--to-memory", action="store_true",
                     help="then send the summary through MEMORY.md admission")
     search.add_argument("--archive", action="store_true",
@@ -171,7 +172,7 @@ def render_why(d: dict[str, Any]) -> str:
 
 
 def cmd_summarize(args: argparse.Namespace, c: MemorydClient) -> Any:
-    q = {"agent": args.agent, "wait": "true"}
+    q = {"agent": args.agent, "machine": args.machine, "wait": "true"}
     if args.to_memory:
         q["to_memory"] = "true"
     data = c.request("POST", f"/v1/sessions/{args.id}/summarize", query=q)

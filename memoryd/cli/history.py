@@ -30,6 +30,8 @@ def add_parsers(sub: Any) -> None:
     ex.add_argument("--session", dest="session_id", help="one session (id or unique prefix)")
     ex.add_argument("--project")
     ex.add_argument("--agent")
+    ex.add_argument("--machine", help="with --session, in a fleet: the machine whose "
+                                      "session it is")
     ex.add_argument("--since", help="ISO date/time or Unix seconds")
     ex.add_argument("--format", choices=["md", "jsonl"], default="md")
     ex.add_argument("-o", "--out", help="write to this file instead of stdout")
@@ -83,7 +85,7 @@ def render_served(d: dict[str, Any]) -> str:
 
 def cmd_export(args: argparse.Namespace, c: MemorydClient) -> Result:
     query = {"session_id": args.session_id, "project": args.project, "agent": args.agent,
-             "since": args.since, "format": args.format}
+             "machine": args.machine, "since": args.since, "format": args.format}
     text = c.request("GET", "/v1/export", query=query)
     if not isinstance(text, str):  # a JSON error body is raised by the client
         text = str(text)

@@ -83,10 +83,12 @@ def parser() -> argparse.ArgumentParser:
     show = sss.add_parser("show", help="one session and its messages")
     show.add_argument("id", help="session id, or a unique prefix of it")
     show.add_argument("--agent")
+    show.add_argument("--machine", help="in a fleet: the machine whose session it is")
     show.add_argument("--messages", type=int, default=20, help="how many messages to print")
     fg = sss.add_parser("forget", help="delete a session everywhere")
     fg.add_argument("id")
     fg.add_argument("--agent")
+    fg.add_argument("--machine", help="in a fleet: the machine whose session it is")
     fg.add_argument("--yes", action="store_true", help="do not ask")
 
     m = sub.add_parser("memory", help="the long-term memory file (MEMORY.md)")
@@ -281,20 +283,22 @@ def cmd_sessions(args: argparse.Namespace, c: MemorydClient) -> Result:
         if args.messages < 0:
             print("memoryctl: --messages must be 0 or more", file=sys.stderr)
             return EXIT_USAGE
-        data = c.session(args.id, args.agent)  # the daemon resolves a unique id prefix
-        data["messages"] = c.messages(data["session_id"], agent=data["agent"], after_seq=max(
+        data = c.session(args.id, args.agent, args.machine)  # resolves a unique prefix
+        data["messages"] = c.messages(data["session_id"], agent=data["agent"],
+                                      machine=data.get("machine"), after_seq=max(
             0, data["units"] - args.messages), limit=args.messages)["messages"] \
             if args.messages else []
         return data, output.render_session
     sid, agent = args.id, args.agent
     if not args.yes:  # name the session a prefix stands for, and forget that one
-        s = c.session(sid, agent)
+        s = c.session(sid, agent, args.machine)
         sid, agent = s["session_id"], s["agent"]
         if (no := history.refused(f"Forget {agent} session {sid} ({s['units']} units) "
                                   "everywhere? This cannot be undone [y/N] ")) is not None:
             return no
-    data = c.forget(sid, agent)
+    data = c.forget(sid, agent, args.machine)
     return data, lambda d: f"forgot {d['agent']} session {d['session_id']} " \
+                           + (f"of {d['machine']} " if d.get("machine") else "") + \
                            f"({d['units_deleted']} units)" + (
         f"; {len(d.get('memory_items_removed', []))} MEMORY.md items and "
         f"{len(d.get('daily_lines_removed', []))} daily-note lines "

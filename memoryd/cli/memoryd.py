@@ -33,7 +33,8 @@ def parser() -> argparse.ArgumentParser:
     tcp.add_argument("--no-tcp", action="store_true", help="serve only the Unix socket")
     p.add_argument("--store", metavar="URL",
                    help="the store: 'sqlite' (default) or postgresql://user@host/db, "
-                        "shared by a fleet of daemons ([store] url)")
+                        "shared by a fleet of daemons ([store] url); no password here: "
+                        "[store] password_file, PGPASSWORD or ~/.pgpass")
     p.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    type=str.upper)
     p.add_argument("--version", action="version", version=f"memoryd {__version__}")
@@ -57,6 +58,13 @@ def overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     if args.log_level:
         out.setdefault("log", {})["level"] = args.log_level
     if args.store is not None:
+        from memoryd.errors import ConfigError
+        from memoryd.store_target import refuse_password_in_flag
+
+        try:
+            refuse_password_in_flag(args.store, "--store")
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
         out.setdefault("store", {})["url"] = args.store
     return out
 

@@ -163,14 +163,17 @@ def render_sessions(r: dict[str, Any]) -> str:
     out = []
     for s in rows:
         title = (s.get("title") or "")[:60]
-        out.append(f"{when(s['last_ts'])}  {s['agent']:<12} {s['session_id']:<40} "
+        sid = s["session_id"] + (f" @{s['machine']}" if s.get("machine") else "")
+        out.append(f"{when(s['last_ts'])}  {s['agent']:<12} {sid:<40} "
                    f"{s['units']:>5} units  {title}")
     return "\n".join(out)
 
 
 def render_session(s: dict[str, Any]) -> str:
     roles = ", ".join(f"{n} {r}" for r, n in sorted(s["roles"].items()))
-    out = [f"{s['agent']} session {s['session_id']}" + (f" — {s['title']}" if s["title"] else ""),
+    on = f" on {s['machine']}" if s.get("machine") else ""
+    out = [f"{s['agent']} session {s['session_id']}{on}"
+           + (f" — {s['title']}" if s["title"] else ""),
            f"project  {s['project'] or '-'}",
            f"time     {when(s['first_ts'])} → {when(s['last_ts'])}",
            f"units    {s['units']} ({roles}), {s['turns']} turns",

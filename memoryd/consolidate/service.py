@@ -180,11 +180,14 @@ class Consolidator:
         return report
 
     async def admit_session(self, session_id: str, agent: str | None = None,
-                            dry_run: bool = False) -> dict[str, Any]:
-        """A session's summary and requests through admission (the to_memory flow)."""
+                            dry_run: bool = False, *,
+                            machine: str | None = None) -> dict[str, Any]:
+        """A session's summary and requests through admission (the to_memory flow);
+        `machine` picks one of a fleet's sessions of the same id."""
         def load(c: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             rows = [r for r in sql.day_sessions(c, float("-inf"), float("inf"))
-                    if r["session_id"] == session_id and (agent is None or r["agent"] == agent)]
+                    if r["session_id"] == session_id and (agent is None or r["agent"] == agent)
+                    and (machine is None or (r["machine"] or None) == machine)]
             if not rows:
                 raise NotFoundError(f"no session {session_id!r}", field="id")
             return rows[0], sql.day_units(c, rows[0]["pk"], None, None)

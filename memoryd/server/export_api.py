@@ -19,6 +19,7 @@ class ExportQuery(BaseModel):
     session_id: str | None = Field(None, max_length=1024)
     project: str | None = Field(None, max_length=4096)
     agent: str | None = Field(None, max_length=100)
+    machine: str | None = Field(None, max_length=200)  # with session_id, in a fleet
     since: datetime | None = None  # ISO-8601 or Unix seconds; naive = local time
     format: Literal["md", "jsonl"] = "md"
 
@@ -37,7 +38,7 @@ async def export(request: web.Request) -> web.StreamResponse:
 
     def pick(c: Any) -> list[dict[str, Any]]:
         if q.session_id:
-            return [dict(resolve(c, q.session_id, q.agent))]
+            return [dict(resolve(c, q.session_id, q.agent, q.machine))]
         return select_sessions(c, agent=q.agent, project=q.project,
                                since=q.since.timestamp() if q.since else None)
 

@@ -25,9 +25,11 @@ from memoryd.store import sessions as sql
 MAX_INT = (1 << 63) - 1  # SQLite's INTEGER
 
 
-def resolve(conn: sqlite3.Connection, session_id: str, agent: str | None) -> sqlite3.Row:
-    """The session with this id, or the only one whose id starts with it."""
-    return sql.resolve_session(conn, session_id, agent)
+def resolve(conn: sqlite3.Connection, session_id: str, agent: str | None,
+            machine: str | None = None) -> sqlite3.Row:
+    """The session with this id, or the only one whose id starts with it; in a fleet,
+    `machine` picks one of several machines' sessions of the same id."""
+    return sql.resolve_session(conn, session_id, agent, machine=machine)
 
 
 def parse_cursor(cursor: str) -> tuple[float, int]:
@@ -72,7 +74,7 @@ async def show_session(request: web.Request) -> web.Response:
     sid = request.match_info["id"]
 
     def load(c: sqlite3.Connection) -> dict[str, Any]:
-        row = resolve(c, sid, ref.agent)
+        row = resolve(c, sid, ref.agent, ref.machine)
         return {**dict(row), "roles": sql.role_counts(c, row["pk"]),
                 "files": sql.session_files(c, row["pk"])}
 
@@ -85,7 +87,7 @@ async def session_messages(request: web.Request) -> web.Response:
     sid = request.match_info["id"]
 
     def load(c: sqlite3.Connection) -> list[dict[str, Any]]:
-        row = resolve(c, sid, q.agent)
+        row = resolve(c, sid, q.agent, q.machine)
         return sql.messages_after(c, row["pk"], q.after_seq, q.limit)
 
     rows = await request.app[SERVICES].store.read(load)
@@ -99,15 +101,16 @@ async def forget_session(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
 
     def forget(c: sqlite3.Connection) -> dict[str, Any]:
-        row = resolve(c, sid, ref.agent)
+        row = resolve(c, sid, ref.agent, ref.machine)
         n = sql.forget_session(c, row["pk"])
-        return {"agent": row["agent"], "session_id": row["session_id"], "units_deleted": n}
+        return {"agent": row["agent"], "session_id": row["session_id"],
+                "machine": row["machine"] or None, "units_deleted": n}
 
     data = await services.store.write(forget)
     for hook in services.on_forget:
         data.update(await hook(data["agent"], data["session_id"]))
     services.events.publish("session_forgotten", agent=data["agent"],
-                            session_id=data["session_id"])
+                            session_id=data["session_id"], machine=data["machine"])
     return web.json_response(Forgotten.model_validate(data).model_dump())
 
 

@@ -26,12 +26,14 @@ if TYPE_CHECKING:
 class SummaryQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
     agent: str | None = Field(None, max_length=100)
+    machine: str | None = Field(None, max_length=200)  # a fleet: which machine's session
     recent: int = Field(100, ge=0, le=1000)
 
 
 class SummarizeQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
     agent: str | None = Field(None, max_length=100)
+    machine: str | None = Field(None, max_length=200)
     wait: bool = False
     timeout: float = Field(300.0, gt=0, le=3600)
     to_memory: bool = False  # then wait, and send the summary through MEMORY.md admission
@@ -50,6 +52,7 @@ class RecentMessage(BaseModel):
 class SessionSummary(BaseModel):
     agent: str
     session_id: str
+    machine: str | None = None
     summary: str | None = Field(description="the rolling summary; null before the first")
     covers_upto_seq: int = Field(description="the summary covers the messages up to this seq")
     made_by: str | None = Field(description="`extractive` or the model's litellm route")
@@ -73,23 +76,25 @@ _DOCS = [
 openapi.EXTRA_ROUTES.extend(r for r in _DOCS if r not in openapi.EXTRA_ROUTES)
 
 
-ToMemory = Callable[[str, "str | None"], Awaitable[dict[str, Any]]]
+ToMemory = Callable[[str, "str | None", "str | None"], Awaitable[dict[str, Any]]]
 
 
 def routes(service: Summaries, to_memory: ToMemory | None = None
            ) -> Callable[[web.Application], None]:
     async def get_summary(request: web.Request) -> web.Response:
         q = SummaryQuery.model_validate(dict(request.query))
-        body = await service.get_summary(request.match_info["id"], q.agent, q.recent)
+        body = await service.get_summary(request.match_info["id"], q.agent, q.recent,
+                                         machine=q.machine)
         return web.json_response(body)
 
     async def summarize(request: web.Request) -> web.Response:
         q = SummarizeQuery.model_validate(dict(request.query))
         wait = q.wait or (q.to_memory and to_memory is not None)
         body = await service.summarize(request.match_info["id"], q.agent, wait=wait,
-                                       timeout=q.timeout)
+                                       timeout=q.timeout, machine=q.machine)
         if q.to_memory and to_memory is not None:
-            body["to_memory"] = (await to_memory(body["session_id"], body["agent"]))["memory"]
+            body["to_memory"] = (await to_memory(body["session_id"], body["agent"],
+                                                 body.get("machine")))["memory"]
         return web.json_response(body, status=200 if wait else 202)
 
     def add(app: web.Application) -> None:

@@ -18,7 +18,7 @@ def day_sessions(conn: sqlite3.Connection, start: float, end: float) -> list[dic
     """Sessions with units in [start, end), with their rolling summary."""
     rows = conn.execute(
         "SELECT s.id AS pk, s.agent, s.session_id, s.project, s.title, s.summary, "
-        "s.summary_by, s.summary_prompt, s.first_ts, s.last_ts FROM sessions s "
+        "s.summary_by, s.summary_prompt, s.first_ts, s.last_ts, s.machine FROM sessions s "
         "WHERE s.id IN (SELECT DISTINCT session_pk FROM units WHERE ts >= ? AND ts < ?) "
         "ORDER BY s.first_ts, s.id", (start, end)).fetchall()
     return [dict(r) for r in rows]

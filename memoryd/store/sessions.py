@@ -38,7 +38,7 @@ def session_pk(conn: sqlite3.Connection, agent: str, session_id: str,
 
 
 SESSION_COLUMNS = (
-    "s.agent, s.session_id, s.project, s.title, s.first_ts, s.last_ts, s.units, "
+    "s.agent, s.session_id, s.machine, s.project, s.title, s.first_ts, s.last_ts, s.units, "
     "s.user_units, s.turns, s.state"
 )
 
@@ -68,38 +68,64 @@ def _filters(**kw: Any) -> tuple[str, list[Any]]:
     return ("WHERE " + " AND ".join(clauses)) if clauses else "", args
 
 
-def find_sessions(conn: sqlite3.Connection, session_id: str,
-                  agent: str | None = None) -> list[sqlite3.Row]:
-    sql = f"SELECT s.id AS pk, {SESSION_COLUMNS}, s.summary, s.summary_upto FROM sessions s " \
-          "WHERE s.session_id = ?"
+def _identity(sql: str, args: list[Any], agent: str | None,
+              machine: str | None) -> str:
+    """`sql` narrowed to one agent and/or one machine (a fleet's machines may each have
+    a session of the same id: nanobot's `cli_direct`, a generic `chat`)."""
+    for col, val in (("agent", agent), ("machine", machine)):
+        if val is not None:
+            sql += f" AND s.{col} = ?"
+            args.append(val)
+    return sql
+
+
+def find_sessions(conn: sqlite3.Connection, session_id: str, agent: str | None = None,
+                  machine: str | None = None) -> list[sqlite3.Row]:
     args: list[Any] = [session_id]
-    if agent is not None:
-        sql += " AND s.agent = ?"
-        args.append(agent)
-    return conn.execute(sql, args).fetchall()
+    sql = _identity(f"SELECT s.id AS pk, {SESSION_COLUMNS}, s.summary, s.summary_upto "
+                    "FROM sessions s WHERE s.session_id = ?", args, agent, machine)
+    return conn.execute(sql + " ORDER BY s.agent, s.machine", args).fetchall()
+
+
+def pick_one(rows: list[Any], session_id: str, agent: str | None,
+             machine: str | None) -> Any:
+    """The one session `rows` (found for this id, agent and machine) name, or the error
+    that says what to add: `?agent=` when the same id exists for several agents,
+    `?machine=` when it exists on several machines of a fleet."""
+    if not rows:
+        of = "".join(f" {w} {v}" for w, v in (("of", agent), ("on", machine)) if v is not None)
+        raise NotFoundError(f"no session {session_id!r}{of}", field="id")
+    if len(rows) == 1:
+        return rows[0]
+    if len({r["agent"] for r in rows}) > 1:
+        agents = ", ".join(sorted({r["agent"] for r in rows}))
+        raise ConflictError(f"session id {session_id!r} exists for several agents ({agents}); "
+                            "add ?agent=", field="agent")
+    machines = ", ".join(sorted(r["machine"] or "''" for r in rows))
+    raise ConflictError(f"session id {session_id!r} exists on several machines ({machines}); "
+                        "add ?machine= (memoryctl: --machine)", field="machine")
 
 
 def find_sessions_by_prefix(conn: sqlite3.Connection, prefix: str, agent: str | None = None,
-                            limit: int = 6) -> list[sqlite3.Row]:
+                            limit: int = 6, machine: str | None = None) -> list[sqlite3.Row]:
     """Sessions whose id starts with `prefix` (as git takes a unique prefix of a hash)."""
-    sql = f"SELECT s.id AS pk, {SESSION_COLUMNS}, s.summary, s.summary_upto FROM sessions s " \
-          "WHERE substr(s.session_id, 1, ?) = ?"
     args: list[Any] = [len(prefix), prefix]
-    if agent is not None:
-        sql += " AND s.agent = ?"
-        args.append(agent)
+    sql = _identity(f"SELECT s.id AS pk, {SESSION_COLUMNS}, s.summary, s.summary_upto "
+                    "FROM sessions s WHERE substr(s.session_id, 1, ?) = ?", args, agent,
+                    machine)
     return conn.execute(sql + " ORDER BY s.session_id LIMIT ?", (*args, limit)).fetchall()
 
 
 def resolve_session(conn: sqlite3.Connection, session_id: str, agent: str | None,
-                    field: str = "id") -> sqlite3.Row:
+                    field: str = "id", machine: str | None = None) -> sqlite3.Row:
     """The session with this id, or the only one whose id starts with it: every verb
     that takes a session id (show, messages, forget, export, summarize, archive restore)
     resolves it here, so a unique prefix works in all of them. An ambiguous prefix is a
-    409 naming the candidates; `field` is the request's name for the id."""
-    rows = find_sessions(conn, session_id, agent)
+    409 naming the candidates; `field` is the request's name for the id. In a fleet,
+    `machine` picks one of several machines' sessions of the same id (`pick_one`)."""
+    rows = find_sessions(conn, session_id, agent, machine)
     if not rows and session_id:
-        rows = find_sessions_by_prefix(conn, session_id, agent, limit=50)
+        rows = find_sessions_by_prefix(conn, session_id, agent, limit=50, machine=machine)
         # a session and its sub-agents ("<id>/agent-...") share a prefix: the session
         parents = [r for r in rows if all(o["session_id"] == r["session_id"] or
                                           o["session_id"].startswith(r["session_id"] + "/")
@@ -112,13 +138,9 @@ def resolve_session(conn: sqlite3.Connection, session_id: str, agent: str | None
             raise ConflictError(f"session id prefix {session_id!r} is ambiguous: {shown}{more}",
                                 field=field)
     if not rows:
-        raise NotFoundError(f"no session {session_id!r}" + (f" of {agent}" if agent else ""),
-                            field=field)
-    if len(rows) > 1:
-        agents = ", ".join(r["agent"] for r in rows)
-        raise ConflictError(f"session id {session_id!r} exists for several agents ({agents}); "
-                            "add ?agent=", field="agent")
-    return rows[0]
+        of = "".join(f" {w} {v}" for w, v in (("of", agent), ("on", machine)) if v is not None)
+        raise NotFoundError(f"no session {session_id!r}{of}", field=field)
+    return pick_one(rows, session_id, agent, machine)
 
 
 def page_sessions(conn: sqlite3.Connection, *, agent: str | None, project: str | None,

@@ -20,7 +20,7 @@ EXTRACTIVE = "extractive"
 SESSION_FIELDS = (
     "id AS pk, agent, session_id, project, title, last_ts, created_at, next_seq, units, "
     "user_units, summary, summary_upto, summary_by, summary_prompt, summary_updated, "
-    "summary_user_mark, one_liner_upto"
+    "summary_user_mark, one_liner_upto, machine"
 )
 UNIT_FIELDS = (
     "id, seq, turn, role, kind, content, tool_name, tool_args, related_id, ts, one_liner, "
@@ -42,13 +42,14 @@ class Backlog:
     one_liner_upto: int  # units after this have not been looked at for one-liners
 
 
-def find_sessions(conn: sqlite3.Connection, session_id: str,
-                  agent: str | None = None) -> list[dict[str, Any]]:
+def find_sessions(conn: sqlite3.Connection, session_id: str, agent: str | None = None,
+                  machine: str | None = None) -> list[dict[str, Any]]:
     sql = f"SELECT {SESSION_FIELDS} FROM sessions WHERE session_id = ?"
     args: list[Any] = [session_id]
-    if agent is not None:
-        sql += " AND agent = ?"
-        args.append(agent)
+    for col, val in (("agent", agent), ("machine", machine)):
+        if val is not None:
+            sql += f" AND {col} = ?"
+            args.append(val)
     return [dict(r) for r in conn.execute(sql + " ORDER BY id", args)]
 
 

@@ -69,3 +69,25 @@ def test_changes_keep_days_from_file_and_env(tmp_path):
     assert s.store.changes_keep_days == 0.5
     with pytest.raises(ConfigError, match="store.changes_keep_days"):
         load_settings(None, {"MEMORYD_STORE__CHANGES_KEEP_DAYS": "0"})
+
+
+@pytest.mark.parametrize("url", [URL, "postgres://ann@db.example/mem?password=t0p-s3cret"])
+def test_issue_28_a_password_in_the_store_flag_is_refused(tmp_path, url):
+    """`memoryd --store postgresql://user:pw@…` would leave the password in
+    /proc/PID/cmdline for every local user: the daemon refuses to start (exit 2) before
+    connecting, names where a password belongs, and never echoes it."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "memoryd", "--home", str(tmp_path / "home"), "--no-tcp",
+         "--no-default-sources", "--store", url],
+        capture_output=True, text=True, timeout=60,
+        env={"PATH": "/usr/bin:/bin", "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert proc.returncode == 2, proc.stderr
+    for where in ("password_file", "PGPASSWORD", "~/.pgpass", "/proc/PID/cmdline"):
+        assert where in proc.stderr
+    assert "t0p-s3cret" not in proc.stderr + proc.stdout
+    # without the password the flag is taken as before
+    args = parser().parse_args(["--store", "postgresql://ann@db.example/mem"])
+    assert load_settings(None, {}, overrides(args)).store.url.startswith("postgresql://ann@")

@@ -1,4 +1,4 @@
-"""The setup `bench/fleet.py --part search` and `bench/fleet_profile.py` share: one
+"""The setup of `bench/fleet.py --part search`: one
 PostgreSQL server, and two daemons watching the same generated corpus, a fleet member
 (`fleet`, PostgreSQL) and a daemon in SQLite mode (`sqlite`), both caught up.
 

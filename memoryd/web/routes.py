@@ -55,7 +55,8 @@ Page = Callable[[web.Request, WebDeps, auth.WebSession], Awaitable[web.StreamRes
 STATIC = {"htmx.min.js": "application/javascript", "style.css": "text/css",
           "htmx.LICENSE": "text/plain"}
 TEMPLATES = ("base.html", "macros.html", "login.html", "error.html", "overview.html", "search.html",
-             "sessions.html", "session.html", "forget.html", "memory.html", "context.html")
+             "sessions.html", "session.html", "forget.html", "memory.html", "context.html",
+             "timeline.html")
 
 openapi.EXTRA_ROUTES.append(("post", "/v1/web/login", "A one-time login link for the web page "
                              "(valid two minutes; `memoryctl open` prints it)", None, None, None))
@@ -169,7 +170,7 @@ def _load(deps: WebDeps) -> None:
 
 
 def routes(deps: WebDeps) -> Callable[[web.Application], None]:
-    from memoryd.web import memory_pages, pages
+    from memoryd.web import memory_pages, pages, session_page, timeline
 
     def add(app: web.Application) -> None:
         app[WEB] = deps
@@ -185,7 +186,9 @@ def routes(deps: WebDeps) -> Callable[[web.Application], None]:
         r.add_get(r"/sessions/{id:.+}/forget", page(pages.forget_confirm))
         r.add_post(r"/sessions/{id:.+}/forget", page(pages.forget))
         r.add_post(r"/sessions/{id:.+}/summarize", page(pages.summarize))
-        r.add_get(r"/sessions/{id:.+}", page(pages.session))
+        r.add_get(r"/sessions/{id:.+}/units/{unit:\d+}", page(session_page.unit_text))
+        r.add_get(r"/sessions/{id:.+}", page(session_page.session))
+        r.add_get("/timeline", page(timeline.timeline))
         r.add_get("/memory", page(memory_pages.memory))
         r.add_post("/memory/add", page(memory_pages.add))
         r.add_post("/memory/edit", page(memory_pages.edit))

@@ -15,7 +15,7 @@ import pytest_asyncio
 from tests.conftest import FIXTURES
 from tests.helpers import wait_for, write_jsonl
 from tests.web.conftest import live_site, login_url
-from tests.web.test_browser import ARGS, chromium
+from tests.web.test_browser import ARGS, SHOTS, chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300),
               pytest.mark.asyncio(loop_scope="module")]
@@ -127,6 +127,11 @@ async def logged_in_page(chrome, client, base: str, **ctx: Any):
     return context, page
 
 
+async def shot(page, name: str) -> None:
+    SHOTS.mkdir(exist_ok=True)
+    await page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
 def session_path() -> str:
     return f"/sessions/{LONG}?agent=claude-code"
 
@@ -154,6 +159,7 @@ async def test_issue_30_a_500_message_session_pages_and_jumps_to_a_turn(site, ch
         await expect(page.locator("#h-messages")).to_contain_text("page 3 of 5")
         anchor = page.locator("#turn-45")
         await expect(anchor).to_be_in_viewport()
+        await page.screenshot(path=str(SHOTS / "session-turn.png"))
         # the jump to the summary is on every page
         await expect(page.locator("nav.jump a[href='#summary']")).to_be_visible()
         # a search hit deep in the session opens the page holding it, marked
@@ -195,6 +201,7 @@ async def test_issue_30_markdown_rendered_and_inert_tool_json_readable(site, chr
         text = await details.locator("pre.tool").inner_text()
         assert f"command: |\n  cat {LONG_PATH}\n  sed -n 1p notes.txt" in text, text
         assert "\\n" not in text and "flags:\n  n: 0" in text
+        await shot(page, "session-markdown")
         # a long tool result: clipped, the whole text one click away
         result = msgs.filter(has_text="line 0 ").first.locator("details")
         await result.locator("summary").click()
@@ -226,6 +233,7 @@ async def test_issue_30_timeline_by_day_links_open_sessions(site, chrome):
         await expect(row).to_have_count(1)
         await expect(row).to_contain_text("500 messages")
         await expect(row).to_contain_text("claude-code")
+        await shot(page, "timeline")
         # a project filter from a row, then back to everything and on to older days
         await page.locator("section.day").nth(1).get_by_role("link", name="/home/u/other").click()
         await expect(page.locator("section.day")).to_have_count(1)
@@ -259,6 +267,10 @@ async def test_issue_30_no_page_scrolls_sideways_at_390px(site, chrome):
                 await det.evaluate("d => d.open = true")
             width = await page.evaluate("document.documentElement.scrollWidth")
             assert width <= 390, f"{path} scrolls sideways at 390 px ({width} px)"
+            if path == "/timeline":
+                await shot(page, "timeline-phone")
+            elif path == session_path():
+                await page.screenshot(path=str(SHOTS / "session-phone.png"))
     finally:
         await context.close()
 

@@ -20,6 +20,10 @@ def when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
 
 
+def clock(ts: float | None) -> str:
+    return datetime.fromtimestamp(ts).strftime("%H:%M") if ts else "—"
+
+
 def ago(ts: float | None) -> str:
     if not ts:
         return "—"
@@ -160,7 +164,8 @@ def make_env() -> jinja2.Environment:
         loader=jinja2.PackageLoader("memoryd.web", "templates"),
         autoescape=True, undefined=jinja2.ChainableUndefined, trim_blocks=True,
         lstrip_blocks=True, enable_async=False)
-    env.filters.update(when=when, ago=ago, iso_ago=iso_ago, highlight=highlight, humanize=humanize,
+    env.filters.update(when=when, clock=clock, ago=ago, iso_ago=iso_ago, highlight=highlight,
+                       humanize=humanize,
                        pretty=pretty, inline=inline, size=size, duration=duration)
     env.tests["scalar"] = is_scalar
     env.tests["mapping"] = lambda v: isinstance(v, dict)

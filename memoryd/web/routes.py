@@ -57,7 +57,7 @@ STATIC = {"htmx.min.js": "application/javascript", "style.css": "text/css",
           "htmx.LICENSE": "text/plain", "live.js": "application/javascript"}
 TEMPLATES = ("base.html", "macros.html", "login.html", "error.html", "overview.html", "search.html",
              "sessions.html", "session.html", "forget.html", "memory.html", "context.html",
-             "served.html")
+             "served.html", "timeline.html")
 
 openapi.EXTRA_ROUTES.append(("post", "/v1/web/login", "A one-time login link for the web page "
                              "(valid two minutes; `memoryctl open` prints it)", None, None, None))
@@ -211,7 +211,7 @@ def _load(deps: WebDeps) -> None:
 
 
 def routes(deps: WebDeps) -> Callable[[web.Application], None]:
-    from memoryd.web import memory_pages, pages, served_page
+    from memoryd.web import memory_pages, pages, served_page, session_page, timeline
 
     def add(app: web.Application) -> None:
         app[WEB] = deps
@@ -228,7 +228,9 @@ def routes(deps: WebDeps) -> Callable[[web.Application], None]:
         r.add_get(r"/sessions/{id:.+}/forget", page(pages.forget_confirm))
         r.add_post(r"/sessions/{id:.+}/forget", page(pages.forget))
         r.add_post(r"/sessions/{id:.+}/summarize", page(pages.summarize))
-        r.add_get(r"/sessions/{id:.+}", page(pages.session))
+        r.add_get(r"/sessions/{id:.+}/units/{unit:\d+}", page(session_page.unit_text))
+        r.add_get(r"/sessions/{id:.+}", page(session_page.session))
+        r.add_get("/timeline", page(timeline.timeline))
         r.add_get("/memory", page(memory_pages.memory))
         r.add_post("/memory/add", page(memory_pages.add))
         r.add_post("/memory/edit", page(memory_pages.edit))

@@ -113,6 +113,13 @@ def plan(doc: Document, cands: Sequence[Candidate], day: dt.date, *,
                   for e, it in all_items() if _same_scope(c, e)]
         made = {**provenance, **{a.key: {} for a in p.added}}  # this run's are ours too
         stale, same = _by_subject(c, scored, made)
+        later = next(((e, it) for e, it, _ in stale if _said_later(made, it, iso)), None)
+        if later is None and c.change:
+            target = _supersede_target(c, scored, made)
+            later = target if target and _said_later(made, target[1], iso) else None
+        if later is not None:
+            _older(p, c, day, *later)
+            continue
         if stale:
             for e, it, why in stale:
                 items[e.line].remove(it)
@@ -207,6 +214,23 @@ def _by_subject(c: Candidate, scored: list[tuple[float, float, Entry, str]],
             s = next(n for n in mine for o in theirs if agrees(n, o))
             same = (e, it, f"restates line {e.line} ({s.describe()})")
     return stale, same
+
+
+def _said_later(provenance: Mapping[str, Mapping[str, Any]], item: str, iso: str) -> bool:
+    """`item` was first said on a day after `iso`, the day being consolidated: history
+    consolidated after a later day was (a first start's backfill, after today's run)."""
+    seen = (provenance.get(item_key(item)) or {}).get("first_seen")
+    return bool(seen) and str(seen) > iso
+
+
+def _older(p: Plan, c: Candidate, day: dt.date, e: Entry, it: str) -> None:
+    """`c`, from an earlier day than line `e.line`'s `it` which it contradicts, is what
+    `it` replaced: it goes to HISTORY.md as superseded by `it`, and MEMORY.md keeps `it`."""
+    iso = day.isoformat()
+    entry_text = format_entry(day, c.source, [c.text])
+    p.history.append(history.superseded_line(iso, entry_text, it, f"MEMORY.md, {e.source}"))
+    p.actions.append(Action("superseded", c.text, f"older than line {e.line}, said later",
+                            e.line, entry_text, it))
 
 
 def _setting(s: Subject) -> bool:

@@ -111,6 +111,28 @@ async def test_a_chain_of_package_managers_leaves_one_current_line(tmp_path, src
 
 
 @pytest.mark.timeout(400)  # the first model call imports litellm: minutes on a loaded box
+async def test_an_older_day_consolidated_after_a_newer_one_does_not_replace_it(
+        tmp_path, src, sock):
+    """Issue 27: a first start consolidates today's sessions (the cron) before the
+    history's older days; yesterday's "use pnpm" then meets today's "we use bun": it is
+    what bun replaced, not its replacement."""
+    write_jsonl(src / "web" / "a.jsonl", msgs("a", "2026-10-05", [("user", PNPM),
+                                                                   ("assistant", "Sure.")]))
+    write_jsonl(src / "web" / "b.jsonl", msgs("b", "2026-10-07", DAY3))
+    clock = SettableClock(dt.datetime(2026, 10, 7, 22, tzinfo=dt.UTC).timestamp())
+    home = tmp_path / "home"
+    async with daemon(tmp_path, src, sock, clock) as (d, c):
+        await ingested(c, 2 + len(DAY3))
+        await c.run_job("consolidate", {"date": "2026-10-07"})
+        r = (await c.run_job("consolidate", {"date": "2026-10-05"}))["result"]
+        mem = memory(home)
+        lines = [ln for ln in mem.splitlines() if "pnpm" in ln or "bun" in ln]
+        assert len(lines) == 1 and "bun" in lines[0], mem
+        assert "npm here, use pnpm" in history(home)
+        assert [g["why"] for g in r["memory"]["superseded"]] == [
+            f"older than line {mem.splitlines().index(lines[0]) + 1}, said later"]
+
+
 async def test_model_subjects_supersede_but_an_invented_or_self_contradicting_one_does_not(
         tmp_path, src, sock, fake_llm):  # noqa: F811
     days = {"2026-10-05": "We deploy the docs site with Surge.",

@@ -164,8 +164,10 @@ def make_env() -> jinja2.Environment:
         loader=jinja2.PackageLoader("memoryd.web", "templates"),
         autoescape=True, undefined=jinja2.ChainableUndefined, trim_blocks=True,
         lstrip_blocks=True, enable_async=False)
+    from memoryd.web.turns import markdown
+
     env.filters.update(when=when, clock=clock, ago=ago, iso_ago=iso_ago, highlight=highlight,
-                       humanize=humanize,
+                       humanize=humanize, markdown=markdown,
                        pretty=pretty, inline=inline, size=size, duration=duration)
     env.tests["scalar"] = is_scalar
     env.tests["mapping"] = lambda v: isinstance(v, dict)

@@ -39,9 +39,14 @@ def _markdown() -> MarkdownIt:
 _MD = _markdown()
 
 
-def markdown(text: str | None) -> Markup:
-    """A turn's text as HTML: every tag in it comes from the markdown, none from the text."""
-    return Markup(_MD.render(text or ""))
+def markdown(text: str | None, shift: int = 0) -> Markup:
+    """A turn's text as HTML: every tag in it comes from the markdown, none from the text.
+    `shift` moves its headings down (a memory file's `# day` under the page's own h2)."""
+    tokens = _MD.parse(text or "")
+    for t in tokens:
+        if shift and t.type in ("heading_open", "heading_close"):
+            t.tag = f"h{min(6, int(t.tag[1]) + shift)}"
+    return Markup(_MD.renderer.render(tokens, _MD.options, {}))
 
 
 def _scalar(v: Any) -> str:

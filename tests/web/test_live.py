@@ -44,6 +44,19 @@ async def test_the_overview_and_search_follow_new_messages_without_a_reload(site
     await mark.get_by_role("link", name="search again").click()
     await expect(page.locator("li.hit")).to_have_count(2)
 
+    # a session's page marks new messages of its own file, not of another's
+    await page.goto(base + "/sessions/l1?agent=claude-code")
+    mark = page.locator("#live-mark")
+    write_jsonl(src / "live" / "l2.jsonl", claude_turns("l2", ["other news", "ok"], now))
+    await expect(page.locator("#live-mark")).to_be_hidden()
+    await page.wait_for_timeout(1500)  # the other file's event has come and gone
+    await expect(mark).to_be_hidden()
+    more = claude_turns("l1", ["and a third quokka", "ok"], now + dt.timedelta(minutes=1))
+    for i, t in enumerate(more):
+        t["uuid"], t["parentUuid"] = f"l1-more-{i}", f"l1-more-{i - 1}" if i else "l1-1"
+    write_jsonl(src / "live" / "l1.jsonl", more)
+    await expect(mark).to_be_visible()
+
 
 async def test_live_needs_the_cookie_and_sends_only_what_the_page_uses(site):
     d, base, client = site

@@ -8,6 +8,7 @@ import datetime as dt
 import re
 from html import unescape
 
+from memoryd.client import ApiError
 from tests.helpers import wait_for, write_jsonl
 from tests.web.test_access import jar, logged_in
 from tests.web.test_dashboard import claude_turns
@@ -25,13 +26,19 @@ async def test_an_entry_shows_where_it_came_from_and_what_it_replaced(site):
                "OK, I'll use bun from now on."], today))
 
     async def read() -> bool:
-        found = await client.request("POST", "/v1/search", {"query": "bun instead of pnpm"})
-        return found["total"] > 0 and (await client.status())["caught_up"]
+        # the store's readers hold both sessions (what consolidation reads), not only
+        # the index: a search found them before a day's read did, once in 15 runs here
+        try:
+            got = [await client.request("GET", f"/v1/sessions/{sid}") for sid in ("a1", "a2")]
+        except ApiError:
+            return False
+        return all(g["units"] == 2 for g in got) and (await client.status())["caught_up"]
 
     await wait_for(read, timeout=30)
     for when in (yesterday, today):
         day = when.astimezone().date().isoformat()
-        await client.run_job("consolidate", {"date": day})
+        run = (await client.run_job("consolidate", {"date": day}))["result"]
+        assert run["sessions"] >= 1, run
     await client.request("POST", "/v1/memory/entries", {"content": "My laptop is a ThinkPad X1."})
     async with jar() as http:
         await logged_in(http, client)
@@ -40,20 +47,28 @@ async def test_an_entry_shows_where_it_came_from_and_what_it_replaced(site):
             html = await r.text()
     blocks = re.split(r'(?=<li id="line-\d+" class="entry">)',
                       html[html.index('id="h-entries"'):html.index('id="h-changes"')])
-    entry = next(b for b in blocks if "bun instead of pnpm" in b)
+    found = [b for b in blocks if "bun instead of pnpm" in b]
+    assert found, unescape(html[html.index('id="h-entries"'):])
+    entry = found[0]
     text = unescape(entry)
     assert "package manager" in text  # its subject
     assert re.search(r"since \d{4}-\d{2}-\d{2}, confirmed \d{4}-\d{2}-\d{2}", text)
     assert "<s>" in entry and "pnpm" in text  # what it replaced
     links = re.findall(r'<a href="(/sessions/[^"]+)">', entry)
-    assert links and "a2" in links[0] and "unit=" in links[0]
+    said = [link for link in links if "/sessions/a2?" in link and "unit=" in link]
+    assert said, links
     async with jar() as http:
         await logged_in(http, client)
-        async with http.get(base + unescape(links[0])) as r:
+        async with http.get(base + unescape(said[0])) as r:
             assert r.status == 200
             assert "from now on we use bun" in unescape(await r.text())
     hand = re.search(r"ThinkPad X1.*?</li>", html, re.S)
     assert hand and "written by hand" in hand.group(0)
+    # the daily note and HISTORY.md read as formatted text, under the page's headings
+    note = html[html.index('id="h-daily"'):html.index('id="h-history"')]
+    assert "<h4>Topics</h4>" in note and "<li>" in note and "## Topics" not in note
+    hist = html[html.index('id="h-history"'):]
+    assert "<h3>HISTORY</h3>" in hist and "<li>" in hist
     changes = html[html.index('id="h-changes"'):html.index('id="h-daily"')]
     assert "replaced" in changes and "bun" in unescape(changes)
     assert changes.index(today.astimezone().date().isoformat()) < changes.index(

@@ -20,6 +20,7 @@ from memoryd.web.pages import session_url
 from memoryd.web.routes import WebDeps, render
 
 PAGE = 100  # messages a page
+MAX_INT = 2**62  # page, turn and message numbers: anything larger names nothing
 NEAR = 3  # page links shown either side of the current one (plus the first and last)
 COLUMNS = ("u.id AS unit_id, u.seq, u.turn, u.role, u.kind, u.content, u.tool_name, "
            "u.tool_args, u.ts, u.one_liner")
@@ -29,8 +30,9 @@ def _int(request: web.Request, name: str) -> int | None:
     v = request.query.get(name, "").strip()
     if not v:
         return None
-    if not v.isdigit() or int(v) < 1:
-        raise BadRequestError(f"{name}: expected a whole number from 1", field=name)
+    if not v.isdigit() or not 1 <= int(v) <= MAX_INT:
+        raise BadRequestError(f"{name}: expected a whole number from 1 to {MAX_INT}",
+                              field=name)
     return int(v)
 
 
@@ -145,6 +147,8 @@ async def unit_text(request: web.Request, deps: WebDeps, s: WebSession) -> web.S
     """One message's whole text, laid out as on the page (plain text: nothing in it runs)."""
     sid, agent = request.match_info["id"], request.query.get("agent", "").strip() or None
     uid = int(request.match_info["unit"])
+    if uid > MAX_INT:
+        raise NotFoundError(f"no message {uid} in session {sid}")
 
     def load(c: sqlite3.Connection) -> dict[str, Any] | None:
         row = resolve(c, sid, agent)

@@ -5,6 +5,8 @@ on a real SQLite store."""
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 
 from memoryd.store.migrations import migrate
 from memoryd.web import session_page, turns
@@ -67,3 +69,13 @@ def test_issue_30_session_pages_the_same_with_or_without_seq_gaps(tmp_path):
             assert all(pages.of(s) == p for s in got)
         assert [x["n"] for x in pages.pager(2)] == [1, 2, 3]
         assert pages.pager(3)[2]["turn"] == (seqs[200] + 1) // 2
+
+
+def test_issue_30_the_page_modules_load_no_markdown_library_at_daemon_start():
+    """routes() imports the page modules when the daemon starts; markdown-it-py (a few
+    hundred ms to import on a busy machine) waits for the first page that shows a turn."""
+    code = ("import sys; import memoryd.web.session_page, memoryd.web.timeline; "
+            "print('markdown_it' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"

@@ -20,6 +20,7 @@ from memoryd.web.pages import session_url
 from memoryd.web.routes import WebDeps, render
 
 PAGE = 100  # messages a page
+MAX_INT = 2**62  # page, turn and message numbers: anything larger names nothing
 NEAR = 3  # page links shown either side of the current one (plus the first and last)
 COLUMNS = ("u.id AS unit_id, u.seq, u.turn, u.role, u.kind, u.content, u.tool_name, "
            "u.tool_args, u.ts, u.one_liner")
@@ -29,40 +30,61 @@ def _int(request: web.Request, name: str) -> int | None:
     v = request.query.get(name, "").strip()
     if not v:
         return None
-    if not v.isdigit() or int(v) < 1:
-        raise BadRequestError(f"{name}: expected a whole number from 1", field=name)
+    if not v.isdigit() or not 1 <= int(v) <= MAX_INT:
+        raise BadRequestError(f"{name}: expected a whole number from 1 to {MAX_INT}",
+                              field=name)
     return int(v)
 
 
-def _page_of(c: sqlite3.Connection, pk: int, seq: int) -> int:
-    rank = c.execute("SELECT count(*) FROM units WHERE session_pk = ? AND seq <= ?",
-                     (pk, seq)).fetchone()[0]
-    return max(1, (rank - 1) // PAGE + 1)
+class Pages:
+    """Where each page of a session starts. Seqs run 1, 2, 3… with no gap in a session as
+    ingest writes it, so a page is a seq range found by the (session_pk, seq) index; a
+    session with gaps (units removed) pages by rank instead (LIMIT/OFFSET)."""
+
+    def __init__(self, c: sqlite3.Connection, pk: int) -> None:
+        self.c, self.pk = c, pk
+        lo, hi, self.total = c.execute("SELECT min(seq), max(seq), count(*) FROM units "
+                                       "WHERE session_pk = ?", (pk,)).fetchone()
+        self.lo = lo or 0
+        self.dense = self.total > 0 and hi - lo + 1 == self.total
+        self.count = max(1, -(-self.total // PAGE))
+
+    def of(self, seq: int) -> int:
+        if self.dense:
+            rank = seq - self.lo + 1
+        else:
+            rank = self.c.execute("SELECT count(*) FROM units WHERE session_pk = ? AND seq <= ?",
+                                  (self.pk, seq)).fetchone()[0]
+        return max(1, (rank - 1) // PAGE + 1)
+
+    def rows(self, page: int, columns: str, limit: int = PAGE) -> list[sqlite3.Row]:
+        if self.dense:
+            start = self.lo + (page - 1) * PAGE
+            return self.c.execute(f"SELECT {columns} FROM units u WHERE u.session_pk = ? "
+                                  "AND u.seq >= ? ORDER BY u.seq LIMIT ?",
+                                  (self.pk, start, limit)).fetchall()
+        return self.c.execute(f"SELECT {columns} FROM units u WHERE u.session_pk = ? "
+                              "ORDER BY u.seq LIMIT ? OFFSET ?",
+                              (self.pk, limit, (page - 1) * PAGE)).fetchall()
+
+    def pager(self, current: int) -> list[dict[str, Any]]:
+        """Links to the first and last pages and those near the current one, each with
+        the turn it starts at; {"n": None} stands for the pages left out between."""
+        shown = sorted({1, self.count, *range(max(1, current - NEAR),
+                                              min(self.count, current + NEAR) + 1)})
+        out: list[dict[str, Any]] = []
+        for p in shown:
+            if out and p > out[-1]["n"] + 1:
+                out.append({"n": None})
+            first = self.rows(p, "u.turn", limit=1)
+            out.append({"n": p, "turn": first[0][0] if first else None,
+                        "current": p == current})
+        return out
 
 
-def _first_turn(c: sqlite3.Connection, pk: int, page: int) -> int | None:
-    row = c.execute("SELECT turn FROM units WHERE session_pk = ? ORDER BY seq LIMIT 1 "
-                    "OFFSET ?", (pk, (page - 1) * PAGE)).fetchone()
-    return row[0] if row else None
-
-
-def _pager(c: sqlite3.Connection, pk: int, current: int, pages: int) -> list[dict[str, Any]]:
-    """Links to the first and last pages and those near the current one, each with the
-    turn it starts at; None between them stands for the pages left out."""
-    shown = sorted({1, pages, *range(max(1, current - NEAR), min(pages, current + NEAR) + 1)})
-    out: list[dict[str, Any]] = []
-    for p in shown:
-        if out and p > out[-1]["n"] + 1:
-            out.append({"n": None})
-        out.append({"n": p, "turn": _first_turn(c, pk, p), "current": p == current})
-    return out
-
-
-def _messages(c: sqlite3.Connection, pk: int, page: int) -> list[dict[str, Any]]:
-    rows = c.execute(f"SELECT {COLUMNS} FROM units u WHERE u.session_pk = ? ORDER BY u.seq "
-                     "LIMIT ? OFFSET ?", (pk, PAGE, (page - 1) * PAGE)).fetchall()
+def _messages(pages: Pages, page: int) -> list[dict[str, Any]]:
     out = []
-    for r in map(dict, rows):
+    for r in map(dict, pages.rows(page, COLUMNS)):
         if r["kind"] in ("tool_call", "tool_result"):
             text = turns.tool_text(r)
             r["shown"], r["left_out"] = turns.clip(text)
@@ -79,14 +101,13 @@ async def session(request: web.Request, deps: WebDeps, s: WebSession) -> web.Str
     def load(c: sqlite3.Connection) -> dict[str, Any]:
         row = resolve(c, sid, agent)
         pk = row["pk"]
-        total = c.execute("SELECT count(*) FROM units WHERE session_pk = ?", (pk,)).fetchone()[0]
-        pages = max(1, -(-total // PAGE))
-        page, focus, jump = min(want or 1, pages), None, None
+        pages = Pages(c, pk)
+        page, focus, jump = min(want or 1, pages.count), None, None
         if unit is not None:
             hit = c.execute("SELECT seq FROM units WHERE id = ? AND session_pk = ?",
                             (unit, pk)).fetchone()
             if hit is not None:
-                page, focus = _page_of(c, pk, hit[0]), unit
+                page, focus = pages.of(hit[0]), unit
         elif turn is not None:  # the first message of that turn, or of the next one held
             hit = c.execute("SELECT seq, turn FROM units WHERE session_pk = ? AND turn >= ? "
                             "ORDER BY turn, seq LIMIT 1", (pk, turn)).fetchone()
@@ -94,11 +115,11 @@ async def session(request: web.Request, deps: WebDeps, s: WebSession) -> web.Str
                 hit = c.execute("SELECT seq, turn FROM units WHERE session_pk = ? "
                                 "ORDER BY seq DESC LIMIT 1", (pk,)).fetchone()
             if hit is not None:
-                jump = (_page_of(c, pk, hit[0]), hit[1])
+                jump = (pages.of(hit[0]), hit[1])
         return {"s": {**dict(row), "roles": sql.role_counts(c, pk),
-                      "files": sql.session_files(c, pk), "total": total},
-                "messages": _messages(c, pk, page), "page": page, "pages": pages,
-                "pager": _pager(c, pk, page, pages), "focus": focus, "jump": jump}
+                      "files": sql.session_files(c, pk), "total": pages.total},
+                "messages": _messages(pages, page), "page": page, "pages": pages.count,
+                "pager": pages.pager(page), "focus": focus, "jump": jump}
 
     data = await request.app[SERVICES].store.read(load)
     srow = data["s"]
@@ -126,6 +147,8 @@ async def unit_text(request: web.Request, deps: WebDeps, s: WebSession) -> web.S
     """One message's whole text, laid out as on the page (plain text: nothing in it runs)."""
     sid, agent = request.match_info["id"], request.query.get("agent", "").strip() or None
     uid = int(request.match_info["unit"])
+    if uid > MAX_INT:
+        raise NotFoundError(f"no message {uid} in session {sid}")
 
     def load(c: sqlite3.Connection) -> dict[str, Any] | None:
         row = resolve(c, sid, agent)

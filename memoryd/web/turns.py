@@ -8,11 +8,14 @@ literal text) and images become plain links (a transcript never loads a remote i
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from markdown_it import MarkdownIt
 from markupsafe import Markup
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
 
 LINK_SCHEMES = ("http://", "https://", "mailto:")
 CLIP_LINES = 40
@@ -23,7 +26,12 @@ def _safe_link(url: str) -> bool:
     return url.strip().lower().startswith(LINK_SCHEMES)
 
 
+@functools.cache
 def _markdown() -> MarkdownIt:
+    """Built by the first page that shows a turn: the import costs the daemon's start
+    nothing (a few hundred ms on a busy machine)."""
+    from markdown_it import MarkdownIt
+
     md = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
     md.disable("image")  # `![a](u)` reads as "!" and a link: no remote loads
     md.validateLink = _safe_link  # type: ignore[method-assign]
@@ -36,17 +44,15 @@ def _markdown() -> MarkdownIt:
     return md
 
 
-_MD = _markdown()
-
-
 def markdown(text: str | None, shift: int = 0) -> Markup:
     """A turn's text as HTML: every tag in it comes from the markdown, none from the text.
     `shift` moves its headings down (a memory file's `# day` under the page's own h2)."""
-    tokens = _MD.parse(text or "")
+    md = _markdown()
+    tokens = md.parse(text or "")
     for t in tokens:
         if shift and t.type in ("heading_open", "heading_close"):
             t.tag = f"h{min(6, int(t.tag[1]) + shift)}"
-    return Markup(_MD.renderer.render(tokens, _MD.options, {}))
+    return Markup(md.renderer.render(tokens, md.options, {}))
 
 
 def _scalar(v: Any) -> str:

@@ -275,3 +275,21 @@ async def test_issue_30_markdown_in_a_turn_stays_inert(site, tmp_path):
         assert '<a href="https://example.com" rel="nofollow noopener noreferrer">ok</a>' in turn
         assert 'href="https://example.com/p.png"' in turn  # an image is only a link
         assert "<strong>bold</strong>" in turn
+
+
+async def test_issue_30_bad_paging_input_is_a_400_naming_the_field(site):
+    d, base, client = site
+    path = f"/sessions/{CJK_SESSION}?agent=claude-code"
+    async with jar() as http:
+        await logged_in(http, client)
+        for field, value in (("page", "0"), ("page", "x"), ("turn", "-1"),
+                             ("unit", "99999999999999999999999")):
+            async with http.get(base + path + f"&{field}={value}") as r:
+                assert r.status == 400 and field in await r.text(), (field, value)
+        async with http.get(base + path + "&page=999") as r:  # past the end: the last page
+            assert r.status == 200 and "m001_initial.py" in await r.text()
+        async with http.get(base + f"/sessions/{CJK_SESSION}/units/99999999999999999999999"
+                            "?agent=claude-code") as r:
+            assert r.status == 404
+        async with http.get(base + "/timeline?until=yesterday") as r:
+            assert r.status == 400 and "until" in await r.text()

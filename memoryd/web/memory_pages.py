@@ -53,7 +53,7 @@ async def _form(request: web.Request) -> dict[str, str]:
 
 def _line(form: dict[str, str]) -> int:
     v = form.get("line", "")
-    if not v.isdigit():
+    if not (v.isascii() and v.isdigit()) or len(v) > 9:  # isdigit() accepts "²", int() not
         raise BadRequestError("line: expected a line number", field="line")
     return int(v)
 
@@ -65,11 +65,12 @@ async def memory(request: web.Request, deps: WebDeps, s: WebSession,
     days, pick, note, history = await asyncio.to_thread(
         _notes, deps.memory_dir, request.query.get("day"))
     entries = [e.as_dict() for e in doc.entries]
-    edit = request.query.get("edit")
+    edit = request.query.get("edit", "")
     return render(request, "memory.html", title="Memory", entries=entries,
                   version=snap.version, path=str(deps.memory.path), limit=deps.memory.max_entries,
                   problems=doc.problems, days=days, day=pick, note=note, history=history,
-                  edit=int(edit) if edit and edit.isdigit() else None, **extra)
+                  edit=int(edit) if edit.isascii() and edit.isdigit() and len(edit) < 10 else None,
+                  **extra)
 
 
 async def add(request: web.Request, deps: WebDeps, s: WebSession) -> web.Response:

@@ -121,7 +121,7 @@ def _int(request: web.Request, name: str) -> int | None:
     v = _opt(request, name)
     if v is None:
         return None
-    if not v.isdigit():
+    if not (v.isascii() and v.isdigit()) or len(v) > 18:  # int() refuses "²"; SQLite > 2**63
         raise BadRequestError(f"{name}: expected a whole number", field=name)
     return int(v)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.client import ApiError
+from memoryd.client import ApiError, quote
 from memoryd.server.app import Services, make_app
 from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
 from memoryd.store import Store
@@ -278,3 +278,12 @@ async def test_slow_but_complete_requests_still_work(guarded):
             return s.recv(65536)
 
     assert b"200 OK" in await asyncio.to_thread(slow)
+
+
+# -- issue 28 ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("line", ["²", "¹", "①", "٣", "1²", "0", "9" * 5000])
+async def test_issue_28_why_with_a_non_ascii_digit_is_400_naming_the_line(daemon, line):
+    _, c = daemon
+    e = await api_error(c.request("GET", f"/v1/memory/why/{quote(line)}"))
+    assert (e.status, e.field) == (400, "line"), e.message

@@ -30,6 +30,7 @@ class Paths:
     state_dir: Path
     log_dir: Path
     runtime_dir: Path
+    home: Path | None = None  # MEMORYD_HOME (or --home), which holds all of the above
 
     @property
     def config_file(self) -> Path:
@@ -120,7 +121,7 @@ def resolve_paths(home: str | os.PathLike[str] | None = None,
     home = home or environ.get("MEMORYD_HOME")
     if home:
         h = Path(home).expanduser().absolute()
-        return Paths(h / "config", h / "data", h / "state", h / "log", h / "run")
+        return Paths(h / "config", h / "data", h / "state", h / "log", h / "run", home=h)
     import platformdirs
 
     state = Path(platformdirs.user_state_dir(APP))

@@ -1,13 +1,20 @@
 """A small client for the daemon's Unix socket, on the standard library alone:
-hooks call memoryctl on every prompt, so this must import in milliseconds."""
+hooks call memoryctl on every prompt, so this must import in milliseconds.
+
+Before a request leaves, the client asks the kernel who serves the socket (SO_PEERCRED /
+LOCAL_PEERCRED) and refuses another user's: in a shared folder anyone could have bound the
+path first, then read the query and answer what they like."""
 
 from __future__ import annotations
 
 import errno
+import os
+import sys
 
-# Only errno at import: `memoryctl context` and the hook (memoryd.cli.quick) talk through
-# `_exchange` on a raw `_socket` and need neither json (which imports re), socket (enum),
-# pathlib nor urllib; each is imported where it is first used.
+# Only errno, os and sys at import (Python's start loads the last two): `memoryctl context`
+# and the hook (memoryd.cli.quick) talk through `open_unix` and `_exchange` on a raw
+# `_socket` and need neither json (which imports re), socket (enum), pathlib nor urllib;
+# each is imported where it is first used.
 TYPE_CHECKING = False  # typing costs ~6 ms to import; annotations are strings here
 if TYPE_CHECKING:
     import socket
@@ -30,6 +37,19 @@ class DaemonNotRunning(Exception):
         super().__init__(msg)
 
 
+class ForeignSocketError(ConnectionError):
+    """The socket is served by a process of another user: sending it a request would hand
+    them the query, and its answer could be anything they chose."""
+
+    def __init__(self, path: str, uid: int) -> None:
+        self.path, self.uid = path, uid
+        super().__init__(
+            f"the socket at {path} is served by {user_name(uid)}, not by you "
+            f"({user_name(os.geteuid())}): refusing to talk to it. Another user may have "
+            "bound that path before memoryd did; use a socket in your own runtime "
+            "directory (the default) or a folder only you can write")
+
+
 class ApiError(Exception):
     def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
         super().__init__(message)
@@ -40,6 +60,89 @@ def quote(s: str, safe: str = "/") -> str:
     from urllib.parse import quote as q
 
     return q(s, safe=safe)
+
+
+def user_name(uid: int) -> str:
+    """"user 'alice' (uid 1000)", or "uid 1000" when the system has no name for it."""
+    import pwd
+
+    try:
+        return f"user {pwd.getpwuid(uid).pw_name!r} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def peer_credentials(sock: Any) -> tuple[int, int | None] | None:
+    """(uid, pid or None) of the process at the other end of a connected Unix socket (for
+    a client, the one that bound and listens), as the kernel recorded it: SO_PEERCRED on
+    Linux, LOCAL_PEERCRED on macOS and the BSDs. None where the system cannot say."""
+    import _socket
+
+    try:
+        if sys.platform.startswith("linux"):  # struct ucred {pid_t; uid_t; gid_t}
+            raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+            return (int.from_bytes(raw[4:8], sys.byteorder),
+                    int.from_bytes(raw[0:4], sys.byteorder, signed=True))
+        if sys.platform == "darwin" or "bsd" in sys.platform:
+            # SOL_LOCAL (0), LOCAL_PEERCRED (1): struct xucred {u_int version; uid_t uid;
+            # short ngroups; gid_t groups[16]} (getpeereid(3) reads the same)
+            raw = sock.getsockopt(getattr(_socket, "SOL_LOCAL", 0),
+                                  getattr(_socket, "LOCAL_PEERCRED", 1), 76)
+            return int.from_bytes(raw[4:8], sys.byteorder), None
+    except OSError:
+        return None
+    return None
+
+
+def _check_peer(sock: Any, path: str) -> None:
+    """Refuse a socket another user serves (ForeignSocketError). Where the system cannot
+    name the peer, the socket file's owner stands in for it."""
+    creds = peer_credentials(sock)
+    if creds is not None:
+        uid = creds[0]
+    else:
+        try:
+            uid = os.stat(path).st_uid
+        except OSError:
+            return
+    if uid != os.geteuid():
+        raise ForeignSocketError(path, uid)
+
+
+def open_unix(path: str, timeout: float | None) -> Any:
+    """A connected `_socket.socket` to `path`, after checking who serves it.
+
+    With a timeout the socket is non-blocking, and connect() to a listener whose queue is
+    full (a burst of more than its backlog, 128 for memoryd) fails at once with EAGAIN
+    instead of waiting; that is retried, with a short growing pause, until `timeout`.
+    Other errors (ENOENT, ECONNREFUSED, ...) are raised as they are."""
+    import _socket
+
+    deadline: float | None = None
+    pause = 0.002
+    while True:
+        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            s.settimeout(timeout)
+            s.connect(path)
+            _check_peer(s, path)
+            return s
+        except BlockingIOError:  # EAGAIN: the listen queue is full
+            s.close()
+            import time
+
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + (timeout or 0.0)
+            if now >= deadline:
+                raise TimeoutError(
+                    errno.EAGAIN, f"memoryd at {path} is busy: its queue of new connections "
+                    f"stayed full for {timeout or 0:g}s") from None
+            time.sleep(min(pause, deadline - now))
+            pause = min(pause * 2, 0.05)
+        except BaseException:
+            s.close()
+            raise
 
 
 class _Response:
@@ -98,22 +201,18 @@ class MemorydClient:
         self.token = token
 
     def _connect(self) -> socket.socket:
-        import socket
-
         if self.tcp is not None:
+            import socket
+
             return socket.create_connection(self.tcp, timeout=self.timeout)
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
         try:
-            s.connect(str(self.socket_path))
+            return open_unix(str(self.socket_path), self.timeout)  # type: ignore[no-any-return]
         except OSError as e:
-            s.close()
             if e.errno in (errno.ENOENT, errno.ENOTDIR):
                 raise DaemonNotRunning(self.socket_path) from None
             if e.errno == errno.ECONNREFUSED:
                 raise DaemonNotRunning(self.socket_path, stale=True) from None
             raise
-        return s
 
     def request(self, method: str, path: str, body: Any = None,
                 query: dict[str, Any] | None = None) -> Any:

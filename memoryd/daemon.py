@@ -318,7 +318,7 @@ class Daemon:
                                 events=self.events, jobs=self.jobs(), ingest=self.ingest,
                                 token=ensure_token(self.paths.token_file),
                                 on_forget=(self._forgotten,), limiter=self.limiter,
-                                backup_roots=(Path.home(), self.paths.data_dir),
+                                backup_roots=(Path.home(), self.paths.home or self.paths.data_dir),
                                 archive_dir=self.paths.data_dir / "archive"),
                        extra_routes=[summaries_api.routes(self.summaries, self._to_memory),
                                      consolidate_api.routes(self.consolidator, self.retention),

@@ -23,6 +23,10 @@ class SocketPathTooLong(ValueError):
     pass
 
 
+class UnsafeDirectoryError(PermissionError):
+    """A folder memoryd would keep its socket in, that someone else could write or owns."""
+
+
 @dataclass(frozen=True)
 class Paths:
     config_dir: Path
@@ -30,6 +34,7 @@ class Paths:
     state_dir: Path
     log_dir: Path
     runtime_dir: Path
+    home: Path | None = None  # MEMORYD_HOME (or --home), which holds all of the above
 
     @property
     def config_file(self) -> Path:
@@ -74,6 +79,8 @@ class Paths:
         an older memoryd left them readable."""
         for d in self.owned_dirs():
             mkdir_private(d)
+            if d == self.runtime_dir:
+                check_runtime_dir(d)
             tighten_dir(d)
         os.close(os.open(self.db, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
         for f in self.private_files():
@@ -95,6 +102,30 @@ def tighten_dir(d: Path) -> None:
         return
     if st.st_mode & 0o077:
         d.chmod(0o700)
+
+
+def check_runtime_dir(d: Path) -> None:
+    """Refuse memoryd's runtime folder (where its socket goes) when it is not the user's
+    alone: made beforehand by another user (in a shared $XDG_RUNTIME_DIR or /tmp, say), or
+    writable by group or others. Either could put their own socket where memoryctl looks."""
+    from memoryd.client import user_name as _user
+
+    st = d.lstat()
+    me = os.geteuid()
+    if stat.S_ISLNK(st.st_mode) and st.st_uid != me:
+        raise UnsafeDirectoryError(f"memoryd's runtime folder {d} is a symlink made by "
+                                   f"{_user(st.st_uid)}: remove it and start memoryd again")
+    st = d.stat()
+    if st.st_uid != me:
+        raise UnsafeDirectoryError(
+            f"memoryd's runtime folder {d} belongs to {_user(st.st_uid)}, not to you: "
+            "someone made it before memoryd did and could serve memoryctl in its place. "
+            "Have it removed, or set MEMORYD_HOME / XDG_RUNTIME_DIR to a folder of your own")
+    if st.st_mode & 0o022:
+        raise UnsafeDirectoryError(
+            f"memoryd's runtime folder {d} is writable by group or others (mode "
+            f"{st.st_mode & 0o7777:04o}): anyone could put a socket there. Remove it (memoryd "
+            f"makes it again, 0700) or `chmod 700 {d}`")
 
 
 def mkdir_private(path: Path) -> None:
@@ -120,7 +151,7 @@ def resolve_paths(home: str | os.PathLike[str] | None = None,
     home = home or environ.get("MEMORYD_HOME")
     if home:
         h = Path(home).expanduser().absolute()
-        return Paths(h / "config", h / "data", h / "state", h / "log", h / "run")
+        return Paths(h / "config", h / "data", h / "state", h / "log", h / "run", home=h)
     import platformdirs
 
     state = Path(platformdirs.user_state_dir(APP))

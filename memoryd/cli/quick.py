@@ -277,14 +277,10 @@ def post_context(path: str, body: "dict[str, Any]", timeout: float) -> "tuple[in
 def exchange(path: str, method: str, target: str, payload: "bytes | None",
              timeout: float) -> "tuple[int, str, str]":
     """One request over the Unix socket: (status, content type, body as text)."""
-    import _socket  # socket.py would import enum for its constants' names
+    from memoryd.client import _exchange, open_unix  # on _socket (socket.py imports enum)
 
-    from memoryd.client import _exchange
-
-    s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    s = open_unix(path, timeout)  # waits out a full queue; refuses another user's socket
     try:
-        s.settimeout(timeout)
-        s.connect(path)
         headers = {"Content-Type": "application/json"} if payload is not None else {}
         resp = _exchange(s, method, target, headers, payload)
     finally:

@@ -139,18 +139,29 @@ def via_tcp(request: web.Request) -> bool:
     return not isinstance(request.protocol.peername, (str, bytes))
 
 
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
 def refusal(request: web.Request, expected: bytes | None) -> web.Response | None:
     """403 for a Host that is not a loopback name (a web page cannot reach the API
-    through DNS rebinding); 401 for a TCP request without the bearer token (the Unix
-    socket's 0600 mode is its access control). None: the request may go on."""
+    through DNS rebinding), and for a request that changes something sent by a page of
+    another origin (a browser names it in Origin; memoryctl and curl send none); 401 for a
+    TCP request without the bearer token (the Unix socket's 0600 mode is its access
+    control). None: the request may go on."""
     host = (request.headers.get("Host") or "localhost").lower()
     name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
     if name not in LOOPBACK_HOSTS:
         return json_reply(error_body("forbidden_host", f"Host {host!r} is not allowed"),
                           status=403)
-    # the web page's handlers check their own session cookie (memoryd.web.auth)
-    if expected is not None and via_tcp(request) \
-            and not getattr(request.match_info.handler, "own_auth", False):
+    # the web page's handlers check their own session cookie and Origin, and answer a page
+    # (memoryd.web.auth); `own_auth` marks them
+    own_auth = getattr(request.match_info.handler, "own_auth", False)
+    origin = request.headers.get("Origin")
+    if origin is not None and request.method not in SAFE_METHODS and not own_auth \
+            and origin.lower() not in (f"http://{host}", f"https://{host}"):
+        return json_reply(error_body("forbidden_origin", f"a {request.method} from Origin "
+                                     f"{origin!r} is not allowed", "Origin"), status=403)
+    if expected is not None and via_tcp(request) and not own_auth:
         got = request.headers.get("Authorization", "").encode()
         if not hmac.compare_digest(got, expected):
             return json_reply(

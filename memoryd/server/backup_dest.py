@@ -4,8 +4,8 @@ The rule, so that an API call cannot drop the whole history somewhere another us
 read it, or trick the daemon into writing through someone else's symlink:
 
 1. the path is absolute and names a file that does not exist yet;
-2. its folder (symlinks resolved) is inside the user's home directory or memoryd's data
-   directory;
+2. its folder (symlinks resolved) is inside the user's home directory or memoryd's own
+   (MEMORYD_HOME, which memoryd makes 0700, else its data directory);
 3. that folder belongs to the user memoryd runs as and is not writable by group or
    others (so not /tmp, not a shared folder);
 4. the copy is created here, exclusively (never following a symlink), with mode 0600,
@@ -22,7 +22,7 @@ from pathlib import Path
 from memoryd.errors import BadRequestError, ConflictError
 
 RULE = ("backups go to a new file in a folder of your own (not writable by others) under "
-        "your home directory or memoryd's data directory")
+        "your home directory or memoryd's own")
 
 
 def create_backup_file(raw: str, roots: Sequence[Path]) -> Path:

@@ -59,7 +59,8 @@ def routes(consolidator: Consolidator, retention: Retention
            ) -> Callable[[web.Application], None]:
     async def why(request: web.Request) -> web.Response:
         raw = request.match_info["line"]
-        if not raw.isdigit() or int(raw) < 1:
+        # ASCII digits only: isdigit() also accepts "²" and "①", which int() refuses
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > 9 or int(raw) < 1:
             raise BadRequestError("line: expected a positive line number", field="line")
         return web.json_response(await consolidator.why(int(raw)))
 

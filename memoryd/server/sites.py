@@ -16,8 +16,9 @@ from typing import Any
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
+from memoryd.client import peer_credentials, user_name
 from memoryd.errors import AlreadyRunningError, ConfigError
-from memoryd.paths import check_socket_path, mkdir_private
+from memoryd.paths import UnsafeDirectoryError, check_socket_path, mkdir_private
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,7 @@ def probe_socket(path: Path) -> None:
     s.settimeout(1.0)
     try:
         s.connect(str(path))
+        creds = peer_credentials(s)
     except OSError as e:
         if e.errno in (errno.ECONNREFUSED, errno.ENOENT):
             path.unlink(missing_ok=True)  # stale: nobody listens
@@ -109,7 +111,31 @@ def probe_socket(path: Path) -> None:
         raise
     finally:
         s.close()
-    raise AlreadyRunningError(f"another memoryd is listening on {path}")
+    uid, pid = creds if creds is not None else (st.st_uid, None)
+    if uid != os.geteuid():
+        raise AlreadyRunningError(
+            f"{path} is served by {user_name(uid)}" + (f", pid {pid}" if pid else "")
+            + ", another user: memoryd will not replace it. Use a socket path of your own "
+            "(--socket, or the default in your runtime directory)")
+    raise AlreadyRunningError(f"another memoryd is listening on {path}"
+                              + (f" (pid {pid}, {user_name(uid)})" if pid else ""))
+
+
+def check_socket_dir(d: Path) -> None:
+    """Refuse a folder for the socket where someone else could swap it for theirs: one
+    another user owns (root aside), or one others may write that is not sticky. A sticky
+    shared folder (/tmp) is allowed: no one else can remove memoryd's socket from it, and
+    the client checks who serves the socket it reaches (memoryd.client.open_unix)."""
+    st = d.stat()
+    if st.st_uid not in (os.geteuid(), 0):
+        raise UnsafeDirectoryError(f"the socket's folder {d} belongs to {user_name(st.st_uid)}"
+                                   ", who could replace memoryd's socket with their own: "
+                                   "choose a folder of your own")
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        raise UnsafeDirectoryError(f"the socket's folder {d} is writable by others (mode "
+                                   f"{st.st_mode & 0o7777:04o}), who could replace memoryd's "
+                                   "socket with their own: choose a folder of your own, or "
+                                   "make it sticky (chmod +t)")
 
 
 async def start_unix(runner: web.AppRunner, path: Path) -> web.UnixSite:
@@ -117,6 +143,7 @@ async def start_unix(runner: web.AppRunner, path: Path) -> web.UnixSite:
     # Directories it creates are private; one that exists keeps its mode (memoryd's own
     # runtime dir was tightened by Paths.ensure; a chosen /tmp must stay everyone's).
     mkdir_private(path.parent)
+    check_socket_dir(path.parent)
     probe_socket(path)
     old = os.umask(0o177)
     try:

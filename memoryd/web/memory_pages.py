@@ -57,7 +57,7 @@ async def _form(request: web.Request) -> dict[str, str]:
 
 def _line(form: dict[str, str]) -> int:
     v = form.get("line", "")
-    if not v.isdigit():
+    if not (v.isascii() and v.isdigit()) or len(v) > 9:  # isdigit() accepts "²", int() not
         raise BadRequestError("line: expected a line number", field="line")
     return int(v)
 
@@ -73,11 +73,13 @@ async def memory(request: web.Request, deps: WebDeps, s: WebSession,
         lambda c: (memories.audit(c, keys), memories.changes(c)))
     entries = [{**e.as_dict(), "audit": [_audit(it, prov.get(item_key(it))) for it in e.items]}
                for e in doc.entries]
-    edit = request.query.get("edit")
+    edit = request.query.get("edit", "")
     return render(request, "memory.html", title="Memory", entries=entries,
                   version=snap.version, path=str(deps.memory.path), limit=deps.memory.max_entries,
                   problems=doc.problems, days=days, day=pick, note=note, history=history,
-                  changes=changes, edit=int(edit) if edit and edit.isdigit() else None, **extra)
+                  changes=changes,
+                  edit=int(edit) if edit.isascii() and edit.isdigit() and len(edit) < 10 else None,
+                  **extra)
 
 
 def _audit(item: str, row: dict[str, Any] | None) -> dict[str, Any]:

@@ -127,8 +127,15 @@ async def logout(request: web.Request) -> web.StreamResponse:
     deps = request.app[WEB]
     await deps.ready()
     session = deps.access.session(request)
-    if session is not None and auth.same_origin(request) and await auth.csrf_ok(request,
-                                                                                 session):
+    # a logout is a change like any other: from another site's page (a cross-site logout)
+    # or without the page's form token, it is refused and the cookie kept
+    if not auth.same_origin(request):
+        return render(request, "error.html", status=403, title="Forbidden",
+                      message="this request did not come from this page (Origin)")
+    if session is not None:
+        if not await auth.csrf_ok(request, session):
+            return render(request, "error.html", status=403, title="Forbidden",
+                          message="missing or stale form token; reload the page")
         deps.access.logout(request)
     resp = render(request, "login.html", status=200, logged_out=True)
     resp.del_cookie(auth.COOKIE, path="/")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.client import ApiError
+from memoryd.client import ApiError, quote
 from memoryd.server.app import Services, make_app
 from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
 from memoryd.store import Store
@@ -278,3 +278,29 @@ async def test_slow_but_complete_requests_still_work(guarded):
             return s.recv(65536)
 
     assert b"200 OK" in await asyncio.to_thread(slow)
+
+
+# -- issue 28 ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("line", ["²", "¹", "①", "٣", "1²", "0", "9" * 5000])
+async def test_issue_28_why_with_a_non_ascii_digit_is_400_naming_the_line(daemon, line):
+    _, c = daemon
+    e = await api_error(c.request("GET", f"/v1/memory/why/{quote(line)}"))
+    assert (e.status, e.field) == (400, "line"), e.message
+
+
+async def test_issue_28_backup_into_memoryd_home_itself_is_allowed(daemon, memoryd_home):
+    d, c = daemon
+    assert d.paths.home == memoryd_home and not memoryd_home.is_relative_to(Path.home())
+    assert memoryd_home.stat().st_mode & 0o077 == 0  # the folder is the user's alone
+    dest = memoryd_home / "before-upgrade.db"
+    r = await c.request("POST", "/v1/backup", {"path": str(dest)})
+    assert r["bytes"] > 0 and oct(dest.stat().st_mode & 0o777) == "0o600"
+    assert sqlite3.connect(dest).execute("SELECT count(*) FROM units").fetchone()[0] == 6
+    shared = memoryd_home / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    for path in (shared / "m.db", memoryd_home.parent / "m.db", Path("/tmp/m28.db")):
+        e = await api_error(c.request("POST", "/v1/backup", {"path": str(path)}))
+        assert (e.status, e.field) == (400, "path"), (path, e.message)
+        assert not path.exists()

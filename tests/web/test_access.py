@@ -293,3 +293,49 @@ async def test_issue_30_bad_paging_input_is_a_400_naming_the_field(site):
             assert r.status == 404
         async with http.get(base + "/timeline?until=yesterday") as r:
             assert r.status == 400 and "until" in await r.text()
+
+
+async def test_issue_28_logout_from_another_origin_is_refused_and_keeps_the_session(site):
+    d, base, client = site
+    async with jar() as http:
+        await logged_in(http, client)
+        async with http.get(base + "/memory") as r:
+            token = csrf_of(await r.text())
+        for headers in ({"Origin": "http://evil.example"}, {"Origin": "null"},
+                        {"Referer": "http://evil.example/page"}, {}):
+            async with http.post(base + "/logout", data={"csrf": token},
+                                 headers=headers) as r:
+                assert r.status == 403, (headers, await r.text())
+                assert COOKIE not in r.headers.get("Set-Cookie", ""), headers
+            async with http.get(base + "/sessions") as r:
+                assert r.status == 200, headers  # still logged in
+        async with http.post(base + "/logout", data={"csrf": "stale"},
+                             headers={"Origin": base}) as r:
+            assert r.status == 403
+        async with http.post(base + "/logout", data={"csrf": token},
+                             headers={"Origin": base}) as r:
+            assert r.status == 200 and f"{COOKIE}=" in r.headers["Set-Cookie"]
+        async with http.get(base + "/sessions") as r:
+            assert r.status == 403  # logged out
+
+
+async def test_issue_28_every_post_checks_the_origin(site):
+    """The API's own POSTs too: a browser page elsewhere that somehow held the token (or a
+    route that needs none) still cannot make one; clients that send no Origin are unchanged."""
+    d, base, client = site
+    auth = {"Authorization": f"Bearer {d.paths.token_file.read_text().strip()}"}
+    async with aiohttp.ClientSession() as http:
+        async with http.post(base + "/v1/memory/entries", json={"content": "evil"},
+                             headers={**auth, "Origin": "http://evil.example"}) as r:
+            body = await r.json()
+            assert r.status == 403 and body["error"]["code"] == "forbidden_origin"
+        async with http.post(base + "/v1/web/login",
+                             headers={**auth, "Origin": "http://evil.example"}) as r:
+            assert r.status == 403
+        async with http.get(base + "/v1/health",
+                            headers={**auth, "Origin": "http://evil.example"}) as r:
+            assert r.status == 200  # reading is not a change (and no CORS header lets it out)
+        async with http.post(base + "/v1/memory/entries", json={"content": "mine"},
+                             headers=auth) as r:
+            assert r.status == 201, await r.text()
+    assert "evil" not in d.memory.path.read_text(encoding="utf-8")

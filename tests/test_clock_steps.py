@@ -63,3 +63,29 @@ def test_issue_28_a_backward_clock_step_does_not_stop_the_scheduled_jobs(tmp_pat
         finally:
             err = m.stop()
     assert m.proc.returncode == 0, err
+
+
+def test_issue_28_a_forward_clock_jump_does_not_archive_everything(tmp_path):
+    import time
+
+    now = time.time()
+    with open(tmp_path / "src.jsonl", "w") as f:
+        for i in range(6):
+            f.write(json.dumps({"role": "user" if i % 2 == 0 else "assistant",
+                                "content": f"line {i} about the quokka", "id": f"m{i}",
+                                "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                           time.gmtime(now - 60 + i))}) + "\n")
+    with short_dir() as d:
+        m = Shifted(tmp_path, d / "m.sock")
+        (tmp_path / "src.jsonl").rename(m.src / "s1.jsonl")
+        try:
+            wait(lambda: (s := m.client.status())["caught_up"] and s["units"] == 6, timeout=60)
+            m.shift(200 * 86400)  # the wall clock jumps 200 days ahead
+            report = m.client.request("POST", "/v1/jobs/retention/run", {})["result"]
+            assert report["archived"]["sessions"] == [], report
+            assert "days ahead of the time elapsed" in report["clock"]
+            assert m.client.status()["units"] == 6
+            assert "retention: the wall clock is" in m.log.read_text()
+        finally:
+            err = m.stop()
+    assert m.proc.returncode == 0, err

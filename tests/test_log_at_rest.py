@@ -24,9 +24,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
 def _write(path, s: int, n: int, start: int = 0) -> None:
     with open(path, "a") as f:
         for i in range(start, start + n):
+            text = f"session {s} line {i} about the quokka migration plan " * 5
             f.write(json.dumps({"role": "user" if i % 2 == 0 else "assistant",
-                                "content": f"session {s} line {i} about the quokka migration plan " * 5,
-                                "id": f"m{i}"}) + "\n")
+                                "content": text, "id": f"m{i}"}) + "\n")
 
 
 def test_issue_28_the_log_says_what_matters_and_is_silent_at_rest(tmp_path):

@@ -18,7 +18,7 @@ from memoryd.client import MemorydClient
 from tests.helpers import short_dir
 from tests.helpers import wait_until as wait
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 
 def _write(path, s: int, n: int, start: int = 0) -> None:

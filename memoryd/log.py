@@ -21,9 +21,11 @@ from memoryd.redact import Redactor
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-# their DEBUG (and litellm's INFO) carries request bodies, prompts or noise
+# their DEBUG (and litellm's INFO) carries request bodies, prompts or noise; APScheduler's
+# INFO is two lines per job run ("Running job", "executed successfully"), forever
 QUIET = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "openai", "httpx",
-         "httpcore", "aiohttp.access", "aiohttp.client", "watchfiles", "urllib3")
+         "httpcore", "aiohttp.access", "aiohttp.client", "watchfiles", "urllib3",
+         "apscheduler")
 
 
 class Hygiene(logging.Filter):

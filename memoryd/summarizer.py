@@ -126,6 +126,7 @@ class Summarizer:
         self.settings = settings
         self.clock = clock
         self.prompts: dict[str, Prompt] = {}
+        self._said: set[str] = set()  # why summaries were extractive, as logged at INFO
 
     async def load_prompts(self) -> None:
         self.prompts = await asyncio.to_thread(
@@ -305,7 +306,11 @@ class Summarizer:
             text, model, version = await self._llm_summary(pk, step, previous, lang)
             return text, model, version, 1
         except (LLMUnavailableError, LLMBadResponseError) as e:
-            log.info("session %d: extractive summary (%s)", pk, e.message)
+            # once per reason at INFO (a session's every step gave the same line)
+            level = logging.DEBUG if e.message in self._said else logging.INFO
+            if len(self._said) < 64:
+                self._said.add(e.message)
+            log.log(level, "session %d: extractive summary (%s)", pk, e.message)
         except LLMTransientError as e:
             if allow_transient:
                 raise

@@ -47,6 +47,12 @@ from memoryd.store.jobs import waiting_targets
 log = logging.getLogger(__name__)
 
 BUSY_POLL_S = 0.5
+# APScheduler 3 times its jobs by the wall clock: a step back of it held every job (idle
+# sweep, consolidation, retention, upgrade) for the size of the step. The loop's clock is
+# monotonic: every CLOCK_CHECK_S (or sweep period, if shorter) the two are compared, and
+# a step back of more than CLOCK_STEP_S reschedules every job from the new wall time.
+CLOCK_CHECK_S = 30.0
+CLOCK_STEP_S = 2.0
 SWEEP_BATCH = 8  # idle sessions waiting for their summary at once, at most
 # (kind, target, params, reason) -> job id
 Enqueue = Callable[[str, str, dict[str, Any], str], Awaitable[int]]
@@ -195,6 +201,7 @@ class Triggers:
         for cron in self._crons:
             self._add_cron(*cron)
         self.spawn(self._check_loop(), "summary-triggers")
+        self.spawn(self._watch_clock(min(CLOCK_CHECK_S, s.sweep_seconds)), "clock-watch")
 
     async def stop(self) -> None:
         if self._scheduler is not None:
@@ -206,6 +213,31 @@ class Triggers:
             t.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=1.0)
+
+    async def _watch_clock(self, period: float) -> None:
+        wall, mono = time.time(), time.monotonic()
+        while True:
+            await asyncio.sleep(period)
+            w, m = time.time(), time.monotonic()
+            step, wall, mono = (w - wall) - (m - mono), w, m
+            if step < -CLOCK_STEP_S and self._scheduler is not None:
+                n = self._reschedule()
+                log.warning("the wall clock stepped back %.0f s: %d scheduled jobs "
+                            "rescheduled from the new time", -step, n)
+
+    def _reschedule(self) -> int:
+        """Every job's next run computed again from now (APScheduler's wall clock)."""
+        from apscheduler.triggers.interval import IntervalTrigger
+
+        now = dt.datetime.now(dt.UTC)
+        jobs = self._scheduler.get_jobs()
+        for job in jobs:
+            if isinstance(job.trigger, IntervalTrigger):  # its start lies ahead now
+                nxt = now + job.trigger.interval
+            else:
+                nxt = job.trigger.get_next_fire_time(None, now)
+            job.modify(next_run_time=nxt)
+        return len(jobs)
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         task = asyncio.create_task(coro, name=f"memoryd-{name}")

@@ -9,6 +9,15 @@
 Each step writes its destination before it removes its source, and both writes are
 idempotent, so a kill -9 anywhere loses and duplicates nothing: the next run finishes
 the move. `dry_run` reports what would move and changes nothing.
+
+A forward jump of the wall clock (200 days: a wrong RTC, a bad NTP answer) would make
+one run archive everything. The time elapsed since the last run (or the daemon's start)
+is known apart from the wall clock (CLOCK_BOOTTIME, which counts suspend): when the
+wall clock is more than a day ahead of it, a run takes "now" to be at most a day beyond
+what elapsed, moves only what is due then, and says why in the log and in status
+(`retention_last_run.clock`). Each later run may advance a day more than elapsed, so a
+clock that was truly wrong before is caught up with gradually, never at once. (A jump
+while memoryd was stopped is not seen: the daemon starts from the wall clock.)
 """
 
 from __future__ import annotations
@@ -33,6 +42,12 @@ log = logging.getLogger(__name__)
 DAY_S = 86400.0
 
 
+def since_boot() -> float:
+    """Seconds elapsed, suspend included, apart from the wall clock."""
+    clock_id = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)  # macOS: counts sleep
+    return time.clock_gettime(clock_id)
+
+
 def compact(day: str, text: str) -> str:
     """One dated paragraph (a single grep-able line) holding every item of a note."""
     parts = []
@@ -52,6 +67,10 @@ class Retention:
         self.archive_dir = archive_dir
         self.tz = tz
         self.clock = clock
+        # what the wall clock is checked against: an injected clock (tests move one by
+        # days on purpose) is its own elapsed time
+        self.elapsed: Clock = since_boot if clock is time.time else clock
+        self._ref = (clock(), self.elapsed())  # (retention's now, elapsed) at the last run
         self._lock = asyncio.Lock()
         self.last_run: dict[str, Any] | None = None
         # why the scheduled run waits (the history is not consolidated yet: archived
@@ -87,21 +106,42 @@ class Retention:
     async def run(self, dry_run: bool = False) -> dict[str, Any]:
         async with self._lock:
             t0 = time.monotonic()
-            notes = await self._fold_notes(dry_run)
-            units = await self._archive_units(dry_run)
+            now, elapsed, why = self._now()
+            notes = await self._fold_notes(dry_run, now)
+            units = await self._archive_units(dry_run, now)
+            if not dry_run:
+                self._ref = (now, elapsed)
         report = {"dry_run": dry_run, "daily_notes": notes, "archived": units,
                   "seconds": round(time.monotonic() - t0, 3)}
         self.last_run = {"at": self.clock(), "dry_run": dry_run,
                          "notes": len(notes["folded"]), "sessions": len(units["sessions"])}
+        if why:
+            report["clock"] = self.last_run["clock"] = why
         log.info("retention: %d daily notes folded into HISTORY.md, %d sessions (%d units) "
                  "archived%s", len(notes["folded"]), len(units["sessions"]), units["units"],
                  " (dry run)" if dry_run else "")
         return report
 
+    def _now(self) -> tuple[float, float, str | None]:
+        """(retention's now, elapsed, why it is not the wall clock's now)."""
+        wall, elapsed = self.clock(), self.elapsed()
+        ref_now, ref_elapsed = self._ref
+        expected = ref_now + (elapsed - ref_elapsed)
+        if wall - expected <= DAY_S:
+            return wall, elapsed, None
+        now = expected + DAY_S
+        stamp = dt.datetime.fromtimestamp(now, self.tz).isoformat(timespec="seconds")
+        why = (f"the wall clock is {(wall - expected) / DAY_S:.1f} days ahead of the time "
+               f"elapsed since the last retention run (or the start): this run moves only "
+               f"what is due by {stamp}, a day beyond the elapsed time; later runs catch "
+               f"up a day at a time")
+        log.warning("retention: %s", why)
+        return now, elapsed, why
+
     # -- daily notes -> HISTORY.md -------------------------------------------------------
 
-    async def _fold_notes(self, dry_run: bool) -> dict[str, Any]:
-        today = local_day(self.clock(), self.tz)
+    async def _fold_notes(self, dry_run: bool, now: float) -> dict[str, Any]:
+        today = local_day(now, self.tz)
         cutoff = (today - dt.timedelta(days=self.settings.daily_keep_days)).isoformat()
 
         def fold() -> list[str]:
@@ -131,11 +171,11 @@ class Retention:
 
     # -- units -> archive files ----------------------------------------------------------
 
-    async def _archive_units(self, dry_run: bool) -> dict[str, Any]:
+    async def _archive_units(self, dry_run: bool, now: float) -> dict[str, Any]:
         keep = self.settings.units_keep_days
         if keep == 0:
             return {"before": None, "sessions": [], "units": 0}
-        before = self.clock() - keep * DAY_S
+        before = now - keep * DAY_S
         await asyncio.to_thread(clean_temps, self.archive_dir)
         sessions = await self.store.read(lambda c: sql.sessions_to_archive(c, before))
         moved: list[dict[str, Any]] = []

@@ -68,6 +68,7 @@ class SearchIndex(IndexReader):
         self.force_prune = False  # tests: prune top-k searches whenever possible, cost aside
         self._session_clauses: dict[tuple[int, ...], tantivy.Query] = {}
         self._gen = 0  # the searchers' generation: one more at every reload or reset
+        self._quiet_reset = self._quiet_ready = False  # a new, empty store's first build
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -95,7 +96,10 @@ class SearchIndex(IndexReader):
                 log.warning("search index at %s unreadable (%s): rebuilding", tdir, e)
                 self._index = None
         if self._index is None:
+            # a brand-new store has nothing to rebuild from: no line about it
+            self._quiet_reset = not meta and self._db_max_unit_id() == 0
             self.reset()
+            self._quiet_reset = False
         self._indexer = self._new_indexer(clear_pending)
         self._indexer.start()
         RELEASE.register(self.release_pages)
@@ -130,7 +134,10 @@ class SearchIndex(IndexReader):
             self._index = idx
             self._gen += 1
             self.upto = 0
-        log.info("search index: rebuilding from the database")
+        if self._quiet_reset:
+            self._quiet_ready = True
+        else:
+            log.info("search index: rebuilding from the database")
 
     def request_rebuild(self) -> None:
         """Rebuild from SQLite in the background (`memoryctl reindex`)."""
@@ -220,7 +227,9 @@ class SearchIndex(IndexReader):
         if self.state == "rebuilding" and not self._rebuild.is_set():
             self._write_meta(complete=True)
             self.state = "ready"
-            log.info("search index: ready (%d units)", self.docs())
+            log.log(logging.DEBUG if self._quiet_ready else logging.INFO,
+                    "search index: ready (%d units)", self.docs())
+            self._quiet_ready = False
 
     def ids_query(self, ids: list[int]) -> tantivy.Query:
         return ids_query(self.schema, ids)

@@ -90,16 +90,20 @@ async def events(request: web.Request) -> web.StreamResponse:
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                        "Cache-Control": "no-cache"})
     await resp.prepare(request)
-    async with request.app[SERVICES].events.subscribe() as queue:
-        await resp.write(b": connected\n\n")
-        while True:
-            try:
-                ev = await asyncio.wait_for(queue.get(), HEARTBEAT_S)
-            except TimeoutError:
-                await resp.write(b": heartbeat\n\n")
-                continue
-            data = json.dumps(ev, ensure_ascii=False)
-            await resp.write(f"event: {ev['event']}\ndata: {data}\n\n".encode())
+    try:
+        async with request.app[SERVICES].events.subscribe() as queue:
+            await resp.write(b": connected\n\n")
+            while True:
+                try:
+                    ev = await asyncio.wait_for(queue.get(), HEARTBEAT_S)
+                except TimeoutError:
+                    await resp.write(b": heartbeat\n\n")
+                    continue
+                data = json.dumps(ev, ensure_ascii=False)
+                await resp.write(f"event: {ev['event']}\ndata: {data}\n\n".encode())
+    except ConnectionResetError:
+        pass  # the client left: how every event stream ends, not an error
+    return resp
 
 
 async def openapi(request: web.Request) -> web.Response:

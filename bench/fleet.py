@@ -22,8 +22,7 @@ Measured today:
   socket, alternating query by query; p50/p99 and the fleet/SQLite ratio. A round as
   soon as both are caught up, then `--rounds` once both are quiet (`wait_quiet`: in one
   5 s window both under 5% of a core, and both statuses say no job running or due and
-  no feed change left to apply), each with the daemons' CPU and the load. Where a
-  request's time goes, by thread: bench/fleet_profile.py.
+  no feed change left to apply), each with the daemons' CPU and the load.
 - `backfill`: real `memoryd` subprocesses (generic JSONL corpus from bench/harness.py)
   spawned at once, each with its own home, transcript root (a copy of the corpus) and
   machine name, all in one namespace of one PostgreSQL: one daemon alone, and `--daemons`

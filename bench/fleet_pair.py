@@ -1,4 +1,4 @@
-"""The setup `bench/fleet.py --part search` and `bench/fleet_profile.py` share: one
+"""The setup of `bench/fleet.py --part search`: one
 PostgreSQL server, and two daemons watching the same generated corpus, a fleet member
 (`fleet`, PostgreSQL) and a daemon in SQLite mode (`sqlite`), both caught up.
 
@@ -53,7 +53,7 @@ def wait_quiet(daemons: dict[str, h.Memoryd], share: float = 0.05, window_s: flo
     for a while after, at low priority, and a search timed meanwhile shares the CPU and
     the GIL with them. 2 s under 5% of a core alone was too short: it could fall between
     two jobs (a fleet member claims them by a 5 s poll) and a "quiet" round then ran
-    beside 9 s of background CPU (bench/README, "A fleet member's own writes").
+    beside 9 s of background CPU (bench/README's history, branch `own`).
     Returns the seconds until all were quiet together."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout_s:

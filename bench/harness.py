@@ -503,7 +503,7 @@ class Memoryd:
         one (and as PostgreSQL's backends are): with the kernel's autogroup scheduling
         each session gets its own fair share of the CPUs, not one share for all the
         daemons a bench starts (bench/README, issue 14). `python_args` go before `-m
-        memoryd` (bench/loop_cpu.py: a script that runs it under cProfile)."""
+        memoryd` (bench/idle.py --probe: bench/memprobe.py runs the daemon in its process)."""
         self.home, self.src, self.sock = home, src, sock
         self.log_path = log_path or Path(f"{home}.log")
         self.client = MemorydClient(sock)

@@ -76,7 +76,7 @@ async def main_async(a: argparse.Namespace) -> int:
             "watch": {"sources": [{"agent": "generic", "path": src}],
                       "default_sources": False},
             "server": {"socket": sock, "tcp_enabled": False},
-            "summary": {"enabled": False}, "retention": {"enabled": False},
+            "retention": {"enabled": False},
             "consolidate": {"timezone": "UTC"}})
         d = Daemon(s, resolve_paths(tmp / "home"), environ={})
         t0 = time.perf_counter()

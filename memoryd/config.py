@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import tomllib
 from collections.abc import Mapping
@@ -78,6 +79,16 @@ class PrivacySettings(_Section):
     redact_patterns: tuple[str, ...] = ()  # extra regexes whose matches are redacted
     private_tags: tuple[str, ...] = ("private",)  # <private>...</private> is never stored
     served_log_days: int = Field(30, ge=0, le=3650)  # context-served log kept; 0: not kept
+
+    @field_validator("redact_patterns")
+    @classmethod
+    def _compiles(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for rx in v:  # the redactor compiles them at start: a bad one must not get that far
+            try:
+                re.compile(rx)
+            except re.error as e:
+                raise ValueError(f"invalid regular expression {rx!r}: {e}") from None
+        return v
 
 
 class LLMSettings(_Section):

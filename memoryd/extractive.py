@@ -38,7 +38,8 @@ _SMALL_TALK = ("ok", "okay", "thanks", "thank", "thx", "cool", "nice", "great", 
 _SMALL_TALK_EXACT = {"k", "ty", "kk", "np"}
 
 _DECISION = re.compile(
-    r"\b(?:decided|decide to|decision|let'?s|let us|we will|we'll|going with|go with|agreed|"
+    r"\b(?:decided|decide to|decision|let['’]s|^lets|let us|we will|we'll|going with|go with|"
+    r"agreed|"
     r"settled on|chose|will use|switch(?:ed)? to|the plan is|go ahead with)\b"
     r"|决定|确定|采用|选定|改用|就用|定了|同意|就叫|那就|就这么|就定|^就\S{1,12}吧|決定|決めた|採用|결정",
     re.IGNORECASE)
@@ -54,6 +55,10 @@ _ACK_OR_PLAN = re.compile(
     r"(?:好的?|收到|明白|了解|行|可以)[，,。！!]|(?:接下来|现在|那)?(?:我来|我先|我们先|让我)",
     re.IGNORECASE)
 _MARKUP = re.compile(r"\*\*|__|`+")
+# the assistant lays out choices without asking ("Options: a flat bar, or a dropdown."):
+# the user's plain answer is a decision, as an answer to "X or Y?" is
+_OPTIONS = re.compile(r"\b(?:options?|alternatives?|either)\b|两种|几种|一是|方案[一二12]|要么",
+                      re.IGNORECASE)
 
 # a question that asks for something to be done is a request (a topic), not an open question
 _REQUEST = re.compile(r"(?:can|could|would|will) you\b|please\b|你能|能不能|能否|请|帮我|麻烦",
@@ -274,7 +279,7 @@ def _collect(units: list[Mapping[str, Any]]) -> dict[str, list[str]]:
             if decided and not _decision(ss[0]):
                 out["decisions"].append(_item(ss[0], 160))
             if role == "assistant":
-                offered = bool(ss) and _is_question(ss[-1])
+                offered = bool(ss) and (_is_question(ss[-1]) or bool(_OPTIONS.search(content)))
             elif role == "user":
                 offered = False
             undecided = role == "user" and bool(ss) and bool(_UNDECIDED.search(ss[0]))
@@ -316,7 +321,8 @@ def _decision(s: str) -> bool:
 
 
 def _is_question(s: str) -> bool:
-    return s.endswith(("?", "？"))
+    """Ends asking, inside quotes too ('parked: "CSV import before the beta?"')."""
+    return s.rstrip("\"'”’」』)） ").endswith(("?", "？"))
 
 
 def _dedupe(items: list[str]) -> list[str]:

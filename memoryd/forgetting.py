@@ -18,6 +18,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
@@ -162,9 +163,12 @@ class Forgetting:
 def _project_files(c: sqlite3.Connection, project: str,
                    machine: str = "") -> tuple[list[int], list[str]]:
     """This machine's sessions of a project (its directory or below) and patterns for the
-    files they came from: a whole folder when every session stored from it is of this
-    project (an agent's per-project folder, so its future sessions are excluded too),
-    else the files one by one. Other machines' files and sessions are theirs."""
+    files they came from: a whole folder when it is the project's own (named for it, as
+    Claude Code's `projects/<encoded cwd>`, and every session stored from it is of this
+    project), so its future sessions are excluded too; else the files one by one. A
+    folder that merely holds nothing else yet (a generic source's root, Codex's day) is
+    not the project's: excluding it would drop every other project's sessions to come.
+    Other machines' files and sessions are theirs."""
     prefix = project.rstrip("/") + "/"
     pks = [r[0] for r in c.execute(
         "SELECT id FROM sessions WHERE machine = ? AND (project = ? OR substr(project, 1, ?) "
@@ -183,11 +187,19 @@ def _project_files(c: sqlite3.Connection, project: str,
             "substr(f.path, 1, ?) = ? "
             "AND NOT (s.project = ? OR substr(coalesce(s.project, ''), 1, ?) = ?)",
             (machine, len(d) + 1, d + "/", project, len(prefix), prefix)).fetchone()[0]
-        if others == 0:
+        if others == 0 and _named_for(d, project):
             patterns += [d, d + "/*"]
         else:
             patterns += [f for f in files if os.path.dirname(f) == d]
     return pks, patterns
+
+
+def _named_for(folder: str, project: str) -> bool:
+    """The folder is the project's: the project itself, its name, or Claude Code's
+    encoding of its path (every character but letters and digits made '-')."""
+    name, project = os.path.basename(folder), project.rstrip("/")
+    return folder == project or name == os.path.basename(project) or \
+        name == re.sub(r"[^A-Za-z0-9]", "-", project)
 
 
 def _excerpt(text: str, terms: list[str], width: int = 80) -> str:

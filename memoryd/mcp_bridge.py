@@ -16,6 +16,7 @@ log = logging.getLogger(__name__)
 
 def build_server(client: MemorydClient) -> Any:
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
 
     server = MCPServer(name="memoryd", instructions=(
         "Long-term memory shared by the user's AI agents. memory_search / memory_read look "
@@ -26,18 +27,19 @@ def build_server(client: MemorydClient) -> Any:
     async def call(fn: Any, *args: Any, **kw: Any) -> Any:
         try:
             return await asyncio.to_thread(fn, *args, **kw)
-        except DaemonNotRunning as e:
-            raise RuntimeError(str(e)) from None
+        except DaemonNotRunning as e:  # ToolError: the SDK hides any other's message
+            raise ToolError(str(e)) from None
         except ApiError as e:
-            raise ValueError(f"{e.message}" + (f" ({e.field})" if e.field else "")) from None
+            raise ToolError(f"{e.message}" + (f" ({e.field})" if e.field else "")) from None
 
-    @server.tool(description=("Search MEMORY.md entries (case-insensitive keywords): a list "
-                              "of keywords, or one string of words separated by spaces."))
-    async def memory_search(keywords: list[str] | str, match_mode: str = "or",
+    @server.tool(description=("Search MEMORY.md entries (case-insensitive keywords): "
+                              "`query` or `keywords`, a list of words or one string of "
+                              "words separated by spaces."))
+    async def memory_search(query: list[str] | str | None = None,
+                            keywords: list[str] | str | None = None, match_mode: str = "or",
                             max_results: int = 15) -> str:
-        if isinstance(keywords, str):  # models often send the query as one string
-            keywords = keywords.split()
-        r = await call(client.memory_search, keywords, match_mode, max_results)
+        words = _words(query, keywords)
+        r = await call(client.memory_search, words, match_mode, max_results)
         lines = [r["message"]] + [_entry(e) for e in r["results"]]
         return "\n".join(lines)
 
@@ -64,9 +66,13 @@ def build_server(client: MemorydClient) -> Any:
             return f"already remembered at line {r['line']}"
         return f"remembered at line {r['line']} ({r['total']} entries)"
 
-    @server.tool(description="Full-text search over every agent's past conversation turns.")
-    async def transcript_search(query: str, max_results: int = 10, mode: str = "or") -> str:
-        r = await call(client.search, query=query, max_results=max_results, mode=mode)
+    @server.tool(description=("Full-text search over every agent's past conversation "
+                              "turns: `query` (or `keywords`), words separated by spaces."))
+    async def transcript_search(query: list[str] | str | None = None,
+                                keywords: list[str] | str | None = None,
+                                max_results: int = 10, mode: str = "or") -> str:
+        r = await call(client.search, query=" ".join(_words(query, keywords)),
+                       max_results=max_results, mode=mode)
         out = [r["message"]]
         for x in r["results"]:
             out.append(f"- [{x['agent']} {x['session_id']} turn {x['turn']} {x['role']}] "
@@ -85,6 +91,19 @@ def build_server(client: MemorydClient) -> Any:
         return r.get("rendered", "") if isinstance(r, dict) else str(r)
 
     return server
+
+
+def _words(query: list[str] | str | None, keywords: list[str] | str | None) -> list[str]:
+    """The search words, by either name (models guess one tool's argument from another's
+    and often send a list as one string); both given: all of their words."""
+    words: list[str] = []
+    for given in (query, keywords):
+        words += given.split() if isinstance(given, str) else list(given or [])
+    if not words:
+        from mcp.server.mcpserver.exceptions import ToolError
+
+        raise ToolError("query: give the words to search for (query or keywords)")
+    return words
 
 
 def _entry(e: dict[str, Any]) -> str:

@@ -22,11 +22,11 @@ from memoryd.jobs import URGENT, JobQueue, PermanentJobError
 from memoryd.llm import LLM
 from memoryd.store import Store
 from memoryd.store.jobs import JobRow, Params
-from memoryd.store.sessions import pick_one
+from memoryd.store.sessions import resolve_session
 from memoryd.store.summaries import (
     artifact_counts,
     extractive_sessions,
-    find_sessions,
+    get_session,
     recent_units,
     sessions_with_backlog,
 )
@@ -186,8 +186,14 @@ class Summaries:
 
     async def resolve(self, session_id: str, agent: str | None = None,
                       machine: str | None = None) -> dict[str, Any]:
-        rows = await self.store.read(lambda c: find_sessions(c, session_id, agent, machine))
-        return dict(pick_one(rows, session_id, agent, machine))
+        """The session with this id or unique prefix (`resolve_session`), every field."""
+        def load(c: Any) -> dict[str, Any]:
+            row = get_session(c, resolve_session(c, session_id, agent, "session_id",
+                                                 machine)["pk"])
+            assert row is not None  # the same read found it
+            return row
+
+        return await self.store.read(load)
 
     async def get_summary(self, session_id: str, agent: str | None = None,
                           recent_limit: int = 100, *,
@@ -271,10 +277,11 @@ class Summaries:
 
     async def status(self) -> dict[str, Any]:
         """`llm` (model or extractive, pause, budget, today's tokens and cost) and
-        `summaries` (queue counts, trigger counts, artifacts by maker)."""
+        `summaries` (on or off, queue counts, trigger counts, artifacts by maker)."""
         llm = await self.llm.status()
         jobs = await self.queue.counts()
         artifacts = await self.store.read(artifact_counts)
-        return {"llm": llm, "summaries": {"jobs": jobs, "triggers": dict(self.triggers.fired),
+        return {"llm": llm, "summaries": {"enabled": self.settings.summary.enabled,
+                                          "jobs": jobs, "triggers": dict(self.triggers.fired),
                                           "last_idle_sweep": self.triggers.last_sweep,
                                           "next_runs": self.triggers.next_runs(), **artifacts}}

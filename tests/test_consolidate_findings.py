@@ -37,7 +37,8 @@ UNITS = [
 def test_findings_are_outcomes_with_their_section():
     got = findings(UNITS)
     assert ("Topics", "the export ran one query per row.") in got
-    assert ("Tool Activity", "Fixed by batching 500 rows per insert;") in got  # two a message
+    # what fixed it is a finding, as its cause is (two a message)
+    assert ("Topics", "Fixed by batching 500 rows per insert;") in got
     assert ("Tool Activity", "补数完成，共写入 52,310 行，耗时约 3 分钟。") in got
     text = " ".join(t for _, t in got)
     assert "Eiffel" not in text and "1889" not in text  # general knowledge, and its follow-up
@@ -58,3 +59,21 @@ def test_note_items_carry_findings_besides_the_summary():
     assert any(s == "Tool Activity" and "52,310" in t for s, t in by)
     assert all(i.agent == "codex" and i.project == "shop" for i in items)
     assert not any("1889" in t for _, t in by)
+
+
+def test_a_runs_results_are_tool_activity_and_why_is_a_finding():
+    """Issue 27: "18 passed" after a run is what the tool did, also after a remark of the
+    user's ("nice, clear enough"); the cause and the fix are findings."""
+    got = findings([
+        m("user", "Nice, that's clear enough for a support macro."),
+        *ran("bash"),
+        m("assistant", "Checkout e2e on staging: 18 passed, 1 skipped (the redirect test is "
+                       "skipped because the sandbox blocks it)."),
+        m("user", "the shelf page is slow, why?"),
+        *ran("bash"),
+        m("assistant", "That's a classic N+1: one query per shelf. 内核挂了，原因是内存不够。"),
+    ])
+    assert ("Tool Activity", "Checkout e2e on staging: 18 passed, 1 skipped (the redirect "
+                             "test is skipped because the sandbox blocks it).") in got
+    assert ("Topics", "That's a classic N+1: one query per shelf.") in got
+    assert ("Topics", "内核挂了，原因是内存不够。") in got

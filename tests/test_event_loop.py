@@ -1,5 +1,5 @@
 """The daemon's event loop: uvloop where it is installed (its own work per request is most
-of the loop thread's CPU: bench/loop_cpu.py), the standard library's when asked. The
+of the loop thread's CPU), the standard library's when asked. The
 subprocess tests (test_e2e.py, cli/test_papercuts.py, reliability/) run the daemon on it."""
 
 import asyncio

@@ -146,3 +146,19 @@ def test_issue_27_sections_mean_what_they_say():
     # tool activity only from tools; no markdown residue in items
     assert not s["tools"]
     assert not any("**" in i or "`" in i for sec in s.values() for i in sec), s
+
+
+def test_decisions_and_open_questions_read_the_conversation():
+    """Issue 27: "X lets you" is not "let's"; a plain answer to choices the assistant laid
+    out (no question mark) is a decision; a question the assistant parks in quotes is an
+    open question."""
+    units = [msg("user", "People asked about imports. Goodreads lets you export a CSV. Hard?"),
+             msg("assistant", 'Okay, parked: "Goodreads CSV import before the beta?"'),
+             msg("user", "next: the mega menu, it is silly with 6 categories"),
+             msg("assistant", "Options: a flat category bar, or a simple dropdown. The bar "
+                              "keeps everything one tap away."),
+             msg("user", "flat category bar. kill the mega menu")]
+    s = x.parse(x.summarize(units))
+    assert not any("lets you" in d for d in s["decisions"]), s
+    assert any("flat category bar" in d for d in s["decisions"]), s
+    assert any("Goodreads CSV import" in q for q in s["questions"]), s

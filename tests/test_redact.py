@@ -178,3 +178,43 @@ def test_the_assignment_pre_filter_never_hides_an_assignment():
     # and a text with separators but no name before them skips ASSIGN
     plain = "Note: the build at 10:42 took 3 = three minutes; see https://example.com/a?b=c"
     assert assign._MAYBE.search(plain.lower()[::-1]) is None
+
+
+# -- issue 28 item 4: a key longer than its vendor's shape -----------------------------
+
+_H = "0123456789abcdef" * 8
+_U = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789" * 3
+_L = "aB3dE5gH7jK9mN1pQ2sT4vW6xY8z" * 4
+# every rule whose key has a fixed length or an upper bound, given a longer key
+_LONGER = {
+    "twilio-key": "SK" + _H[:33],
+    "twilio-sid": "AC" + _H[:40],
+    "aws-access-key-id": "AKIA" + _U[:17],
+    "gcp-api-key": "AIza" + _L[:36],
+    "alibaba-access-key": "LTAI" + _L[:21],
+    "digitalocean-token": "dop_v1_" + _H[:65],
+    "databricks-token": "dapi" + _H[:33],
+    "supabase-token": "sbp_" + _H[:41],
+    "netlify-token": "nfp_" + _L[:37],
+    "age-secret-key": "AGE-SECRET-KEY-1" + _U[:59],
+    "azure-ad-client-secret": "abc1Q~" + _L[:35],
+    "sendgrid-key": "SG." + _L[:33] + "." + _L[:65],
+    "telegram-bot-token": "1234567890123:AA" + _L[:41],
+    "discord-bot-token": "M" + _L[:28] + "." + _L[:7] + "." + _L[:41],
+    "mailgun-key": "key-" + _H[:33],
+    "mailchimp-key": _H[:33] + "-us123",
+    "postman-key": "PMAK-" + _H[:25] + "-" + _H[:35],
+    "newrelic-key": "NRAK-" + _U[:28],
+    "shopify-token": "shpat_" + _H[:33],
+    "npm-token": "npm_" + _L[:37],
+    "rubygems-key": "rubygems_" + _H[:49],
+    "langsmith-key": "lsv2_pt_" + _H[:33] + "_" + _H[:11],
+}
+
+
+@pytest.mark.parametrize("rule", sorted(_LONGER))
+def test_issue_28_a_key_longer_than_its_vendor_shape_is_redacted_whole(rule):
+    key = _LONGER[rule]
+    for text in (f"key {key} now", f"key {key}"):
+        out = PackageRedactor().clean(text)
+        assert out == text.replace(key, "[REDACTED]"), (rule, out)

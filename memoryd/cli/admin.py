@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import stat
 import subprocess
 import sys
@@ -78,18 +79,83 @@ def config(args: argparse.Namespace) -> int:
 
 
 def logs(args: argparse.Namespace) -> int:
+    """The log file when memoryd writes one ([log] file = true); else wherever the
+    running daemon's stderr goes: a file it was started with (`memoryd 2>FILE`), the
+    journal (systemd: `journalctl`), or a terminal, which is only named. With no daemon
+    running, an installed unit's journal or LaunchAgent file still holds its past runs."""
     paths = resolve_paths(args.home)
-    log = paths.log_file
-    if not log.exists():
-        print("memoryd logs to stderr (no log file): see `journalctl --user -u memoryd` when it "
-              "runs as a service, or set [log] file = true to also write "
-              f"{log}", file=sys.stderr)
-        return EXIT_ERROR
-    cmd = ["tail", f"-n{args.lines}"] + (["-F"] if args.follow else []) + [str(log)]
+    if paths.log_file.exists():
+        return _tail(paths.log_file, args)
+    pid = _daemon_pid(args)
+    where = _stderr_of(pid) if pid is not None else None
+    if where is not None and where.startswith("/") and os.path.isfile(where):
+        print(f"(memoryd {pid} logs to its stderr: {where})", file=sys.stderr)
+        return _tail(Path(where), args)
+    from memoryd.cli import service
+
+    unit, darwin = service.target(), service.platform() == "darwin"
+    err = _launchd_log(unit) if darwin else None
+    if err is not None and err.exists():
+        print(f"(the LaunchAgent's log: {err})", file=sys.stderr)
+        return _tail(err, args)
+    # systemd hands a service's stderr to the journal over a socket
+    journal = (where or "").startswith("socket:") or (where is None and unit.exists()
+                                                       and not darwin)
+    if journal and shutil.which("journalctl"):
+        cmd = ["journalctl", "--no-pager", "-n", str(args.lines)] + (
+            ["-f"] if args.follow else []) + (
+            ["--user", "-u", "memoryd"] if unit.exists() else [f"_PID={pid}"])
+        print(f"(memoryd logs to the journal: {' '.join(cmd)})", file=sys.stderr)
+        return _run(cmd)
+    if pid is None:
+        print("memoryctl: memoryd is not running and writes no log file. Run as a service "
+              "its log is in the journal (journalctl --user -u memoryd); in a terminal, on "
+              f"its stderr; [log] file = true also writes {paths.log_file}", file=sys.stderr)
+        return EXIT_NOT_RUNNING
+    print(f"memoryd {pid} logs to its stderr" + (f", {where}" if where else "")
+          + ": the terminal or program that started it shows it. To read it here, set "
+          f"[log] file = true (it also writes {paths.log_file}), or run it as a service "
+          "(`memoryctl service install`: journalctl --user -u memoryd)")
+    return EXIT_OK
+
+
+def _tail(path: Path, args: argparse.Namespace) -> int:
+    return _run(["tail", f"-n{args.lines}"] + (["-F"] if args.follow else []) + [str(path)])
+
+
+def _run(cmd: list[str]) -> int:
     try:
         return subprocess.call(cmd)
     except KeyboardInterrupt:
         return EXIT_OK
+
+
+def _daemon_pid(args: argparse.Namespace) -> int | None:
+    """The running daemon's pid (it is this user's: the socket checks that), or None."""
+    try:
+        pid = MemorydClient(socket_path(args), timeout=5).status().get("pid")
+    except (DaemonNotRunning, ApiError, OSError):
+        return None
+    return pid if isinstance(pid, int) else None
+
+
+def _stderr_of(pid: int) -> str | None:
+    """Where a process's stderr goes: a path, "socket:[inode]", "pipe:[inode]", a tty
+    (Linux's /proc); None where that cannot be read (another OS)."""
+    try:
+        return os.readlink(f"/proc/{pid}/fd/2")
+    except OSError:
+        return None
+
+
+def _launchd_log(plist: Path) -> Path | None:
+    import plistlib
+
+    try:
+        err = plistlib.loads(plist.read_bytes()).get("StandardErrorPath")
+    except (OSError, ValueError, plistlib.InvalidFileException):
+        return None
+    return Path(err) if isinstance(err, str) else None
 
 
 def version(args: argparse.Namespace) -> int:
@@ -159,8 +225,10 @@ def doctor(args: argparse.Namespace) -> int:
         report("ok", "config", str(path) if path.exists() else "defaults (no config file)")
     except ConfigError as e:
         report("FAIL", "config", str(e))
-    for name in ("config_dir", "data_dir", "state_dir", "runtime_dir"):
-        d = getattr(paths, name)
+    # the runtime dir falls back to the state dir (no $XDG_RUNTIME_DIR): one line for it
+    dirs = dict.fromkeys(getattr(paths, n) for n in ("config_dir", "data_dir", "state_dir",
+                                                     "runtime_dir"))
+    for d in dirs:
         if not d.exists():
             report("warn", "dirs", f"{d} does not exist yet (memoryd creates it)")
             continue

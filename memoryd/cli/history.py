@@ -103,14 +103,27 @@ def cmd_forget(args: argparse.Namespace, c: MemorydClient) -> Result:
     plan = c.request("POST", "/v1/forget", {**body, "dry_run": True})
     if args.dry_run or not plan["units"]:
         return plan, render_forget
-    if not args.yes and sys.stdin.isatty():
+    if not args.yes:
         print(render_forget(plan))
-        answer = input(f"Forget these {plan['units']} turns everywhere? This cannot be "
-                       "undone [y/N] ")
-        if answer.strip().lower() not in ("y", "yes"):
-            print("nothing forgotten")
-            return EXIT_ERROR
+        no = refused(f"Forget these {plan['units']} turns everywhere? This cannot be undone "
+                     "[y/N] ")
+        if no is not None:
+            return no
     return c.request("POST", "/v1/forget", {**body, "dry_run": False}), render_forget
+
+
+def refused(question: str) -> int | None:
+    """Ask on the terminal: None when the answer is yes, else the exit code. Without a
+    terminal (a script, a pipe) nothing is deleted and the exit is a usage error: --yes
+    is how a script says yes; silence is not taken for consent."""
+    if not sys.stdin.isatty():
+        print("memoryctl: nothing forgotten: no terminal to ask on; add --yes to forget "
+              "without asking", file=sys.stderr)
+        return EXIT_USAGE
+    if input(question).strip().lower() in ("y", "yes"):
+        return None
+    print("nothing forgotten")
+    return EXIT_ERROR
 
 
 def render_forget(d: dict[str, Any]) -> str:

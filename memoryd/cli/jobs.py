@@ -15,6 +15,19 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_ERROR = 0, 1
 POLL_S = 1.0
+# `memoryctl run --list`: what each job the daemon offers does, and the flags it takes
+ABOUT = {
+    "consolidate": "a day's sessions into its daily note and MEMORY.md "
+                   "(--date D, or --since D [--until D]; --dry-run)",
+    "idle_sweep": "summarize the sessions that went quiet (on its own every 60 s by default)",
+    "one_liners": "a one-line gist of each message of a session (--session ID)",
+    "reconcile": "look for new and grown transcripts now (on its own every 30 s by default)",
+    "reindex": "rebuild the search index from the database, in the background",
+    "resume_llm": "use the LLM again after it was paused (budget, errors)",
+    "retention": "fold old daily notes into HISTORY.md, archive old sessions (--dry-run)",
+    "summarize": "summarize a session now (--session ID), or every one with a backlog",
+    "upgrade": "redo extractive summaries with the LLM, now that one is reachable",
+}
 
 
 def add_parsers(sub: Any) -> None:
@@ -69,6 +82,14 @@ def cmd_jobs(args: argparse.Namespace, c: MemorydClient) -> Any:
 def wait_job(c: MemorydClient, job_id: int, timeout: float = 300.0) -> dict[str, Any]:
     c.timeout = max(c.timeout, timeout + 5)
     return c.request("GET", f"/v1/jobs/{job_id}", query={"wait": "true", "timeout": timeout})
+
+
+def render_list(d: dict[str, Any]) -> str:
+    names = d["jobs"]
+    if not names:
+        return "no jobs"
+    width = max(len(n) for n in names)
+    return "\n".join(f"{n:<{width}}  {ABOUT.get(n, '')}".rstrip() for n in names)
 
 
 def render_run(d: dict[str, Any]) -> str:

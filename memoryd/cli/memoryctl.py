@@ -289,12 +289,14 @@ def cmd_sessions(args: argparse.Namespace, c: MemorydClient) -> Result:
             0, data["units"] - args.messages), limit=args.messages)["messages"] \
             if args.messages else []
         return data, output.render_session
-    if not args.yes and sys.stdin.isatty():
-        answer = input(f"Forget session {args.id} everywhere? This cannot be undone [y/N] ")
-        if answer.strip().lower() not in ("y", "yes"):
-            print("not forgotten")
-            return EXIT_ERROR
-    data = c.forget(args.id, args.agent, args.machine)
+    sid, agent = args.id, args.agent
+    if not args.yes:  # name the session a prefix stands for, and forget that one
+        s = c.session(sid, agent, args.machine)
+        sid, agent = s["session_id"], s["agent"]
+        if (no := history.refused(f"Forget {agent} session {sid} ({s['units']} units) "
+                                  "everywhere? This cannot be undone [y/N] ")) is not None:
+            return no
+    data = c.forget(sid, agent, args.machine)
     return data, lambda d: f"forgot {d['agent']} session {d['session_id']} " \
                            + (f"of {d['machine']} " if d.get("machine") else "") + \
                            f"({d['units_deleted']} units)" + (
@@ -331,7 +333,7 @@ def cmd_memory(args: argparse.Namespace, c: MemorydClient) -> Result:
 
 def cmd_run(args: argparse.Namespace, c: MemorydClient) -> Result:
     if args.list or not args.job:
-        return c.request("GET", "/v1/jobs"), lambda d: "\n".join(d["jobs"]) or "no jobs"
+        return c.request("GET", "/v1/jobs"), jobs.render_list
     params: dict[str, Any] = consolidation.job_params(args)
     if args.session:
         params["session_id"] = args.session

@@ -93,6 +93,9 @@ def render_status(s: dict[str, Any]) -> str:
         lines.append(f"llm      {what}; today {t.get('calls', 0)} calls, "
                      f"{b.get('used_today', 0)}/{b.get('daily_tokens', 0)} tokens, "
                      f"${t.get('cost_usd', 0):.4f}")
+    if (s.get("summaries") or {}).get("enabled") is False:
+        lines.append("summary  off (summary.enabled = false): no session is summarized on its "
+                     "own; `memoryctl sessions summarize ID` still does one")
     jobs = (s.get("summaries") or {}).get("jobs")
     if jobs:
         lines.append(f"jobs     {jobs['pending']} pending, {jobs['running']} running, "

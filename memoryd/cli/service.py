@@ -5,6 +5,8 @@ Install checks what it needs first (an installed `memoryd`, a reachable systemd 
 manager or launchd GUI domain), then writes the file and starts it; when a step fails it
 undoes the steps before it, prints the reason and the commands to finish by hand, and
 exits non-zero. `--dry-run` prints the file and the commands and changes nothing.
+`status` exits 0 when the service runs, 3 when it is installed but not running, and 5
+when it is not installed.
 
 `MEMORYD_SERVICE_PLATFORM` (`linux` or `darwin`, read only here) picks the service manager
 regardless of the running OS, so both paths are tested anywhere with stand-ins.
@@ -24,6 +26,9 @@ from pathlib import Path
 LABEL = "dev.memoryd.daemon"
 UNIT = "memoryd.service"
 EXIT_OK, EXIT_ERROR, EXIT_NOT_RUNNING = 0, 1, 3
+# `service status` with no unit or LaunchAgent installed: not "not running" (3), which
+# says an installed service is down; memoryctl's other codes are 0-4, so 5
+EXIT_NOT_INSTALLED = 5
 
 
 class ServiceError(Exception):
@@ -65,10 +70,27 @@ def memoryd_executable() -> Path:
         found = shutil.which("memoryd", path=rest)
     if found:
         return Path(found).absolute()
+    for beside in _beside_memoryctl():
+        if _in_checkout_venv(beside):
+            skipped.append(str(beside))
+        else:
+            return beside
     where = f" (only in a checkout's .venv: {skipped[0]})" if skipped else ""
-    raise ServiceError(f"no installed memoryd on PATH{where}",
+    raise ServiceError(f"no installed memoryd on PATH or beside memoryctl{where}",
                        ["uv tool install /path/to/memoryd-checkout   # or: uv tool install memoryd",
                         "memoryctl service install"])
+
+
+def _beside_memoryctl() -> list[Path]:
+    """The `memoryd` installed with the running memoryctl, when its bin dir is not on
+    PATH (memoryctl run by its full path, a venv not activated): beside the script run
+    (sys.argv[0]) or the interpreter running it (sys.executable's bin)."""
+    out: list[Path] = []
+    for d in (Path(sys.argv[0]).absolute().parent, Path(sys.executable).absolute().parent):
+        exe = d / "memoryd"
+        if exe not in out and exe.is_file() and os.access(exe, os.X_OK):
+            out.append(exe)
+    return out
 
 
 def target() -> Path:
@@ -300,8 +322,9 @@ def status(args: argparse.Namespace) -> int:
     mgr = Manager(path)
     kind = "LaunchAgent" if mgr.darwin else "systemd user unit"
     if not path.exists():
-        print(f"{kind}: not installed ({path} does not exist)")
-        return EXIT_NOT_RUNNING
+        print(f"{kind}: not installed ({path} does not exist); `memoryctl service install` "
+              "installs it")
+        return EXIT_NOT_INSTALLED
     print(f"{kind}: installed at {path}")
     print(_installed_command(path, mgr.darwin))
     up, state = mgr.running()

@@ -35,8 +35,15 @@ CONCLUSION = re.compile(
 # figures a tool run reports: counts with units, durations, before -> after
 FIGURE = re.compile(
     r"\d[\d,.]*\s*(?:rows?|lines?|files?|issues?|tests?|errors?|warnings?|calls?|queries|"
-    r"ms|s\b|sec|seconds?|min|minutes?|hours?|%|MB|GB|KB|行|条|个|次|秒|分钟|小时)|"
+    r"passed|failed|skipped|ms|s\b|sec|seconds?|min|minutes?|hours?|%|MB|GB|KB|"
+    r"行|条|个|次|秒|分钟|小时)|"
     r"\d\s*(?:→|->)\s*\d|\bfrom \d[\d,.]* to \d", _I)
+# a sentence that explains (a cause, a fix and its effect): a finding, not a tool's result
+DIAGNOSIS = re.compile(
+    r"^(?:found it|that'?s it|root cause|the (?:root )?cause|(?:the )?fix)\b|"
+    r"\broot cause\b|\bcame from\b|\bcaused by\b|\bturn(?:s|ed) out\b|"
+    r"(?:\bwas|\bis|'s) (?:an?|the) (?:classic |real )?(?:bug|cause|problem|race|n\+1|leak)|"
+    r"\bfixed (?:by|with|it)\b|原因|根因|导致|来自|修复", _I)
 _OFFER = re.compile(r"^(?:want me to|shall i|should i|do you want|要不要|需要我)", _I)
 _LEAD = re.compile(r"^(?:found it|conclusion|summary|result|结论|总结|结果)\s*[:：.,，]\s*", _I)
 
@@ -49,7 +56,8 @@ def findings(units: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
     ran = False  # a tool ran since the user last spoke: the turn reports its results
     for u in units:
         if u.get("kind") in ("tool_call", "tool_result"):
-            ran = True
+            ran = True  # and whatever the user last said, a tool run is work
+            asked_noise = False
             continue
         if u.get("kind") != "message":
             continue
@@ -71,7 +79,8 @@ def findings(units: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
             s = " ".join(s.split())
             if took >= PER_MESSAGE or is_small_talk(s) or s.endswith(("?", "？")):
                 continue
-            if _OFFER.match(s) or not (CONCLUSION.search(s) or FIGURE.search(s)):
+            if _OFFER.match(s) or not (CONCLUSION.search(s) or FIGURE.search(s)
+                                       or DIAGNOSIS.search(s)):
                 continue
             text = _LEAD.sub("", s).strip()
             if len(text) < 8 or text.casefold() in seen:
@@ -79,7 +88,9 @@ def findings(units: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
             if len(text) > ITEM_CHARS:
                 text = text[: ITEM_CHARS - 1].rstrip() + "…"
             seen.add(text.casefold())
-            # Tool Activity is what tools did: figures the turn's tool runs reported
-            out.append(("Tool Activity" if ran and FIGURE.search(text) else "Topics", text))
+            # Tool Activity is what the turn's tool runs did (figures, before and after);
+            # why something happened and what fixed it is a finding
+            out.append(("Tool Activity" if ran and not DIAGNOSIS.search(s) else "Topics",
+                        text))
             took += 1
     return out

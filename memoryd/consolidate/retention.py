@@ -25,9 +25,9 @@ from memoryd.config import RetentionSettings
 from memoryd.consolidate import archive, daily, history
 from memoryd.consolidate.atomic import clean_temps
 from memoryd.consolidate.clock import Clock, local_day
-from memoryd.errors import ConflictError, NotFoundError
 from memoryd.store import Store
 from memoryd.store import archive as sql
+from memoryd.store.sessions import resolve_session
 
 log = logging.getLogger(__name__)
 DAY_S = 86400.0
@@ -173,13 +173,9 @@ class Retention:
 
     async def restore(self, session_id: str, agent: str | None = None,
                       dry_run: bool = False) -> dict[str, Any]:
-        rows = await self.store.read(lambda c: sql.find_session(c, session_id, agent))
-        if not rows:
-            raise NotFoundError(f"no session {session_id!r}", field="session_id")
-        if len(rows) > 1:
-            raise ConflictError(f"session id {session_id!r} exists for several agents; "
-                                "pass agent", field="agent")
-        s = rows[0]
+        s = await self.store.read(  # the id or a unique prefix of it
+            lambda c: resolve_session(c, session_id, agent, "session_id"))
+        session_id = s["session_id"]
         recs = await asyncio.to_thread(archive.take, self.archive_dir, s["agent"],
                                        s["session_id"], remove=False)
         if dry_run or not recs:

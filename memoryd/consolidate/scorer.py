@@ -161,14 +161,20 @@ def score(sentence: str, *, ack: str | None = None) -> Scored:
         return out
     x = signals.read(s, ack=ack)
     logit = weigh(x)
-    if not STRONG & set(x) or signals.OPENER.search(text) and "subject" not in x:
+    strong = STRONG & set(x)
+    if (strong == {"state"} and not {"entity", "subject"} & set(x)
+            and not signals.STATE.search(signals.VAGUE_STATE.sub(" ", s))):
+        strong = set()  # "we have link text ...", "this is a big change": a state of what?
+    if strong == {"convention"} and "request" in x and not {"entity", "subject"} & set(x):
+        strong = set()  # "update py with one liner comment": a task that names a comment
+    if not strong or signals.OPENER.search(text) and "subject" not in x:
         # a prohibition, a name or a state alone, an opinion ("i think ...") or a
         # sentence pointing back at the conversation ("It's in the Pictures folder"):
         # not a standing rule said once (a correction said again is caught by
         # consolidate.recurrence)
         out.score = min(Q1_MIN - 1, Q1_MIN + math.floor(2 * logit))
         out.reasons = ["no sign of a standing rule, preference or fact"
-                       if not STRONG & set(x) else "an opinion or a pointer back at the "
+                       if not strong else "an opinion or a pointer back at the "
                        "conversation, not a standing rule"] + [
             f"{signals.WORDS.get(n, n)}" for n in sorted(x)]
         out.repeat = "repeat" in x

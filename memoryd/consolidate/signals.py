@@ -54,6 +54,8 @@ STATE = re.compile(
     r"\bthe (?:minimum|default|target|goal)\b|\bwe have\b|"
     r"我们用|用的是|跑在|部署在|放在|装在|写进|存在|走的是|都在|是用|用来|分到|只有|是\s*\S+\s*写的|"
     r"目前是|现在是|已经是|一共", _I)
+# the forms of STATE that name nothing by themselves ("we have ...", "this is a ...")
+VAGUE_STATE = re.compile(r"\bwe have\b|\bis (?:a|an|our)\b|\bit'?s (?:a|an|on|in)\b", _I)
 ENTITY = re.compile(
     r"(?:^|[\s(（`\"'])(?:~|\.{0,2})/[\w.-]+/[\w./-]*|[A-Za-z]:\\|\b\w+\.(?:ya?ml|json|toml|"
     r"lock|css|xml|py|ts|js|go|kt|jks|sql|md|env|conf|ini)\b|\b\d+\.\d+(?:\.\d+)?\b|"

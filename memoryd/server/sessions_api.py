@@ -18,7 +18,7 @@ from memoryd.api import (
     SessionsPage,
     SessionsQuery,
 )
-from memoryd.errors import BadRequestError, ConflictError
+from memoryd.errors import BadRequestError
 from memoryd.server.app import SERVICES
 from memoryd.store import sessions as sql
 
@@ -29,21 +29,7 @@ def resolve(conn: sqlite3.Connection, session_id: str, agent: str | None,
             machine: str | None = None) -> sqlite3.Row:
     """The session with this id, or the only one whose id starts with it; in a fleet,
     `machine` picks one of several machines' sessions of the same id."""
-    rows = sql.find_sessions(conn, session_id, agent, machine)
-    if not rows and session_id:
-        rows = sql.find_sessions_by_prefix(conn, session_id, agent, limit=50, machine=machine)
-        # a session and its sub-agents ("<id>/agent-...") share a prefix: the session
-        parents = [r for r in rows if all(o["session_id"] == r["session_id"] or
-                                          o["session_id"].startswith(r["session_id"] + "/")
-                                          for o in rows)]
-        if len({r["session_id"] for r in parents}) == 1:
-            rows = parents
-        if len(rows) > 1 and len({r["session_id"] for r in rows}) > 1:
-            shown = ", ".join(r["session_id"] for r in rows[:5])
-            more = ", ..." if len(rows) > 5 else ""
-            raise ConflictError(f"session id prefix {session_id!r} is ambiguous: {shown}{more}",
-                                field="id")
-    return sql.pick_one(rows, session_id, agent, machine)
+    return sql.resolve_session(conn, session_id, agent, machine=machine)
 
 
 def parse_cursor(cursor: str) -> tuple[float, int]:

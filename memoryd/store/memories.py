@@ -241,3 +241,40 @@ def units_first_ts(conn: sqlite3.Connection, unit_ids: list[int]) -> float | Non
     row = conn.execute(f"SELECT min(ts) FROM units WHERE id IN ({marks})",
                        unit_ids[:500]).fetchone()
     return None if row is None or row[0] is None else float(row[0])
+
+
+# -- the memory page's audit (memoryd.web.memory_pages) ------------------------------------
+
+
+def audit(conn: sqlite3.Connection, keys: list[str]) -> dict[str, dict[str, Any]]:
+    """Per MEMORY.md item key: its provenance row, the sessions and turns behind it and
+    the chain of items it replaced (what `memory why` shows, for every entry at once)."""
+    out = provenance_by_keys(conn, keys)
+    for key, row in out.items():
+        row["sessions"] = item_sessions(conn, row["id"])
+        row["replaced"] = replaced_chain(conn, key)
+    return out
+
+
+def changes(conn: sqlite3.Connection, days: int = 30) -> list[dict[str, Any]]:
+    """What memory learned, replaced and demoted, by day (the history's day an item was
+    first seen; a demotion's day is when it happened), newest first, at most `days` days."""
+    rows = conn.execute(
+        "SELECT item_key, item, first_seen, state, superseded_by, updated_at, subject "
+        "FROM memory_items WHERE made_by <> ? ORDER BY first_seen, id", (NOTE_MAKER,)).fetchall()
+    replaced: dict[str, list[str]] = {}
+    for r in rows:
+        if r["state"] == "superseded" and r["superseded_by"]:
+            replaced.setdefault(r["superseded_by"], []).append(r["item"])
+    by_day: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        gone = replaced.get(r["item_key"], [])
+        by_day.setdefault(r["first_seen"], []).append({
+            "kind": "replaced" if gone else "added", "item": r["item"], "replaced": gone,
+            "subject": r["subject"], "state": r["state"]})
+        if r["state"] == "demoted":
+            day = time.strftime("%Y-%m-%d", time.localtime(r["updated_at"]))
+            by_day.setdefault(day, []).append({"kind": "demoted", "item": r["item"],
+                                               "replaced": [], "subject": r["subject"],
+                                               "state": r["state"]})
+    return [{"day": d, "changes": by_day[d]} for d in sorted(by_day, reverse=True)[:days]]

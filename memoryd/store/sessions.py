@@ -116,6 +116,33 @@ def find_sessions_by_prefix(conn: sqlite3.Connection, prefix: str, agent: str | 
     return conn.execute(sql + " ORDER BY s.session_id LIMIT ?", (*args, limit)).fetchall()
 
 
+def resolve_session(conn: sqlite3.Connection, session_id: str, agent: str | None,
+                    field: str = "id", machine: str | None = None) -> sqlite3.Row:
+    """The session with this id, or the only one whose id starts with it: every verb
+    that takes a session id (show, messages, forget, export, summarize, archive restore)
+    resolves it here, so a unique prefix works in all of them. An ambiguous prefix is a
+    409 naming the candidates; `field` is the request's name for the id. In a fleet,
+    `machine` picks one of several machines' sessions of the same id (`pick_one`)."""
+    rows = find_sessions(conn, session_id, agent, machine)
+    if not rows and session_id:
+        rows = find_sessions_by_prefix(conn, session_id, agent, limit=50, machine=machine)
+        # a session and its sub-agents ("<id>/agent-...") share a prefix: the session
+        parents = [r for r in rows if all(o["session_id"] == r["session_id"] or
+                                          o["session_id"].startswith(r["session_id"] + "/")
+                                          for o in rows)]
+        if len({r["session_id"] for r in parents}) == 1:
+            rows = parents
+        if len(rows) > 1 and len({r["session_id"] for r in rows}) > 1:
+            shown = ", ".join(r["session_id"] for r in rows[:5])
+            more = ", ..." if len(rows) > 5 else ""
+            raise ConflictError(f"session id prefix {session_id!r} is ambiguous: {shown}{more}",
+                                field=field)
+    if not rows:
+        of = "".join(f" {w} {v}" for w, v in (("of", agent), ("on", machine)) if v is not None)
+        raise NotFoundError(f"no session {session_id!r}{of}", field=field)
+    return pick_one(rows, session_id, agent, machine)
+
+
 def page_sessions(conn: sqlite3.Connection, *, agent: str | None, project: str | None,
                   since: float | None, until: float | None, limit: int,
                   after: tuple[float, int] | None) -> list[dict[str, Any]]:

@@ -5,9 +5,10 @@ version the page was rendered from."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from datetime import date
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from aiohttp import web
@@ -15,9 +16,12 @@ from aiohttp import web
 from memoryd.api import ContextRequest
 from memoryd.errors import BadRequestError
 from memoryd.memory import format_entry, format_lines, split_items, split_lines
+from memoryd.memory.document import item_key
 from memoryd.server.app import SERVICES
+from memoryd.store import memories
 from memoryd.store import sessions as sql
 from memoryd.web.auth import WebSession
+from memoryd.web.pages import session_url
 from memoryd.web.routes import WebDeps, render
 
 DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -64,12 +68,33 @@ async def memory(request: web.Request, deps: WebDeps, s: WebSession,
     doc = snap.doc
     days, pick, note, history = await asyncio.to_thread(
         _notes, deps.memory_dir, request.query.get("day"))
-    entries = [e.as_dict() for e in doc.entries]
+    keys = [item_key(it) for e in doc.entries for it in e.items]
+    prov, changes = await request.app[SERVICES].store.read(
+        lambda c: (memories.audit(c, keys), memories.changes(c)))
+    entries = [{**e.as_dict(), "audit": [_audit(it, prov.get(item_key(it))) for it in e.items]}
+               for e in doc.entries]
     edit = request.query.get("edit")
     return render(request, "memory.html", title="Memory", entries=entries,
                   version=snap.version, path=str(deps.memory.path), limit=deps.memory.max_entries,
                   problems=doc.problems, days=days, day=pick, note=note, history=history,
-                  edit=int(edit) if edit and edit.isdigit() else None, **extra)
+                  changes=changes, edit=int(edit) if edit and edit.isdigit() else None, **extra)
+
+
+def _audit(item: str, row: dict[str, Any] | None) -> dict[str, Any]:
+    """One MEMORY.md item as the page shows it: its subject and dates, the turns behind
+    it (links that open them) and what it replaced; an item written by hand has none."""
+    if row is None:
+        return {"item": item, "known": False}
+    sources = [{"label": f"{s['agent']} · {PurePath(s.get('project') or '-').name} · "
+                         f"{s['day']}",
+                "url": session_url(s["agent"], s["session_id"],
+                                   unit=s["unit_ids"][0] if s["unit_ids"] else None)}
+               for s in row["sessions"]]
+    return {"item": item, "known": True, "subject": row.get("subject"),
+            "first_seen": row["first_seen"], "last_confirmed": row["last_confirmed"],
+            "confirmations": row["confirmations"], "made_by": row["made_by"],
+            "reasons": json.loads(row["reasons"] or "[]"), "sources": sources,
+            "replaced": row["replaced"]}
 
 
 async def add(request: web.Request, deps: WebDeps, s: WebSession) -> web.Response:

@@ -1,4 +1,4 @@
-"""Overview, search and sessions pages. Each calls what the API handler of the same
+"""Overview, search and the sessions list. Each calls what the API handler of the same
 thing calls (status(), search.search, the sessions SQL functions, the summaries service)."""
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ from memoryd.web import dashboard
 from memoryd.web.auth import WebSession
 from memoryd.web.routes import WebDeps, render
 
-CONTEXT_RADIUS = 6  # messages shown above and below a search hit
-PAGE = 100
 # status keys the overview lays out itself; any other key is shown as it comes
 KNOWN = {"version", "pid", "state", "uptime_s", "socket", "tcp_port", "sources", "files",
          "ignored_files", "bad_lines", "sessions", "units", "unread_bytes", "queue_depth",
@@ -109,53 +107,6 @@ async def sessions(request: web.Request, deps: WebDeps, s: WebSession) -> web.Re
         r["url"] = session_url(r["agent"], r["session_id"])
     form = {k: request.query.get(k, "") for k in ("agent", "project", "since")}
     return render(request, "sessions.html", title="Sessions", rows=rows, next=nxt, form=form)
-
-
-def _unit_seq(c: sqlite3.Connection, pk: int, unit_id: int) -> int | None:
-    row = c.execute("SELECT seq FROM units WHERE id = ? AND session_pk = ?",
-                    (unit_id, pk)).fetchone()
-    return row[0] if row else None
-
-
-def _int(request: web.Request, name: str) -> int | None:
-    v = _opt(request, name)
-    if v is None:
-        return None
-    if not v.isdigit():
-        raise BadRequestError(f"{name}: expected a whole number", field=name)
-    return int(v)
-
-
-async def session(request: web.Request, deps: WebDeps, s: WebSession) -> web.Response:
-    sid, agent = request.match_info["id"], _opt(request, "agent")
-    unit, after = _int(request, "unit"), _int(request, "after") or 0
-
-    def load(c: sqlite3.Connection) -> dict[str, Any]:
-        row = resolve(c, sid, agent)
-        start, limit, focus = after, PAGE, None
-        if unit is not None:
-            focus = _unit_seq(c, row["pk"], unit)
-            if focus is not None:
-                start, limit = max(0, focus - CONTEXT_RADIUS - 1), 2 * CONTEXT_RADIUS + 1
-        msgs = sql.messages_after(c, row["pk"], start, limit)
-        return {"s": {**dict(row), "roles": sql.role_counts(c, row["pk"]),
-                      "files": sql.session_files(c, row["pk"])},
-                "messages": msgs, "start": start, "limit": limit, "focus": focus}
-
-    data = await request.app[SERVICES].store.read(load)
-    srow = data["s"]
-    summary = await deps.summaries.get_summary(srow["session_id"], srow["agent"], 0)
-    msgs = data["messages"]
-    base = session_url(srow["agent"], srow["session_id"])
-    earlier = (session_url(srow["agent"], srow["session_id"],
-                           after=max(0, data["start"] - PAGE)) if data["start"] > 0 else None)
-    later = (session_url(srow["agent"], srow["session_id"], after=msgs[-1]["seq"])
-             if len(msgs) == data["limit"] else None)
-    return render(request, "session.html", title=srow["title"] or srow["session_id"],
-                  s=srow, summary=summary, messages=msgs, focus_unit=unit, base=base,
-                  earlier=earlier, later=later, queued=_opt(request, "queued"),
-                  action_base=f"/sessions/{quote(srow['session_id'], safe='/')}",
-                  agent_q=urlencode({"agent": srow["agent"]}))
 
 
 async def export(request: web.Request, deps: WebDeps, s: WebSession) -> web.Response:

@@ -20,6 +20,10 @@ def when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
 
 
+def clock(ts: float | None) -> str:
+    return datetime.fromtimestamp(ts).strftime("%H:%M") if ts else "—"
+
+
 def ago(ts: float | None) -> str:
     if not ts:
         return "—"
@@ -27,6 +31,14 @@ def ago(ts: float | None) -> str:
     if d < 0:
         return "in " + _span(-d)
     return _span(d) + " ago"
+
+
+def iso_ago(stamp: str | None) -> str:
+    """An ISO 8601 time from the API ("2026-11-29T01:08:55+00:00") as "3 min ago"."""
+    try:
+        return ago(datetime.fromisoformat(stamp).timestamp()) if stamp else "—"
+    except ValueError:
+        return stamp or "—"
 
 
 def _span(s: float) -> str:
@@ -152,7 +164,8 @@ def make_env() -> jinja2.Environment:
         loader=jinja2.PackageLoader("memoryd.web", "templates"),
         autoescape=True, undefined=jinja2.ChainableUndefined, trim_blocks=True,
         lstrip_blocks=True, enable_async=False)
-    env.filters.update(when=when, ago=ago, highlight=highlight, humanize=humanize,
+    env.filters.update(when=when, clock=clock, ago=ago, iso_ago=iso_ago, highlight=highlight,
+                       humanize=humanize,
                        pretty=pretty, inline=inline, size=size, duration=duration)
     env.tests["scalar"] = is_scalar
     env.tests["mapping"] = lambda v: isinstance(v, dict)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -53,9 +54,10 @@ class WebDeps:
 WEB = web.AppKey("web", WebDeps)
 Page = Callable[[web.Request, WebDeps, auth.WebSession], Awaitable[web.StreamResponse]]
 STATIC = {"htmx.min.js": "application/javascript", "style.css": "text/css",
-          "htmx.LICENSE": "text/plain"}
+          "htmx.LICENSE": "text/plain", "live.js": "application/javascript"}
 TEMPLATES = ("base.html", "macros.html", "login.html", "error.html", "overview.html", "search.html",
-             "sessions.html", "session.html", "forget.html", "memory.html", "context.html")
+             "sessions.html", "session.html", "forget.html", "memory.html", "context.html",
+             "served.html", "timeline.html")
 
 openapi.EXTRA_ROUTES.append(("post", "/v1/web/login", "A one-time login link for the web page "
                              "(valid two minutes; `memoryctl open` prints it)", None, None, None))
@@ -67,7 +69,7 @@ def render(request: web.Request, name: str, status: int = 200, **ctx: Any) -> we
     assert deps.env is not None  # every handler awaits deps.ready() first
     html = deps.env.get_template(name).render(
         csrf=session.csrf if session else "", logged_in=session is not None,
-        page_path=request.path, **ctx)
+        page_path=request.path, page_url=request.path_qs, **ctx)
     return web.Response(text=html, status=status, content_type="text/html", charset="utf-8",
                         headers=auth.SECURITY_HEADERS)
 
@@ -133,6 +135,46 @@ async def logout(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+# what the page follows: which kinds of activity, and which of their fields
+LIVE_EVENTS = {"ingested": ("agent", "units", "path"), "summary_updated": (),
+               "job_done": ("job",), "job_finished": ("job",), "memory_changed": (),
+               "session_forgotten": (), "forgotten": ()}
+LIVE_HEARTBEAT_S = 15.0
+
+
+@own_auth
+async def live(request: web.Request) -> web.StreamResponse:
+    """The page's server-sent events (static/live.js): the daemon's activity as
+    `/v1/events` publishes it, for the page's cookie (a browser cannot send the API's
+    token), each event cut to the fields the page uses. Ends when the session does."""
+    deps = request.app[WEB]
+    await deps.ready()
+    if deps.access.session(request) is None:
+        return render(request, "login.html", status=403)
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                       "Cache-Control": "no-store",
+                                       "X-Content-Type-Options": "nosniff"})
+    await resp.prepare(request)
+    try:
+        async with request.app[SERVICES].events.subscribe() as queue:
+            await resp.write(b": connected\n\n")
+            while deps.access.session(request) is not None:
+                try:
+                    ev = await asyncio.wait_for(queue.get(), LIVE_HEARTBEAT_S)
+                except TimeoutError:
+                    await resp.write(b": heartbeat\n\n")
+                    continue
+                fields = LIVE_EVENTS.get(ev["event"])
+                if fields is None:
+                    continue
+                data = {"event": ev["event"], **{k: ev.get(k) for k in fields}}
+                body = json.dumps(data, ensure_ascii=False)
+                await resp.write(f"event: activity\ndata: {body}\n\n".encode())
+    except ConnectionResetError:
+        pass  # the page went away: nothing to say
+    return resp
+
+
 @own_auth
 async def static(request: web.Request) -> web.StreamResponse:
     await request.app[WEB].ready()
@@ -169,7 +211,7 @@ def _load(deps: WebDeps) -> None:
 
 
 def routes(deps: WebDeps) -> Callable[[web.Application], None]:
-    from memoryd.web import memory_pages, pages
+    from memoryd.web import memory_pages, pages, served_page, session_page, timeline
 
     def add(app: web.Application) -> None:
         app[WEB] = deps
@@ -178,6 +220,7 @@ def routes(deps: WebDeps) -> Callable[[web.Application], None]:
         r.add_get("/login", login)
         r.add_post("/logout", logout)
         r.add_get("/static/{name}", static)
+        r.add_get("/live", live)
         r.add_get("/", page(pages.overview))
         r.add_get("/search", page(pages.search))
         r.add_get("/sessions", page(pages.sessions))
@@ -185,12 +228,15 @@ def routes(deps: WebDeps) -> Callable[[web.Application], None]:
         r.add_get(r"/sessions/{id:.+}/forget", page(pages.forget_confirm))
         r.add_post(r"/sessions/{id:.+}/forget", page(pages.forget))
         r.add_post(r"/sessions/{id:.+}/summarize", page(pages.summarize))
-        r.add_get(r"/sessions/{id:.+}", page(pages.session))
+        r.add_get(r"/sessions/{id:.+}/units/{unit:\d+}", page(session_page.unit_text))
+        r.add_get(r"/sessions/{id:.+}", page(session_page.session))
+        r.add_get("/timeline", page(timeline.timeline))
         r.add_get("/memory", page(memory_pages.memory))
         r.add_post("/memory/add", page(memory_pages.add))
         r.add_post("/memory/edit", page(memory_pages.edit))
         r.add_post("/memory/delete", page(memory_pages.delete))
         r.add_get("/context", page(memory_pages.context))
+        r.add_get("/served", page(served_page.served))
 
     return add
 

@@ -6,6 +6,7 @@ import os
 import plistlib
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -196,7 +197,7 @@ def test_dry_run_prints_the_file_and_changes_nothing(box, capsys):
 
 
 def test_status_says_what_is_installed_and_running(box, capsys, monkeypatch):
-    assert main(["service", "status"]) == 3
+    assert main(["service", "status"]) == 5  # not installed (issue 28)
     assert "not installed" in capsys.readouterr().out
     assert main(["service", "install"]) == 0
     capsys.readouterr()
@@ -263,3 +264,34 @@ def test_launchd_logs_follow_platformdirs_without_a_home(box, capsys, monkeypatc
 def test_systemd_quoting_gives_back_the_exact_value(value):
     assert systemd_words(systemd_quote(value, exec_arg=True), exec_line=True) == [value]
     assert systemd_words(systemd_quote(value)) == [value]
+
+
+def test_issue_28_service_status_not_installed_is_not_daemon_not_running(box, capsys,
+                                                                         monkeypatch):
+    """5 "not installed" (documented), never 3, which says an installed service is down;
+    the same for a LaunchAgent."""
+    assert main(["service", "status"]) == 5
+    out = capsys.readouterr().out
+    assert f"systemd user unit: not installed ({box.unit} does not exist)" in out
+    assert "memoryctl service install" in out and box.calls() == []
+    monkeypatch.setenv("MEMORYD_SERVICE_PLATFORM", "darwin")
+    assert main(["service", "status"]) == 5
+    assert "LaunchAgent: not installed" in capsys.readouterr().out
+
+
+def test_issue_28_install_uses_the_memoryd_beside_the_running_memoryctl(box, tmp_path):
+    """memoryd not on PATH, but installed beside the memoryctl being run (its bin dir not
+    on PATH: run by its full path): that memoryd goes in the unit."""
+    tool_bin = tmp_path / "tool" / "bin"
+    memoryd = _exe(tool_bin / "memoryd", "#!/bin/sh\nexit 0\n")
+    ctl = _exe(tool_bin / "memoryctl", f"#!{sys.executable}\n"
+               "from memoryd.cli.quick import main\nraise SystemExit(main())\n")
+    box.exe.unlink()  # nothing on PATH
+    p = subprocess.run([str(ctl), "service", "install", "--dry-run"], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert systemd_words(_values(p.stdout, "ExecStart")[0], exec_line=True) == [str(memoryd)]
+    memoryd.unlink()  # and with none beside it either: refused, saying where it looked
+    p = subprocess.run([str(ctl), "service", "install", "--dry-run"], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 1 and "no installed memoryd on PATH or beside memoryctl" in p.stderr

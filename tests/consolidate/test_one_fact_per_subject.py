@@ -41,11 +41,15 @@ def test_plain_preferences_and_decisions_are_admitted_and_junk_is_not():
                  "We decided to use PostgreSQL 16 for the orders service because we need JSONB",
                  "We decided to deploy the webapp on Fly.io",
                  "我们决定把缓存从 Redis 换成 memcached",
-                 "项目数据库迁移使用 flyway"):
+                 "项目数据库迁移使用 flyway", "Our CI runs on GitHub Actions.",
+                 "Write comments in English."):
         assert score(text).q1, (text, score(text).reasons)
     for text in ("i don't tink the component invalidate works correctly.",
                  "should be dimmer, don't modify the theme, look into the footer sources",
-                 "One thing I haven't made up my mind about: should reviews be public?"):
+                 "One thing I haven't made up my mind about: should reviews be public?",
+                 # a state of nothing named, a task that mentions a comment (real fixtures)
+                 "we have link text and link link they are different in old pi",
+                 "minor, this is a big change", "update py with one liner comment"):
         assert not score(text).q1, (text, score(text).reasons)
     # conversational framing goes
     assert score("Remember that we always use pnpm").text == "We always use pnpm"

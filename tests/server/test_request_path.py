@@ -1,5 +1,5 @@
-"""The loop's share of a request (bench/loop_cpu.py): what was cut from it keeps the API's
-bytes, its errors and its access rules. Real daemon, real sockets."""
+"""The loop's share of a request (one middleware, not six): what was cut from it keeps the
+API's bytes, its errors and its access rules. Real daemon, real sockets."""
 
 from __future__ import annotations
 

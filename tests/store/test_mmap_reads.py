@@ -62,7 +62,14 @@ async def test_the_readers_map_the_file_and_the_writer_does_not(sqlite_store):
     assert sqlite_store.write_sync(lambda c: c.execute(mmap_size).fetchone()[0]) == 0
 
 
-async def test_mapped_pages_leave_rss_at_rest_and_searches_answer_the_same(sqlite_store):
+async def test_mapped_pages_leave_rss_at_rest_and_searches_answer_the_same(sqlite_store,
+                                                                         monkeypatch):
+    # the release at rest alone: a reader also lets go every REMAP_EVERY transactions, at
+    # a point of its count set by how many reads the fixture made polling for the index
+    # (as many as the machine's speed made it), so whether this test's last search was
+    # followed by that unmap was chance, 1 in 32 at each "mapped" check below (issue 28).
+    # That unmap has its own test (test_a_reader_lets_go_of_its_mapping_every_so_many_reads)
+    monkeypatch.setattr("memoryd.store.REMAP_EVERY", 1 << 30)
     db = str(sqlite_store.path.resolve())
     before = await answers(sqlite_store)
     assert all(total > 0 and ids for total, ids in before)

@@ -11,7 +11,7 @@ import aiohttp
 
 from memoryd.cli.memoryctl import main
 from memoryd.web.auth import COOKIE, LINK_TTL_S, Access
-from tests.helpers import wait_for
+from tests.helpers import wait_for, write_jsonl
 from tests.web.conftest import CJK_SESSION, login_url
 
 
@@ -244,3 +244,34 @@ async def test_overview_shows_what_consolidation_did_per_day(site):
     assert 'id="h-consolidation"' in html
     assert f"{h['days_done']} of {h['days_with_sessions']} days consolidated" in html
     assert days and f"<td>{days[0]['date']}</td>" in html and "(history)" in html
+
+
+async def test_issue_30_markdown_in_a_turn_stays_inert(site, tmp_path):
+    """Turns are rendered as markdown now: raw HTML, a javascript: link and an <img
+    onerror> in one come out as text, while the markdown itself still renders."""
+    d, base, client = site
+    write_jsonl(tmp_path / "claude" / "xss" / "xss-0001.jsonl", [{
+        "sessionId": "xss-0001", "cwd": "/home/u/x", "type": "user", "uuid": "x1",
+        "parentUuid": None, "timestamp": "2026-01-06T10:00:00.000Z",
+        "message": {"role": "user", "content": (
+            '<script>alert(1)</script> [x](javascript:alert(1)) <img src=x onerror="alert(1)"> '
+            '[ok](https://example.com) ![pic](https://example.com/p.png) **bold**')}}])
+
+    async def ingested():
+        rows = (await client.request("GET", "/v1/sessions?limit=50"))["sessions"]
+        return any(r["session_id"] == "xss-0001" for r in rows)
+
+    await wait_for(ingested, timeout=60)
+    async with jar() as http:
+        await logged_in(http, client)
+        async with http.get(base + "/sessions/xss-0001") as r:
+            html = await r.text()
+        assert r.status == 200
+        turn = html[html.index('class="content md"'):]
+        turn = turn[:turn.index("</li>")]
+        assert "<script" not in turn and "&lt;script&gt;alert(1)&lt;/script&gt;" in turn
+        assert "javascript:" not in turn.replace("[x](javascript:alert(1))", "")
+        assert "<img" not in turn and "&lt;img" in turn
+        assert '<a href="https://example.com" rel="nofollow noopener noreferrer">ok</a>' in turn
+        assert 'href="https://example.com/p.png"' in turn  # an image is only a link
+        assert "<strong>bold</strong>" in turn

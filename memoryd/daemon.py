@@ -430,12 +430,13 @@ class Daemon:
         return {"reconcile": reconcile, "reindex": reindex, **self.summaries.jobs,
                 "consolidate": self.catch_up.run_job, "retention": self.retention.run_job}
 
-    async def _forgotten(self, agent: str, session_id: str) -> dict[str, Any]:
+    async def _forgotten(self, agent: str, session_id: str,
+                         machine: str | None = None) -> dict[str, Any]:
         """After `sessions forget`: its archived units and memory provenance go too."""
         assert self.consolidator is not None and self.retention is not None
         assert self.store is not None
         self.store.recent.forget()  # nothing forgotten is answered while the store is away
-        archived = await self.retention.forget(agent, session_id)
+        archived = await self.retention.forget(agent, session_id, machine)
         return {"archived_units_deleted": archived, **await self.consolidator.on_forget()}
 
     async def _to_memory(self, session_id: str, agent: str | None,

@@ -289,10 +289,10 @@ class JobQueue:
         """Keep the job's lease while it runs (every third of the lease)."""
         while True:
             await asyncio.sleep(self.lease_s / 3)
-            until = self.clock() + self.lease_s
+            now = self.clock()
             try:
                 if not await self.store.write(
-                        lambda c: renew_lease(c, job.id, self.machine, until)):
+                        lambda c: renew_lease(c, job.id, self.machine, now, self.lease_s)):
                     log.warning("job %s %s: lease lost (taken over or settled)", job.kind,
                                 job.target)
                     return

@@ -41,8 +41,11 @@ def read(path: Path) -> list[dict[str, Any]]:
         return []
 
 
-def _key(r: Mapping[str, Any]) -> tuple[str, str, str]:
-    return (str(r["agent"]), str(r["session_id"]), str(r["record_id"]))
+def _key(r: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """A record's identity: in a fleet two machines' sessions of one id (two `chat.jsonl`)
+    have records of the same ids, and both are kept."""
+    return (str(r["agent"]), str(r["session_id"]), str(r["record_id"]),
+            str(r.get("machine") or ""))
 
 
 def _write(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
@@ -69,20 +72,25 @@ def add(archive_dir: Path, month: str, records: Iterable[Mapping[str, Any]]) -> 
     return len(new)
 
 
-def take(archive_dir: Path, agent: str, session_id: str, *, remove: bool
-         ) -> list[dict[str, Any]]:
+def take(archive_dir: Path, agent: str, session_id: str, *, remove: bool,
+         machine: str | None = None) -> list[dict[str, Any]]:
     """A session's records from every file; with `remove`, rewrite the files without
-    them (forget, and after a restore)."""
+    them (forget, and after a restore). With `machine` (a fleet, where machines may each
+    have a session of this id) only that machine's; a record archived before records
+    named their machine could be any machine's, and is taken too."""
+    def mine(r: dict[str, Any]) -> bool:
+        return (r["agent"] == agent and r["session_id"] == session_id
+                and (machine is None or "machine" not in r or r["machine"] == machine))
+
     out: list[dict[str, Any]] = []
     for _, path in months(archive_dir):
         recs = read(path)
-        mine = [r for r in recs if r["agent"] == agent and r["session_id"] == session_id]
-        if not mine:
+        found = [r for r in recs if mine(r)]
+        if not found:
             continue
-        out += mine
+        out += found
         if remove:
-            _write(path, [r for r in recs if not (r["agent"] == agent
-                                                  and r["session_id"] == session_id)])
+            _write(path, [r for r in recs if not mine(r)])
     return out
 
 

@@ -6,7 +6,8 @@ firing is finished when the run returns or fails. A claimer that dies (kill -9, 
 leaves its firing unfinished with a lease that runs out: `watch` on any machine, or the
 same machine after a restart, claims it again and runs it. Consolidation is idempotent
 (notes merge, admission confirms), so a run redone after a late death doubles nothing.
-Leases are in real time; the claim's own time is the daemon's clock (settable in tests).
+Leases are in real time (the database's, in a fleet: `memoryd.store.memory_docs`); the
+claim's own time is the daemon's clock (settable in tests).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class Firings:
         while True:
             await asyncio.sleep(self.lease_s / 3)
             if not await self.store.write(lambda c: leases.renew(
-                    c, KIND, key, self.store.machine, time.time() + self.lease_s)):
+                    c, KIND, key, self.store.machine, time.time(), self.lease_s)):
                 log.warning("consolidation firing %s was taken over by another machine "
                             "(this one did not renew its lease in time)", key)
                 return

@@ -185,7 +185,8 @@ class Retention:
             rows = await self.store.read(lambda c, pk=s["pk"]: sql.session_units(c, pk))
             if not dry_run:
                 recs = [{"agent": s["agent"], "session_id": s["session_id"],
-                         "project": s["project"], **r} for r in rows]
+                         "machine": s["machine"], "project": s["project"], **r}
+                        for r in rows]
                 await asyncio.to_thread(archive.add, self.archive_dir, month, recs)
                 # the file holds them (fsync'd): only now may the store let them go
                 await self.store.write(lambda c, pk=s["pk"]: sql.mark_archived(c, pk, month))
@@ -217,7 +218,7 @@ class Retention:
             lambda c: resolve_session(c, session_id, agent, "session_id"))
         session_id = s["session_id"]
         recs = await asyncio.to_thread(archive.take, self.archive_dir, s["agent"],
-                                       s["session_id"], remove=False)
+                                       s["session_id"], remove=False, machine=s["machine"])
         if dry_run or not recs:
             return {"agent": s["agent"], "session_id": session_id, "dry_run": dry_run,
                     "archived_units": len(recs), "restored": 0}
@@ -228,11 +229,12 @@ class Retention:
             log.warning("restored %s; the search index is still catching up", session_id)
         # in the store now (committed): only now leave the archive file
         await asyncio.to_thread(archive.take, self.archive_dir, s["agent"], s["session_id"],
-                                remove=True)
+                                remove=True, machine=s["machine"])
         return {"agent": s["agent"], "session_id": session_id, "dry_run": False,
                 "archived_units": len(recs), "restored": n}
 
-    async def forget(self, agent: str, session_id: str) -> int:
-        """`sessions forget`: the session's archived units go too."""
+    async def forget(self, agent: str, session_id: str, machine: str | None = None) -> int:
+        """`sessions forget`: the session's archived units go too (in a fleet, only
+        `machine`'s session of that id)."""
         return len(await asyncio.to_thread(archive.take, self.archive_dir, agent, session_id,
-                                           remove=True))
+                                           remove=True, machine=machine))

@@ -2,9 +2,9 @@
 
 Triggers on `units` write one `changes` row per inserted, updated or deleted unit,
 stamped with the writing transaction's id (`xid`, an xid8), and NOTIFY the namespace's
-channel (statement-level triggers, and identical notifications in one transaction are
-folded into one by PostgreSQL, so a transaction notifies once however many units it
-wrote).
+channel (a random name in its `change_channel` table, `listen_channel`; statement-level
+triggers, and identical notifications in one transaction are folded into one by
+PostgreSQL, so a transaction notifies once however many units it wrote).
 
 **Never skipping a row.** `seq` values are handed out at insert, not at commit, so a
 reader that remembered "the largest seq I read" would skip a row that a slow transaction
@@ -68,10 +68,22 @@ def quote_schema(schema: str) -> str:
 
 
 def channel(schema: str) -> str:
-    """The NOTIFY channel of a namespace: its schema's name (unique, and within the
-    63 bytes a channel name may have)."""
+    """The NOTIFY channel of a namespace made before issue 28: its schema's name, which
+    any role of the database could LISTEN or NOTIFY on. Only a follower of a namespace
+    without `change_channel` (not migrated yet) still listens there."""
     quote_schema(schema)
     return schema
+
+
+def listen_channel(conn: Any, schema: str) -> str:
+    """The namespace's NOTIFY channel: a random name kept in its own `change_channel`
+    table, so only roles that may use the schema can learn it. LISTEN and NOTIFY take no
+    privilege in PostgreSQL: a predictable name let any role of the database listen in
+    on a namespace's commits or flood its followers (issue 28 item 6)."""
+    s = quote_schema(schema)
+    if conn.execute("SELECT to_regclass(%s) IS NULL", (f"{s}.change_channel",)).fetchone()[0]:
+        return channel(schema)
+    return conn.execute(f"SELECT name FROM {s}.change_channel").fetchone()[0]
 
 
 def _trigger_function(name: str, changes: str) -> str:
@@ -85,7 +97,7 @@ BEGIN
     INSERT INTO {{s}}changes (unit_id, op)
         {changes};
     GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN PERFORM pg_notify(TG_TABLE_SCHEMA, ''); END IF;
+    IF n > 0 THEN PERFORM pg_notify((SELECT name FROM {{s}}change_channel), ''); END IF;
     RETURN NULL;
 END $memoryd$"""
 
@@ -119,6 +131,14 @@ CREATE TABLE IF NOT EXISTS {s}change_horizon (
     pruned_below xid8 NOT NULL
 )""",
     """INSERT INTO {s}change_horizon (pruned_below) VALUES ('0') ON CONFLICT DO NOTHING""",
+    """-- the NOTIFY channel: a random name only roles that may use this schema can read
+-- (the functions read it at run time: their source in pg_proc is readable by anyone)
+CREATE TABLE IF NOT EXISTS {s}change_channel (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    name text NOT NULL
+)""",
+    """INSERT INTO {s}change_channel (name)
+    VALUES ('memoryd_' || replace(gen_random_uuid()::text, '-', '')) ON CONFLICT DO NOTHING""",
     *(_trigger_function(name, changes) for name, changes in _FUNCTIONS.items()),
     """DROP TRIGGER IF EXISTS units_changes_insert ON {s}units""",
     """CREATE TRIGGER units_changes_insert AFTER INSERT ON {s}units
@@ -162,7 +182,7 @@ BEGIN
         SELECT id, 'upsert' FROM {s}units WHERE session_pk = NEW.id
          ORDER BY seq DESC LIMIT 1;
     GET DIAGNOSTICS n = ROW_COUNT;
-    IF n > 0 THEN PERFORM pg_notify(TG_TABLE_SCHEMA, ''); END IF;
+    IF n > 0 THEN PERFORM pg_notify((SELECT name FROM {s}change_channel), ''); END IF;
     RETURN NULL;
 END $memoryd$""",
     """DROP TRIGGER IF EXISTS sessions_changes_update ON {s}sessions""",

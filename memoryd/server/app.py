@@ -55,7 +55,8 @@ class Services:
     # search/context: bounded concurrency, 503 + Retry-After when saturated
     limiter: QueryLimiter = field(default_factory=QueryLimiter)
     # called after DELETE /v1/sessions/{id} with (agent, session_id): archives, provenance
-    on_forget: Sequence[Callable[[str, str], Awaitable[dict[str, Any]]]] = ()
+    # (agent, session id, machine or None) of a forgotten session
+    on_forget: Sequence[Callable[[str, str, str | None], Awaitable[dict[str, Any]]]] = ()
     # POST /v1/backup writes only under these folders (server/backup_dest.py)
     backup_roots: tuple[Path, ...] = field(default_factory=lambda: (Path.home(),))
     # retention's archive files: search and context reach them (memoryd.archive_recall)

@@ -108,7 +108,7 @@ async def forget_session(request: web.Request) -> web.Response:
 
     data = await services.store.write(forget)
     for hook in services.on_forget:
-        data.update(await hook(data["agent"], data["session_id"]))
+        data.update(await hook(data["agent"], data["session_id"], data["machine"]))
     services.events.publish("session_forgotten", agent=data["agent"],
                             session_id=data["session_id"], machine=data["machine"])
     return web.json_response(Forgotten.model_validate(data).model_dump())

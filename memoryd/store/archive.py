@@ -19,8 +19,8 @@ def sessions_to_archive(conn: sqlite3.Connection, before: float,
                         limit: int = 1000) -> list[dict[str, Any]]:
     """Sessions whose last activity is before `before` and that still hold units."""
     rows = conn.execute(
-        "SELECT s.id AS pk, s.agent, s.session_id, s.project, s.last_ts FROM sessions s "
-        "WHERE coalesce(s.last_ts, s.first_ts, 0) < ? AND s.last_ts IS NOT NULL "
+        "SELECT s.id AS pk, s.agent, s.session_id, s.machine, s.project, s.last_ts "
+        "FROM sessions s WHERE coalesce(s.last_ts, s.first_ts, 0) < ? AND s.last_ts IS NOT NULL "
         "AND EXISTS (SELECT 1 FROM units u WHERE u.session_pk = s.id) "
         "ORDER BY s.last_ts LIMIT ?", (before, limit)).fetchall()
     return [dict(r) for r in rows]

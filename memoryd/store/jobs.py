@@ -11,6 +11,10 @@ job and neither waits on the other, and a claim carries a lease (`claimed_by`,
 `lease_until`) its runner renews. A job still `running` whose lease ran out belongs to
 a machine that died: it is claimable again (taken over). SQLite is one machine: its
 claim stays the single writer's UPDATE, and a crash's jobs are resumed at start.
+
+A lease is in the database's time (`clock_timestamp()`), written and compared there:
+machines whose clocks disagree (a VM ten minutes ahead) agree on whose lease ran out.
+Due times (`next_run_at`) stay in the daemon's clock, which the tests set.
 """
 
 from __future__ import annotations
@@ -86,10 +90,19 @@ def enqueue_job(conn: sqlite3.Connection, kind: str, target: str, *, params: Par
 
 
 LEASE_S = 60.0  # a claim's lease; the runner renews it every third of that
+DB_CLOCK = "extract(epoch FROM clock_timestamp())::double precision"
 
 
 def _fleet(conn: sqlite3.Connection) -> bool:
     return getattr(conn, "engine", "sqlite") == "postgresql"
+
+
+def lease_now(conn: sqlite3.Connection, local: float) -> float:
+    """The time leases are measured in: the database's in a fleet (one clock for every
+    machine), `local` (the daemon's) in SQLite, where one machine is the only one."""
+    if not _fleet(conn):
+        return local
+    return float(conn.execute(f"SELECT {DB_CLOCK}").fetchone()[0])
 
 
 def claim_job(conn: sqlite3.Connection, now: float, min_priority: int = 0, *,
@@ -98,31 +111,36 @@ def claim_job(conn: sqlite3.Connection, now: float, min_priority: int = 0, *,
     running job, for `machine`, leased until now + `lease_s`. In fleet mode a running
     job whose lease has expired is due too (its machine died), and the row is locked
     with SKIP LOCKED (another machine claiming at the same moment takes another)."""
-    if _fleet(conn):
+    if _fleet(conn):  # leases in the database's time
         due = ("((j.state = 'pending' AND j.next_run_at <= :now) "
-               "OR (j.state = 'running' AND j.lease_until < :now))")
-        live = "AND r.id != j.id AND r.lease_until >= :now"
+               f"OR (j.state = 'running' AND j.lease_until < {DB_CLOCK}))")
+        live = f"AND r.id != j.id AND r.lease_until >= {DB_CLOCK}"
         lock = " FOR UPDATE OF j SKIP LOCKED"
+        lease = f"{DB_CLOCK} + :lease_s"
     else:
         due, live, lock = "j.state = 'pending' AND j.next_run_at <= :now", "", ""
+        lease = ":now + :lease_s"
     return _row(conn.execute(
         "UPDATE jobs SET state = 'running', attempts = attempts + 1, started_at = :now, "
-        "updated_at = :now, claimed_by = :machine, lease_until = :lease WHERE id = ("
+        f"updated_at = :now, claimed_by = :machine, lease_until = {lease} WHERE id = ("
         f"  SELECT j.id FROM jobs j WHERE {due} "
         "  AND j.priority >= :min AND NOT EXISTS (SELECT 1 FROM jobs r "
         f"  WHERE r.state = 'running' AND r.target = j.target {live}) "
         f"  ORDER BY j.priority DESC, j.next_run_at, j.id LIMIT 1{lock}) "
         "AND state IN ('pending', 'running') RETURNING *",
         {"now": now, "min": min_priority, "machine": machine,
-         "lease": now + lease_s}).fetchone())
+         "lease_s": lease_s}).fetchone())
 
 
-def renew_lease(conn: sqlite3.Connection, job_id: int, machine: str, until: float) -> bool:
-    """Extend a running job's lease; False when it is no longer this machine's (its
-    lease ran out and another machine took it over, or it was settled)."""
+def renew_lease(conn: sqlite3.Connection, job_id: int, machine: str, now: float,
+                lease_s: float = LEASE_S) -> bool:
+    """Extend a running job's lease to `lease_s` from now (the database's now, in a
+    fleet); False when it is no longer this machine's (its lease ran out and another
+    machine took it over, or it was settled)."""
     return conn.execute(
         "UPDATE jobs SET lease_until = ? WHERE id = ? AND state = 'running' "
-        "AND claimed_by = ?", (until, job_id, machine)).rowcount == 1
+        "AND claimed_by = ?", (lease_now(conn, now) + lease_s, job_id, machine)
+    ).rowcount == 1
 
 
 def finish_job(conn: sqlite3.Connection, job_id: int, result: Params, now: float,

@@ -2,14 +2,18 @@
 HISTORY.md, `YYYY-MM-DD.md`), its text and a version raised by every write, compared and
 swapped (a write names the version it read). A NULL body is a removed file (a daily note
 folded into HISTORY.md). And the leases on fleet-wide firings (`fleet_once`): claimed,
-renewed while running, finished; an expired unfinished one is taken over. Plain sync
-functions `(conn, ...)` run on the store's thread."""
+renewed while running, finished; an expired unfinished one is taken over. Leases are
+in the database's time in a fleet (`store.jobs.lease_now`), so a machine whose clock
+runs ahead does not see a live claimer's lease as run out. Plain sync functions
+`(conn, ...)` run on the store's thread."""
 
 from __future__ import annotations
 
 import sqlite3
 import time
 from typing import Any
+
+from memoryd.store.jobs import lease_now
 
 
 def versions(conn: sqlite3.Connection) -> dict[str, int]:
@@ -52,6 +56,7 @@ def claim(conn: sqlite3.Connection, kind: str, key: str, machine: str, now: floa
     its claim is older than `window_s` (the same work's next firing) or its lease ran out
     unfinished (the claimer died)."""
     stale = -1.0 if window_s is None else now - window_s
+    wall = lease_now(conn, wall)
     row = conn.execute(
         "INSERT INTO fleet_once (kind, key, machine, claimed_at, lease_until) "
         "VALUES (?, ?, ?, ?, ?) ON CONFLICT (kind, key) DO UPDATE SET "
@@ -63,12 +68,14 @@ def claim(conn: sqlite3.Connection, kind: str, key: str, machine: str, now: floa
     return row is not None
 
 
-def renew(conn: sqlite3.Connection, kind: str, key: str, machine: str,
-          lease_until: float) -> bool:
-    """Keep holding a firing; False when it was lost (another machine took it over)."""
+def renew(conn: sqlite3.Connection, kind: str, key: str, machine: str, wall: float,
+          lease_s: float) -> bool:
+    """Keep holding a firing for `lease_s` more (from `wall`, or the database's now in a
+    fleet); False when it was lost (another machine took it over)."""
     return conn.execute(
         "UPDATE fleet_once SET lease_until = ? WHERE kind = ? AND key = ? AND machine = ? "
-        "AND done_at IS NULL", (lease_until, kind, key, machine)).rowcount == 1
+        "AND done_at IS NULL", (lease_now(conn, wall) + lease_s, kind, key, machine)
+    ).rowcount == 1
 
 
 def finish(conn: sqlite3.Connection, kind: str, key: str, machine: str, now: float) -> bool:
@@ -79,6 +86,7 @@ def finish(conn: sqlite3.Connection, kind: str, key: str, machine: str, now: flo
 
 def expired(conn: sqlite3.Connection, kind: str, now: float) -> list[dict[str, Any]]:
     """Firings claimed, not finished, whose lease ran out: a dead claimer's work."""
+    now = lease_now(conn, now)
     return [dict(r) for r in conn.execute(
         "SELECT key, machine, claimed_at, lease_until FROM fleet_once WHERE kind = ? "
         "AND done_at IS NULL AND lease_until IS NOT NULL AND lease_until < ? ORDER BY key",

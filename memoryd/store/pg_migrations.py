@@ -2,9 +2,10 @@
 (`memoryd.store.migrations`), with the same names, in PostgreSQL's own DDL. Each
 namespace is one schema, `memoryd_<namespace>`.
 
-The first daemon of a newer version migrates, holding an advisory lock on the schema's
-name so two daemons starting at once do not both try; a daemon that finds migrations it
-does not know (a newer memoryd migrated the shared store) refuses to write. A daemon
+The first daemon of a newer version migrates, holding a lock on the schema's own
+`_migrations` table so two daemons starting at once do not both try; a daemon that
+finds migrations it does not know (a newer memoryd migrated the shared store) refuses
+to write. A daemon
 that finds the schema current (the usual start) reads that without the lock, so a
 fleet's daemons do not queue behind each other, or behind a long migration's lock, to
 learn that there is nothing to do; only one with work to do takes the lock, and looks
@@ -368,28 +369,45 @@ def is_current(conn: Any, schema: str, known: list[str], extra: list[str]) -> bo
         "SELECT 1 FROM _extra_ddl WHERE digest = %s", (_digest(extra),)).fetchone() is not None
 
 
+def _create(conn: Any, stmt: Any) -> None:
+    """Run a CREATE two starting daemons may race on: the loser's duplicate error means
+    the object is there, which is all it wanted."""
+    import psycopg
+
+    try:
+        conn.execute(stmt)
+    except (psycopg.errors.DuplicateSchema, psycopg.errors.DuplicateTable,
+            psycopg.errors.UniqueViolation):
+        pass
+
+
 def migrate(conn: Any, schema: str, known: list[str] | None = None) -> list[str]:
     """Create or bring up to date the schema `schema` on `conn` (a psycopg connection in
     autocommit mode); returns the migrations applied. Raises StoreError when the schema
-    was migrated by a newer memoryd. A current schema is seen without the advisory lock;
-    the lock is taken only to migrate, and everything is looked at again under it."""
+    was migrated by a newer memoryd. A current schema is seen without the lock; the lock
+    is taken only to migrate, and everything is looked at again under it.
+
+    The lock is the namespace's own `_migrations` table, locked for one transaction that
+    applies every migration (all or none): only a role that may use the schema can take
+    it. An advisory lock's key (it was `hashtext('memoryd:<schema>')`) is a number any
+    role of the database can lock, and `pg_locks` shows it to all, so another namespace
+    could hold it and stop this one's daemons from starting (issue 28 item 6)."""
     from psycopg import sql
 
     known = NAMES if known is None else known
     extra = extra_ddl()
     if is_current(conn, schema, known, extra):
         return []
-    ident = sql.Identifier(schema)
-    key = f"memoryd:{schema}"
-    conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
-    try:
-        exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
-                              (schema,)).fetchone()
-        if not exists:
-            conn.execute(sql.SQL("CREATE SCHEMA {}").format(ident))
-        _use_schema(conn, schema)
-        conn.execute("CREATE TABLE IF NOT EXISTS _migrations "
-                     "(name text PRIMARY KEY, applied_at double precision NOT NULL)")
+    if not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
+                        (schema,)).fetchone():
+        _create(conn, sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+    _use_schema(conn, schema)
+    _create(conn, "CREATE TABLE IF NOT EXISTS _migrations "
+                  "(name text PRIMARY KEY, applied_at double precision NOT NULL)")
+    with conn.transaction():
+        # SHARE ROW EXCLUSIVE conflicts with itself: one migrator at a time, while the
+        # daemons that only read `_migrations` (is_current) go on
+        conn.execute("LOCK TABLE _migrations IN SHARE ROW EXCLUSIVE MODE")
         done = [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY name")]
         _refuse_newer(schema, done, known)
         applied = []
@@ -404,6 +422,4 @@ def migrate(conn: Any, schema: str, known: list[str] | None = None) -> list[str]
                              (name, time.time()))
             applied.append(name)
         install_extra(conn, extra)
-        return applied
-    finally:
-        conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+    return applied

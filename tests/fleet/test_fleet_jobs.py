@@ -14,6 +14,7 @@ from memoryd.jobs import JobQueue
 from memoryd.store import Store
 from memoryd.store.jobs import (
     claim_job,
+    lease_now,
     claim_once,
     enqueue_job,
     finish_job,
@@ -86,17 +87,21 @@ async def test_a_dead_machines_job_is_taken_over_when_its_lease_expires(tmp_path
     try:
         jid = await a.write(lambda c: add(c, "consolidate", "2026-11-23"))
         job = await a.write(lambda c: claim_job(c, 100.0, machine="a", lease_s=60))
-        assert job.id == jid and job.lease_until == 160.0
+        db_now = await a.read(lambda c: lease_now(c, 0.0))
+        # the lease is in the database's time (issue 28 item 7c), not the caller's 100.0
+        assert job.id == jid and 0 < job.lease_until - db_now <= 60
         # b's restart recovery leaves a's running job alone, and b cannot claim it yet
         await b.write(lambda c: recover_jobs(c, 110.0, 5, machine="b"))
         assert await b.write(lambda c: claim_job(c, 120.0, machine="b")) is None
-        assert await a.write(lambda c: renew_lease(c, jid, "a", 200.0))
+        assert await a.write(lambda c: renew_lease(c, jid, "a", 200.0, 60))
         assert await b.write(lambda c: claim_job(c, 170.0, machine="b")) is None
-        # a dies: no renewal; after its lease, b takes the job over
+        # a dies: no renewal; its lease runs out (on the database's clock)
+        await a.write(lambda c: c.execute(
+            "UPDATE jobs SET lease_until = lease_until - 3600 WHERE id = ?", (jid,)))
         took = await b.write(lambda c: claim_job(c, 201.0, machine="b"))
         assert took.id == jid and took.claimed_by == "b" and took.attempts == 2
         # a, come back late, may neither renew nor finish it
-        assert not await a.write(lambda c: renew_lease(c, jid, "a", 300.0))
+        assert not await a.write(lambda c: renew_lease(c, jid, "a", 300.0, 60))
         assert not await a.write(lambda c: finish_job(c, jid, {}, 202.0, "a"))
         assert await b.write(lambda c: finish_job(c, jid, {"ok": 1}, 203.0, "b"))
         done = await a.read(lambda c: get_job(c, jid))

@@ -83,3 +83,25 @@ async def test_issue_28_a_session_id_on_two_machines_is_addressable(tmp_path, pg
 
 async def _gone(c, word: str) -> bool:
     return await _found(c, word) == 0
+
+
+def test_issue_28_archived_sessions_of_one_id_on_two_machines_stay_two(tmp_path):
+    """The archive (retention's monthly files) keeps two machines' `chat` apart: both
+    machines' records of the same ids are kept, and a forget or restore of one machine's
+    takes only its records (and any archived before records named their machine)."""
+    from memoryd.consolidate import archive
+
+    def rec(machine: str | None, i: int) -> dict:
+        r = {"agent": "generic", "session_id": "chat", "record_id": f"m{i}",
+             "content": f"{machine} {i}"}
+        return r if machine is None else {**r, "machine": machine}
+
+    d = tmp_path / "archive"
+    assert archive.add(d, "2026-05", [rec("laptop", i) for i in range(3)]) == 3
+    assert archive.add(d, "2026-05", [rec("server", i) for i in range(3)]) == 3
+    archive.add(d, "2026-04", [rec(None, 9)])  # from before records named their machine
+    got = archive.take(d, "generic", "chat", remove=False, machine="server")
+    assert sorted(r["content"] for r in got) == ["None 9", "server 0", "server 1", "server 2"]
+    assert len(archive.take(d, "generic", "chat", remove=True, machine="laptop")) == 4
+    left = archive.take(d, "generic", "chat", remove=False)
+    assert sorted(r["content"] for r in left) == ["server 0", "server 1", "server 2"]

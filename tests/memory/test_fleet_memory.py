@@ -169,6 +169,9 @@ async def test_a_dead_claimers_firing_is_taken_over(tmp_path, pg_url):
         # and a live claimer's firing, still leased
         await a.store.write(lambda c: memory_docs.claim(
             c, "consolidate", f"day:{DAY}", "ghost", clock(), now - 300, 60))
+        # leases are in the database's time (issue 28 item 7c): the ghost's ran out there
+        await a.store.write(lambda c: c.execute(
+            "UPDATE fleet_once SET lease_until = lease_until - 3600 WHERE machine = 'ghost'"))
         await a.store.write(lambda c: memory_docs.claim(
             c, "consolidate", f"nightly:{DAY}", "alive", clock(), now, 600))
         assert not await a.consolidator.firings.claim(f"nightly:{DAY}")  # leased: theirs

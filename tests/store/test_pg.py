@@ -198,7 +198,7 @@ def test_a_second_daemon_starts_while_the_first_holds_a_write_on_units(tmp_path,
 
 async def test_issue_14_a_daemon_starts_while_another_holds_the_schema_lock(
         tmp_path, pg_url, memoryd_home):
-    """With the schema current, a starting daemon reads that without the advisory lock:
+    """With the schema current, a starting daemon reads that without the migration lock:
     a fleet's daemons do not queue behind each other (or behind one that holds the lock)
     to learn there is nothing to migrate. A schema that needs work still waits for it."""
     from memoryd.daemon import Daemon
@@ -209,8 +209,9 @@ async def test_issue_14_a_daemon_starts_while_another_holds_the_schema_lock(
 
     Store.open_sync(tmp_path / "first" / "memoryd.db",
                     target=StoreTarget(url=pg_url, namespace="team")).close_sync()
-    with short_dir() as d, psycopg.connect(pg_url, autocommit=True) as holder:
-        holder.execute("SELECT pg_advisory_lock(hashtext('memoryd:memoryd_team'))")
+    with short_dir() as d, psycopg.connect(pg_url) as holder:
+        # the migration lock: the namespace's own `_migrations` table (issue 28 item 6)
+        holder.execute("LOCK TABLE memoryd_team._migrations IN SHARE ROW EXCLUSIVE MODE")
         root = tmp_path / "src"
         root.mkdir()
         dm = Daemon(fleet_settings(root, d / "b.sock", pg_url, "b"),
@@ -231,7 +232,7 @@ async def test_issue_14_a_daemon_starts_while_another_holds_the_schema_lock(
             behind.join(1.0)
             waited = behind.is_alive()
         finally:
-            holder.execute("SELECT pg_advisory_unlock(hashtext('memoryd:memoryd_team'))")
+            holder.rollback()  # lets go of the lock
             behind.join(30)
             del pg_migrations.DDL["m999_next"]
         await start

@@ -670,7 +670,9 @@ class Daemon:
             # RSS now, idle releases run (memoryd.idle_release), re-execs (memoryd.reexec)
             "memory": {**RELEASE.status(), **self.reexec.status()},
             "watcher": {"batches": self.watcher.batches if self.watcher else 0,
-                        "errors": self.watcher.errors if self.watcher else 0},
+                        "errors": self.watcher.errors if self.watcher else 0,
+                        # why it polls where it could wait (no inotify instances/watches)
+                        "warning": self.watcher.warning if self.watcher else None},
             **extra,
             "consolidation": {
                 "enabled": s.summary.enabled and s.consolidate.enabled,

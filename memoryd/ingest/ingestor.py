@@ -416,10 +416,10 @@ class Ingestor:
             log.debug("adapter %s failed", adapter.agent, exc_info=True)
             batch.bad.append((batch.cursor.line_no, f"unexpected shape: {e!r}"))
             return
-        for rec in records:
-            self._add(rec, offset, batch)
+        for nth, rec in enumerate(records):
+            self._add(rec, offset, batch, nth)
 
-    def _add(self, rec: Record, offset: int, batch: Batch) -> None:
+    def _add(self, rec: Record, offset: int, batch: Batch, nth: int = 0) -> None:
         clean = self.redactor.clean
         content = clean(rec.content) or ""
         if not content.strip():
@@ -429,7 +429,9 @@ class Ingestor:
         # record needs no copy (`dataclasses.replace` cost about as much as the redaction)
         if not (content is rec.content and tool_args is rec.tool_args and title is rec.title):
             rec = dataclasses.replace(rec, content=content, tool_args=tool_args, title=title)
-        rid = rec.record_id or content_id(rec.role, rec.kind, rec.ts, content)
+        # no id of the agent's: the line's place (a file read again from the top after a
+        # rewrite derives the same ids, so nothing is stored twice)
+        rid = rec.record_id or content_id(rec.role, rec.kind, rec.ts, content, offset, nth)
         batch.items.append((rec, rid, offset))
 
     # -- writer thread ------------------------------------------------------------------

@@ -32,7 +32,7 @@ from memoryd.ingest.cursor import (
     is_continuation,
     window_hash,
 )
-from memoryd.ingest.detect import first_objects
+from memoryd.ingest.detect import AUTO_OBJECTS, look
 from memoryd.ingest.failures import Failures
 from memoryd.ingest.identity import claim_session, keep_session, move_cursor
 from memoryd.ingest.redact import Redactor
@@ -312,23 +312,28 @@ class Ingestor:
                                                            cursor.inode):
                 return None, None
             return adapters.for_agent(cursor.agent, path), cursor
+        # a file found to be no transcript that grew: looked at again from where the last
+        # look stopped (what was looked at is still no transcript's first line)
+        since = (cursor.offset if cursor is not None and cursor.inode == st.st_ino
+                 and cursor.offset <= st.st_size else 0)
         with open(path, "rb") as f:
             line, complete = first_line(f)
             if not line.strip() and not complete:
                 return None, None  # empty or still being created: wait for more
-            adapter = self._detect(path, root, agent, line)
+            adapter = None if since else self._detect(path, root, agent, line)
+            looked = since
             if adapter is None:
-                # a bad first line must not hide the transcript behind it: ask again
-                # with the first lines that are JSON objects
-                for obj_line in first_objects(f, self.max_line_bytes):
-                    if obj_line != line and (adapter := self._detect(path, root, agent,
-                                                                     obj_line)):
-                        break
+                # bad lines must not hide the transcript behind them: ask again with the
+                # lines that are JSON objects (a source named with its agent: every one
+                # in the look's window, as the user said what the files are)
+                adapter, looked = look(
+                    f, self.max_line_bytes, lambda obj: self._detect(path, root, agent, obj),
+                    start=since, objects=AUTO_OBJECTS if agent == "auto" else None)
         if adapter is None:
             if str(path) not in self._warned:
                 self._warned.add(str(path))
                 log.info("%s: not a transcript of a known agent, ignored", path)
-            return None, Cursor(str(path), str(root), None, size=st.st_size,
+            return None, Cursor(str(path), str(root), None, offset=looked, size=st.st_size,
                                 mtime_ns=st.st_mtime_ns, inode=st.st_ino,
                                 id=cursor.id if cursor else None, machine=self.store.machine)
         fresh = Cursor(str(path), str(root), adapter.agent, id=cursor.id if cursor else None,

@@ -711,10 +711,27 @@ class Daemon:
 
     def request_reload(self) -> None:
         async def reload() -> None:
+            old = self.settings
             self.settings = await asyncio.to_thread(reload_settings, self.settings,
                                                     self.load_settings)
+            if self.settings.watch != old.watch:
+                await self._apply_sources()
 
         self._spawn(reload(), "reload")
+
+    async def _apply_sources(self) -> None:
+        """Sources changed by SIGHUP take effect at once (the README's "apply at once";
+        they waited for the next reconciliation, 30 s later): status lists them, and a
+        scan queues their files and restarts the watch over the new set of roots."""
+        self._sources = configured_sources(self.settings, self.environ)
+        if self.watcher is None:
+            return
+        try:
+            await self.watcher.reconcile(urgent=True)
+        except StoreUnavailableError:
+            pass  # the reconciliation loop tries again
+        except Exception:
+            log.exception("reading the reloaded sources failed")
 
     def request_stop(self) -> None:
         _sdnotify.notify("STOPPING=1")

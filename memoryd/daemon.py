@@ -502,6 +502,7 @@ class Daemon:
 
     async def _backfill(self) -> None:
         assert self.watcher is not None and self.queue is not None
+        assert self.store is not None
         assert self.ingestor is not None
         t0 = time.monotonic()
         self._baseline = offsets(self.ingestor.seen)
@@ -517,6 +518,10 @@ class Daemon:
             logger.cancel()
         await self._refresh_backfill()
         self.backfill.finish()
+        try:  # what the backfill wrote is in the database: the WAL need not stay big
+            await self.store.truncate_wal()
+        except Exception:
+            log.warning("checkpoint after the backfill failed", exc_info=True)
         self.backfill_done = True
         log.info("backfill done: %d files read in %.1fs (%s)", queued, time.monotonic() - t0,
                  self.backfill.line())

@@ -518,14 +518,26 @@ class Daemon:
             logger.cancel()
         await self._refresh_backfill()
         self.backfill.finish()
-        try:  # what the backfill wrote is in the database: the WAL need not stay big
-            await self.store.truncate_wal()
-        except Exception:
-            log.warning("checkpoint after the backfill failed", exc_info=True)
+        await self._truncate_wal()
         self.backfill_done = True
+        self._spawn(self._truncate_wal(indexed=True), "wal-after-index")
         log.info("backfill done: %d files read in %.1fs (%s)", queued, time.monotonic() - t0,
                  self.backfill.line())
         await self._request_history("first start")  # history the crons do not cover
+
+    async def _truncate_wal(self, *, indexed: bool = False) -> None:
+        """What the backfill wrote is in the database: the WAL need not stay at its peak.
+        Once more when the index has caught up (its reads during the backfill may have
+        held frames back from the first)."""
+        assert self.store is not None
+        try:
+            if indexed:
+                await self.store.indexed()
+            await self.store.truncate_wal()
+        except StoreUnavailableError:
+            pass
+        except Exception:
+            log.warning("checkpoint after the backfill failed", exc_info=True)
 
     def _jobs_wait(self) -> bool:
         """Background jobs (summaries, one-liners) wait while the backfill runs and, on

@@ -203,7 +203,8 @@ class Ingestor:
                     batch = await asyncio.to_thread(self._read_batch, path, root, adapter,
                                                     cursor)
                 lag_trace.stage("read", len(batch.items))
-                added = await self.store.write(lambda c, b=batch: self._commit(c, adapter, b))
+                added = await self.store.write(lambda c, b=batch: self._commit_bounded(
+                    c, adapter, b))
                 lag_trace.stage("stored", sum(added.values()))
                 new += sum(added.values())
                 self._report(path, batch)
@@ -479,6 +480,14 @@ class Ingestor:
         for pk, w in writers.items():
             if n := w.flush():
                 added[pk] = n
+        return added
+
+    def _commit_bounded(self, conn: sqlite3.Connection, adapter: Adapter,
+                        batch: Batch) -> dict[int, int]:
+        """`_commit`, then the WAL cut back if a backfill's batches have grown it past its
+        bound (memoryd.store.db.bound_wal): it kept its peak size on disk."""
+        added = self._commit(conn, adapter, batch)
+        self.store.bound_wal(conn)
         return added
 
     def _report(self, path: Path, batch: Batch) -> None:

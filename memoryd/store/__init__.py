@@ -27,7 +27,7 @@ from memoryd.fleet.offline import RECENT_LIMIT, RecentHits
 from memoryd.index import SearchIndex
 from memoryd.store.compact import compact_if_due
 from memoryd.store.counters import fold_pg
-from memoryd.store.db import PAGE_SIZE, DBThread, SqliteRunner, connect, truncate_wal
+from memoryd.store.db import PAGE_SIZE, DBThread, SqliteRunner, bound_wal, connect, truncate_wal
 from memoryd.store.migrations import migrate
 from memoryd.store_target import StoreTarget
 
@@ -278,6 +278,12 @@ class Store:
 
             t.post(release)
             done.wait(5.0)  # a stopped thread (the daemon closing) never runs it
+
+    def bound_wal(self, conn: sqlite3.Connection) -> None:
+        """At the end of a write function (on the writer): the WAL is truncated once it
+        has grown past its bound (`memoryd.store.db.bound_wal`). SQLite mode only."""
+        if self.kind == "sqlite":
+            bound_wal(conn, self.path)
 
     async def truncate_wal(self) -> None:
         """Checkpoint and truncate the WAL now (after a backfill: what it wrote is in the

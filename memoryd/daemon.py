@@ -504,6 +504,7 @@ class Daemon:
 
     async def _backfill(self) -> None:
         assert self.watcher is not None and self.queue is not None
+        assert self.store is not None
         assert self.ingestor is not None
         t0 = time.monotonic()
         self._baseline = offsets(self.ingestor.seen)
@@ -519,10 +520,26 @@ class Daemon:
             logger.cancel()
         await self._refresh_backfill()
         self.backfill.finish()
+        await self._truncate_wal()
         self.backfill_done = True
+        self._spawn(self._truncate_wal(indexed=True), "wal-after-index")
         log.info("backfill done: %d files read in %.1fs (%s)", queued, time.monotonic() - t0,
                  self.backfill.line())
         await self._request_history("first start")  # history the crons do not cover
+
+    async def _truncate_wal(self, *, indexed: bool = False) -> None:
+        """What the backfill wrote is in the database: the WAL need not stay at its peak.
+        Once more when the index has caught up (its reads during the backfill may have
+        held frames back from the first)."""
+        assert self.store is not None
+        try:
+            if indexed:
+                await self.store.indexed()
+            await self.store.truncate_wal()
+        except StoreUnavailableError:
+            pass
+        except Exception:
+            log.warning("checkpoint after the backfill failed", exc_info=True)
 
     def _jobs_wait(self) -> bool:
         """Background jobs (summaries, one-liners) wait while the backfill runs and, on
@@ -672,7 +689,9 @@ class Daemon:
             # RSS now, idle releases run (memoryd.idle_release), re-execs (memoryd.reexec)
             "memory": {**RELEASE.status(), **self.reexec.status()},
             "watcher": {"batches": self.watcher.batches if self.watcher else 0,
-                        "errors": self.watcher.errors if self.watcher else 0},
+                        "errors": self.watcher.errors if self.watcher else 0,
+                        # why it polls where it could wait (no inotify instances/watches)
+                        "warning": self.watcher.warning if self.watcher else None},
             **extra,
             "consolidation": {
                 "enabled": s.summary.enabled and s.consolidate.enabled,
@@ -711,10 +730,27 @@ class Daemon:
 
     def request_reload(self) -> None:
         async def reload() -> None:
+            old = self.settings
             self.settings = await asyncio.to_thread(reload_settings, self.settings,
                                                     self.load_settings)
+            if self.settings.watch != old.watch:
+                await self._apply_sources()
 
         self._spawn(reload(), "reload")
+
+    async def _apply_sources(self) -> None:
+        """Sources changed by SIGHUP take effect at once (the README's "apply at once";
+        they waited for the next reconciliation, 30 s later): status lists them, and a
+        scan queues their files and restarts the watch over the new set of roots."""
+        self._sources = configured_sources(self.settings, self.environ)
+        if self.watcher is None:
+            return
+        try:
+            await self.watcher.reconcile(urgent=True)
+        except StoreUnavailableError:
+            pass  # the reconciliation loop tries again
+        except Exception:
+            log.exception("reading the reloaded sources failed")
 
     def request_stop(self) -> None:
         _sdnotify.notify("STOPPING=1")

@@ -23,6 +23,7 @@ daemon's CPU).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from watchfiles import Change
-from watchfiles._rust_notify import RustNotify
+from watchfiles._rust_notify import RustNotify, WatchfilesRustInternalError
 from watchfiles.main import _default_force_polling
 
 from memoryd import inotify_wake, lag_trace
@@ -50,6 +51,7 @@ CALM_S = 0.05  # a ring this long after the last batch is collected at the quick
 RING_WAIT_MS = 200  # a ring the notifier has nothing for (yet) is dropped after this
 QUIET_S = 60.0
 POLL_DELAY_MS = 300  # watchfiles' default, when polling is forced
+RESTART_MAX_S = 60.0  # the longest wait before a failing watch starts again
 
 
 class Watcher:
@@ -70,6 +72,8 @@ class Watcher:
         self._roots: tuple[Path, ...] = ()
         self.batches = 0
         self.errors = 0
+        self.warning: str | None = None  # why the watch polls where it could wait (status)
+        self._failures = 0  # the watch's failed starts in a row (its restart backs off)
         self._pending: set[asyncio.Task[None]] = set()
 
     def existing_roots(self) -> tuple[Path, ...]:
@@ -82,6 +86,7 @@ class Watcher:
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             self._restart.clear()
+            self.warning = None  # said again by this cycle if it still holds
             self._roots = await asyncio.to_thread(self.watch_roots)
             cycle = asyncio.Event()
             relay = asyncio.create_task(_set_when_any(cycle, stop, self._restart))
@@ -96,8 +101,9 @@ class Watcher:
                 # reconciliation (`watch.reconcile_seconds`)
                 async for changes in watch_changes(
                     self._roots, self._filter, debounce_ms=self._debounce_ms, stop=cycle,
-                    force_polling=self._force_polling,
+                    force_polling=self._force_polling, warn=self._warn,
                     ready=lambda: self._spawn(self._scan_after_start())):
+                    self._failures = 0  # the watch works: a later failure starts over
                     try:
                         self._handle(changes)
                     except Exception:  # a bad batch never stops the watch
@@ -105,12 +111,22 @@ class Watcher:
                         log.exception("watch batch failed")
             except Exception:
                 # a root vanished under the watch, or the OS refused: the next cycle
-                # (after the reconciliation notices) starts over
+                # (after the reconciliation notices) starts over, later each time it fails
+                # again (a traceback twice a second helps nobody), and the traceback once
                 self.errors += 1
-                log.warning("watch stopped, restarting", exc_info=True)
-                await asyncio.sleep(0.5)
+                self._failures += 1
+                delay = min(RESTART_MAX_S, 0.5 * 2 ** (self._failures - 1))
+                log.warning("watch stopped, restarting in %.1f s", delay,
+                            exc_info=self._failures == 1)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(cycle.wait(), delay)  # a stop or restart: now
             finally:
                 relay.cancel()
+
+    def _warn(self, text: str) -> None:
+        if text != self.warning:
+            log.warning("%s", text)
+        self.warning = text
 
     def _filter(self, change: Change, path: str) -> bool:
         for folder, changed in self._also.items():
@@ -191,6 +207,7 @@ async def watch_changes(roots: tuple[Path, ...], keep: Callable[[Change, str], b
                         quiet_s: float = QUIET_S, wake: bool = True,
                         quick_ms: int = QUICK_STEP_MS,
                         ready: Callable[[], None] | None = None,
+                        warn: Callable[[str], None] | None = None,
                         ) -> AsyncIterator[set[tuple[Change, str]]]:
     """Batches of changes under `roots` that `keep` accepts, until `stop` is set: the
     Rust notifier's watch in a thread. Where inotify answers (Linux, `wake` on) it rings
@@ -198,7 +215,9 @@ async def watch_changes(roots: tuple[Path, ...], keep: Callable[[Change, str], b
     ring is collected at `quick_ms` (a change after a calm of `CALM_S`: one appended
     line) or at the fast step (changes streaming in, gathered into fewer batches).
     Elsewhere the watch steps: fast while changes come, slow after `quiet_s` without.
-    `ready` is called once the notifier watches (every change from then on is seen)."""
+    `ready` is called once the notifier watches (every change from then on is seen).
+    Where the kernel is out of inotify instances or watches the notifier polls, and
+    `warn` is told why (status shows it)."""
     halt = threading.Event()  # what the notifier's thread polls, each step
     relay = asyncio.create_task(_set_threading_event(stop, halt))
     # a thread of its own: the watch blocks it for as long as the watch lasts
@@ -207,11 +226,27 @@ async def watch_changes(roots: tuple[Path, ...], keep: Callable[[Change, str], b
     fast = min(fast_ms, debounce_ms)
     polling = _default_force_polling(force_polling)
     bell = None
+    why: list[str] = []
     if wake and not polling:
-        bell = await loop.run_in_executor(pool, inotify_wake.arm, roots)
+        bell = await loop.run_in_executor(pool, inotify_wake.arm, roots, why)
+    if why:  # out of inotify instances or watches: the notifier's inotify would fail too
+        polling = True
+        if warn is not None:
+            warn(f"{why[0]}: the watch polls instead")
     try:
-        with RustNotify([str(r) for r in roots], False, polling, POLL_DELAY_MS, True,
-                        True) as notifier:
+        try:
+            notify = RustNotify([str(r) for r in roots], False, polling, POLL_DELAY_MS,
+                                True, True)
+        except (OSError, WatchfilesRustInternalError) as e:
+            if polling or isinstance(e, FileNotFoundError | PermissionError):
+                raise
+            # the kernel refused the notifier's inotify ("Too many open files", "OS file
+            # watch limit reached"): a limit reached after the doorbell was armed
+            notify = RustNotify([str(r) for r in roots], False, True, POLL_DELAY_MS, True,
+                                True)
+            if warn is not None:
+                warn(f"inotify refused ({e}): the watch polls instead")
+        with notify as notifier:
             step = _Step(notifier, pool, halt, keep, debounce_ms)
             if ready is not None:
                 ready()

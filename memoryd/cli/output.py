@@ -40,6 +40,10 @@ def render_status(s: dict[str, Any]) -> str:
         f"queue {s['queue_depth']}; lag "
         + (f"{s['ingest_lag_ms']:.0f} ms" if s.get("ingest_lag_ms") is not None else "-"),
     ]
+    srcs = s.get("sources") or []
+    lines += [f"source   {x['agent']} {x['path']}" for x in srcs if x.get("exists", True)]
+    if missing := sum(1 for x in srcs if not x.get("exists", True)):
+        lines.append(f"source   {missing} more not there yet (watched for)")
     if st := s.get("store"):
         where = st.get("path") if st["kind"] == "sqlite" and st.get("path") else st["url"]
         lines.append(f"truth    {st['kind']} {where}" + (

@@ -241,20 +241,31 @@ class SearchIndex(IndexReader):
         if self._indexer is not None:
             self._indexer.wake()
 
-    def is_caught_up(self, conn: sqlite3.Connection) -> bool:
+    def is_caught_up(self, conn: sqlite3.Connection, *, derived: bool = True) -> bool:
         """Everything committed to the database (as `conn` sees it) is searchable: the
-        newest unit is indexed and no change waits in `index_pending`. Two index seeks."""
+        newest unit is indexed and no change waits in `index_pending`. With `derived`
+        off, a derived change may wait (a one-liner: the unit is searchable meanwhile):
+        status' `caught_up`, which a one-liner job flipped back to false at rest with
+        nothing new stored. Two index seeks."""
         if self.state != "ready":
             return False
         top = conn.execute("SELECT coalesce(max(id), 0) FROM units").fetchone()[0]
         if top > self.upto:
             return False
-        return conn.execute("SELECT NOT EXISTS (SELECT 1 FROM index_pending WHERE id > ?)",
+        return conn.execute("SELECT NOT EXISTS (SELECT 1 FROM index_pending WHERE id > ?"
+                            + ("" if derived else " AND derived = 0") + ")",
                             (self.pending_done,)).fetchone()[0] == 1
+
+    def settled(self, conn: sqlite3.Connection) -> bool:
+        """Status' `caught_up`: `is_caught_up` letting derived changes wait. An index that
+        follows something else (the fleet's, its own `is_caught_up`) answers with that."""
+        if type(self).is_caught_up is not SearchIndex.is_caught_up:
+            return bool(self.is_caught_up(conn))
+        return self.is_caught_up(conn, derived=False)
 
     def status(self, conn: sqlite3.Connection) -> dict[str, Any]:
         out: dict[str, Any] = {"state": self.state, "units": self.docs(), "upto": self.upto,
-                               "caught_up": self.is_caught_up(conn),
+                               "caught_up": self.settled(conn),
                                "tail": len(self.tail),
                                "commits": getattr(self._indexer, "commits", 0),
                                "wakes": getattr(self._indexer, "wakes", 0)}

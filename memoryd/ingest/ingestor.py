@@ -32,7 +32,7 @@ from memoryd.ingest.cursor import (
     is_continuation,
     window_hash,
 )
-from memoryd.ingest.detect import first_objects
+from memoryd.ingest.detect import AUTO_OBJECTS, look
 from memoryd.ingest.failures import Failures
 from memoryd.ingest.identity import claim_session, keep_session, move_cursor
 from memoryd.ingest.redact import Redactor
@@ -203,7 +203,8 @@ class Ingestor:
                     batch = await asyncio.to_thread(self._read_batch, path, root, adapter,
                                                     cursor)
                 lag_trace.stage("read", len(batch.items))
-                added = await self.store.write(lambda c, b=batch: self._commit(c, adapter, b))
+                added = await self.store.write(lambda c, b=batch: self._commit_bounded(
+                    c, adapter, b))
                 lag_trace.stage("stored", sum(added.values()))
                 new += sum(added.values())
                 self._report(path, batch)
@@ -312,23 +313,28 @@ class Ingestor:
                                                            cursor.inode):
                 return None, None
             return adapters.for_agent(cursor.agent, path), cursor
+        # a file found to be no transcript that grew: looked at again from where the last
+        # look stopped (what was looked at is still no transcript's first line)
+        since = (cursor.offset if cursor is not None and cursor.inode == st.st_ino
+                 and cursor.offset <= st.st_size else 0)
         with open(path, "rb") as f:
             line, complete = first_line(f)
             if not line.strip() and not complete:
                 return None, None  # empty or still being created: wait for more
-            adapter = self._detect(path, root, agent, line)
+            adapter = None if since else self._detect(path, root, agent, line)
+            looked = since
             if adapter is None:
-                # a bad first line must not hide the transcript behind it: ask again
-                # with the first lines that are JSON objects
-                for obj_line in first_objects(f, self.max_line_bytes):
-                    if obj_line != line and (adapter := self._detect(path, root, agent,
-                                                                     obj_line)):
-                        break
+                # bad lines must not hide the transcript behind them: ask again with the
+                # lines that are JSON objects (a source named with its agent: every one
+                # in the look's window, as the user said what the files are)
+                adapter, looked = look(
+                    f, self.max_line_bytes, lambda obj: self._detect(path, root, agent, obj),
+                    start=since, objects=AUTO_OBJECTS if agent == "auto" else None)
         if adapter is None:
             if str(path) not in self._warned:
                 self._warned.add(str(path))
                 log.info("%s: not a transcript of a known agent, ignored", path)
-            return None, Cursor(str(path), str(root), None, size=st.st_size,
+            return None, Cursor(str(path), str(root), None, offset=looked, size=st.st_size,
                                 mtime_ns=st.st_mtime_ns, inode=st.st_ino,
                                 id=cursor.id if cursor else None, machine=self.store.machine)
         fresh = Cursor(str(path), str(root), adapter.agent, id=cursor.id if cursor else None,
@@ -416,10 +422,10 @@ class Ingestor:
             log.debug("adapter %s failed", adapter.agent, exc_info=True)
             batch.bad.append((batch.cursor.line_no, f"unexpected shape: {e!r}"))
             return
-        for rec in records:
-            self._add(rec, offset, batch)
+        for nth, rec in enumerate(records):
+            self._add(rec, offset, batch, nth)
 
-    def _add(self, rec: Record, offset: int, batch: Batch) -> None:
+    def _add(self, rec: Record, offset: int, batch: Batch, nth: int = 0) -> None:
         clean = self.redactor.clean
         content = clean(rec.content) or ""
         if not content.strip():
@@ -429,7 +435,9 @@ class Ingestor:
         # record needs no copy (`dataclasses.replace` cost about as much as the redaction)
         if not (content is rec.content and tool_args is rec.tool_args and title is rec.title):
             rec = dataclasses.replace(rec, content=content, tool_args=tool_args, title=title)
-        rid = rec.record_id or content_id(rec.role, rec.kind, rec.ts, content)
+        # no id of the agent's: the line's place (a file read again from the top after a
+        # rewrite derives the same ids, so nothing is stored twice)
+        rid = rec.record_id or content_id(rec.role, rec.kind, rec.ts, content, offset, nth)
         batch.items.append((rec, rid, offset))
 
     # -- writer thread ------------------------------------------------------------------
@@ -472,6 +480,14 @@ class Ingestor:
         for pk, w in writers.items():
             if n := w.flush():
                 added[pk] = n
+        return added
+
+    def _commit_bounded(self, conn: sqlite3.Connection, adapter: Adapter,
+                        batch: Batch) -> dict[int, int]:
+        """`_commit`, then the WAL cut back if a backfill's batches have grown it past its
+        bound (memoryd.store.db.bound_wal): it kept its peak size on disk."""
+        added = self._commit(conn, adapter, batch)
+        self.store.bound_wal(conn)
         return added
 
     def _report(self, path: Path, batch: Batch) -> None:

@@ -27,7 +27,7 @@ from memoryd.fleet.offline import RECENT_LIMIT, RecentHits
 from memoryd.index import SearchIndex
 from memoryd.store.compact import compact_if_due
 from memoryd.store.counters import fold_pg
-from memoryd.store.db import PAGE_SIZE, DBThread, SqliteRunner, connect
+from memoryd.store.db import PAGE_SIZE, DBThread, SqliteRunner, bound_wal, connect, truncate_wal
 from memoryd.store.migrations import migrate
 from memoryd.store_target import StoreTarget
 
@@ -268,6 +268,8 @@ class Store:
             def release(conn: sqlite3.Connection, done: threading.Event = done,
                         unmap: bool = t is not self._writer) -> None:
                 try:
+                    if not unmap:  # the writer: the WAL a burst of writing left goes
+                        truncate_wal(conn)  # too (it kept its peak size on disk)
                     conn.execute("PRAGMA shrink_memory")
                     if unmap:
                         _unmap(conn)
@@ -276,6 +278,18 @@ class Store:
 
             t.post(release)
             done.wait(5.0)  # a stopped thread (the daemon closing) never runs it
+
+    def bound_wal(self, conn: sqlite3.Connection) -> None:
+        """At the end of a write function (on the writer): the WAL is truncated once it
+        has grown past its bound (`memoryd.store.db.bound_wal`). SQLite mode only."""
+        if self.kind == "sqlite":
+            bound_wal(conn, self.path)
+
+    async def truncate_wal(self) -> None:
+        """Checkpoint and truncate the WAL now (after a backfill: what it wrote is in the
+        database file, and the WAL is not left at its peak). SQLite mode only."""
+        if self.kind == "sqlite":
+            await self.write(truncate_wal)
 
     async def close(self) -> None:
         await asyncio.to_thread(self.close_sync)

@@ -411,12 +411,20 @@ SEED_RUNS = (
     "JOIN memory_items i ON i.id = s.item_id WHERE i.made_by = 'daily-note' GROUP BY s.day")
 
 
+def m015_index_pending_derived(conn: sqlite3.Connection) -> None:
+    """A change queued for the index is marked `derived` when it only adds what memoryd
+    made from a unit (its one-liner): the unit was searchable before and still is, so the
+    index is caught up (`status.caught_up`) while one waits. Without the mark a one-liner
+    job flipped `caught_up` back to false at rest, with nothing new stored (issue 28)."""
+    conn.execute("ALTER TABLE index_pending ADD COLUMN derived INTEGER NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: list[Migration] = [m001_initial, m002_jobs_and_summaries, m003_units_id_session,
                                m004_memory_provenance, m005_tantivy_index,
                                m006_served_context_and_exclusions,
                                m007_fleet_machines, m008_memory_docs,
                                m009_counters, m010_memory_subject,
-                               m011_consolidation_runs]
+                               m011_consolidation_runs, m015_index_pending_derived]
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

@@ -278,6 +278,9 @@ DDL: dict[str, str | list[str]] = {
         FROM memory_item_sessions s JOIN memory_items i ON i.id = s.item_id
         WHERE i.made_by = 'daily-note' GROUP BY s.day
     """,
+    "m015_index_pending_derived": """
+        ALTER TABLE index_pending ADD COLUMN derived integer NOT NULL DEFAULT 0
+    """,
 }
 
 NAMES = [m.__name__ for m in SQLITE_MIGRATIONS]

@@ -208,7 +208,8 @@ def save_one_liners(conn: sqlite3.Connection, items: list[tuple[int, str, str, s
             sql += " AND one_liner_by = ?"
             args.append(only_if_by)
         if conn.execute(sql, args).rowcount:
-            conn.execute("INSERT INTO index_pending (unit_id) VALUES (?)", (uid,))
+            # derived: the unit stays searchable meanwhile (it keeps `caught_up` true)
+            conn.execute("INSERT INTO index_pending (unit_id, derived) VALUES (?, 1)", (uid,))
             n += 1
     return n
 

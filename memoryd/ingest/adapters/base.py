@@ -38,7 +38,10 @@ class Record:
 
     role: Role
     content: str
-    record_id: str = ""  # the agent's own id; "" -> the ingestor derives a content hash
+    # the agent's own id; "" -> the ingestor derives one from the content and the line's
+    # place in the file (its byte offset and the record's index in the line): a line
+    # without id or time is identified by where it is, so identical lines stay distinct
+    record_id: str = ""
     kind: Kind = "message"
     ts: float | None = None  # Unix seconds, UTC
     session_id: str | None = None  # None -> the file's default session (FileState["session_id"])

@@ -217,7 +217,9 @@ def call_record(
         role="assistant",
         kind="tool_call",
         content=render_call(tool, args),
-        record_id=cid or content_id(ts, "tool_call", tool, tool_args),
+        # no id and no time: "" (the ingestor identifies it by its place in the file:
+        # two identical calls are two calls)
+        record_id=cid or ("" if ts is None else content_id(ts, "tool_call", tool, tool_args)),
         ts=ts,
         session_id=state.get("session_id"),
         project=state.get("project"),
@@ -262,7 +264,8 @@ def result_record(
         role="tool",
         kind="tool_result",
         content=text,
-        record_id=f"result:{cid}" if cid else content_id(ts, "tool_result", tool, text),
+        record_id=f"result:{cid}" if cid else (
+            "" if ts is None else content_id(ts, "tool_result", tool, text)),
         ts=ts,
         session_id=state.get("session_id"),
         project=state.get("project"),

@@ -4,7 +4,9 @@ Format knowledge: the OpenAI Chat Completions message shape (`role`, `content` a
 a list of parts, `tool_calls[].function.{name, arguments}`, `tool_call_id`, `name`), as
 described in shared `docs/formats.md` §7, plus the optional keys the benchmark corpus
 `eval/data/lme-dev/<scope>/<session>.jsonl` uses: `id` (kept as the record id, e.g.
-"06f04340:0844dea6:0"), `timestamp` (naive = local time) and `cwd`.
+"06f04340:0844dea6:0"), `timestamp` (naive = local time) and `cwd`. Both are optional: a
+line with neither is identified by its place in the file (the ingestor's record id from
+its byte offset), so five identical "continue" lines are five messages.
 
 A file is claimed when its first line is such a message with none of the keys that mark
 another agent's dialect (`type`, `payload`, `uuid`, `_type`, ...), or a header object
@@ -85,11 +87,10 @@ class GenericAdapter:
         text = flatten(obj.get("content"))
         if text:
             line_id = obj.get("id")
-            rid = (
-                str(line_id)
-                if isinstance(line_id, str | int) and line_id != ""
-                else content_id(role, stamp, text)
-            )
+            if isinstance(line_id, str | int) and line_id != "":
+                rid = str(line_id)
+            else:  # no time either: "" (its place in the file identifies the line)
+                rid = "" if stamp is None else content_id(role, stamp, text)
             if role in ("user", "assistant"):
                 records.append(message_record(state, role, text, rid, ts=ts))
             else:

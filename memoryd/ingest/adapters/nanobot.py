@@ -10,7 +10,8 @@ with naive **local** timestamps: user / assistant (`tool_calls` -> tool calls) /
 (`tool_call_id`) -> tool result. Feb-2026 files keep only the final assistant text plus
 `tools_used` (kept in meta) and may leak the model's reasoning as a `...</think>` prefix,
 which is cut off; `reasoning_content` is dropped.
-No ids are written: a message's id is content_id(role, timestamp, content). There is no
+No ids are written: a message's id is content_id(role, timestamp, content) (a line
+without a timestamp: its place in the file, as the ingestor derives it). There is no
 session uuid either, so the session id is the file's path under the source root (two
 `cli_direct.jsonl` in two workspaces are two sessions), and the project is the workspace:
 the folder holding `sessions/`, else the file's folder.
@@ -95,7 +96,8 @@ def _text(
     tools = obj.get("tools_used")
     if isinstance(tools, list) and tools:
         meta["tools_used"] = [t for t in tools if isinstance(t, str)]
-    rid = content_id(role, obj.get("timestamp"), raw if isinstance(raw, str) else text)
+    stamp = obj.get("timestamp")  # without one, "": the line's place identifies it
+    rid = "" if stamp is None else content_id(role, stamp, raw if isinstance(raw, str) else text)
     return [message_record(state, role, text, rid, ts=ts, meta=meta)]
 
 

@@ -21,7 +21,7 @@ from memoryd.cli.memoryctl import main as memoryctl
 from memoryd.client import MemorydClient, peer_credentials
 from memoryd.errors import AlreadyRunningError
 from memoryd.paths import UnsafeDirectoryError, resolve_paths
-from tests.helpers import running_daemon, short_dir, wait_until
+from tests.helpers import running_daemon, short_dir
 
 ROOT = os.geteuid() == 0
 as_root = pytest.mark.skipif(not ROOT, reason="only root can run a process as another user")

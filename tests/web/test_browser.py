@@ -1,6 +1,6 @@
 """The web page in a real browser: Debian's Chromium driven by Playwright, against a
 live daemon on fixtures. Screenshots of each page go to .screenshots/ (gitignored);
-the main ones are copied by hand to docs/screenshots/ for the README.
+the README shows those of tests/web/test_screenshots.py, copied to docs/screenshots/.
 
 Skipped only when there is no Chromium and CI is unset; in CI a missing browser fails
 (.ci/run installs it)."""

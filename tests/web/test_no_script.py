@@ -16,6 +16,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(240),
               pytest.mark.asyncio(loop_scope="module")]
 
 PAGES = {"/": "Overview", "/search?q=数据库迁移": "Search", "/sessions": "Sessions",
+         "/timeline": "Timeline",
          "/memory": "Memory", "/context": "Context preview", "/served": "Context served"}
 LONG = "/home/u/" + "very-long-directory-name-without-a-break-" * 4 + "project"
 

@@ -16,6 +16,7 @@ PAGES = [("overview", "/", "Overview"),
          ("search", "/search?q=数据库迁移", "Search"),
          ("sessions", "/sessions", "Sessions"),
          ("session", f"/sessions/{CJK_SESSION}?agent=claude-code", None),
+         ("timeline", "/timeline", "Timeline"),
          ("memory", "/memory", "Memory"),
          ("context", f"/context?prompt=数据库迁移&cwd={CJK_CWD}", "Context preview"),
          ("served", "/served", "Context served")]

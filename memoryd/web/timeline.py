@@ -20,6 +20,7 @@ from memoryd.web.routes import WebDeps, render
 
 DAYS = 7
 LINE_CHARS = 200
+PER_DAY = 100  # sessions listed a day (the newest): a page stays readable and light
 
 
 def _midnight(d: date) -> float:
@@ -114,6 +115,7 @@ async def timeline(request: web.Request, deps: WebDeps, s: WebSession) -> web.Re
         return None if d is None else "/timeline?" + urlencode({**keep, "until": d.isoformat()})
 
     return render(request, "timeline.html", title="Timeline", form=form, **data,
+                  per_day=PER_DAY,
                   older_url=link(data["older"]), newer_url=link(data["newer"]),
                   project_url=lambda p: "/timeline?" + urlencode({**keep, "project": p}),
                   agent_url=lambda a: "/timeline?" + urlencode({**keep, "agent": a}))

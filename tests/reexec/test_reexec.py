@@ -167,11 +167,13 @@ def test_issue_11_a_backfill_over_the_threshold_reexecs_once_and_serves_througho
     assert last["pause_ms"] > 0 and last["at"] > 0
     assert "re-executed in place 1x to give back memory" in render_status(st)
     assert "memoryd_reexecs 1.0" in m.client.request("GET", "/metrics")
-    # the pollers did ask while no image served: calls begun after the old image began
-    # to stop and answered after the new one served, each waiting in the backlog
+    # the health poller, which asks from before the re-exec to after it, did ask while no
+    # image served: a call begun after the old image began to stop and answered after the
+    # new one served, waiting in the backlog. (The search poller starts only once this
+    # thread has read the log line: on a busy machine the pause can be over by then, so
+    # whether one of its calls spans the pause is the scheduler's luck, not memoryd's.)
     served_at = last["at"] + last["pause_ms"] / 1000
-    for p in (health, search):
-        assert any(last["at"] <= t0 < served_at <= t1 for t0, t1 in p.calls)
+    assert any(last["at"] <= t0 < served_at <= t1 for t0, t1 in health.calls)
     st = wait(lambda: (s := m.status())["caught_up"] and s, 60)
     assert st["units"] == 1200 and st["index"]["units"] == 1200
     assert st["ingest"]["units_this_run"] == 0  # nothing read twice

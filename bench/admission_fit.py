@@ -27,7 +27,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from memoryd.consolidate import scorer  # noqa: E402
-from memoryd.extractive import sentences  # noqa: E402
+from memoryd.summarize.extractive import sentences  # noqa: E402
 
 SHARED = Path(os.environ.get("MEMORYD_SHARED", "/work/shared"))
 DATA = SHARED / "eval" / "admission" / "data"

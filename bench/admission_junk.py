@@ -109,7 +109,7 @@ def main() -> int:
         for v, it in verdicts:
             if a.v or v is None:
                 print(f"  {'keep' if v else 'JUNK' if v is False else '????'}  {it[:150]}")
-    from memoryd.extractive import sentences
+    from memoryd.summarize.extractive import sentences
     every = [s for u in users for s in sentences(u or "")]
     raw = [judge(s, labels) for s in every]
     raw_junk = sum(v is not True for v in raw) / max(1, len(raw))

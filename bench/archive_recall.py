@@ -1,4 +1,4 @@
-"""What a search or a context pays to reach the archive (memoryd.archive_recall): the
+"""What a search or a context pays to reach the archive (memoryd.recall.archive): the
 time to scan archive files for a query's terms, against reading the same files without
 matching (the raw baseline, in the same run), at several archive sizes.
 
@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from memoryd import archive_recall  # noqa: E402
+from memoryd.recall import archive as archive_recall
 from memoryd.consolidate import archive  # noqa: E402
-from memoryd.retrieval import plan_query  # noqa: E402
+from memoryd.recall.retrieval import plan_query  # noqa: E402
 
 WORDS = ("the theme selector crash build test deploy config service port cache redis user "
          "tool file read write error fixed check 数据库 迁移 失败 脚本").split()

@@ -45,8 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness as h  # noqa: E402
 
 from memoryd.config import SummarySettings  # noqa: E402
-from memoryd.extractive import VERSION as EXTRACTIVE_VERSION  # noqa: E402
-from memoryd.extractive import one_liner  # noqa: E402
+from memoryd.summarize.extractive import VERSION as EXTRACTIVE_VERSION  # noqa: E402
+from memoryd.summarize.extractive import one_liner  # noqa: E402
 from memoryd.index import SearchIndex  # noqa: E402
 from memoryd.index.indexer import UNIT_ROWS, unit_docs  # noqa: E402
 from memoryd.index.schema import ANALYZER, build_analyzer, build_schema  # noqa: E402

@@ -33,10 +33,10 @@ import search as search_bench  # noqa: E402
 from busy import BusyLoad  # noqa: E402
 
 from memoryd.api import ContextRequest  # noqa: E402
-from memoryd.context import ContextBuilder  # noqa: E402
+from memoryd.recall.context import ContextBuilder  # noqa: E402
 from memoryd.memory import MemoryFile  # noqa: E402
 from memoryd.paths import resolve_paths  # noqa: E402
-from memoryd.retrieval import plan_query  # noqa: E402
+from memoryd.recall.retrieval import plan_query  # noqa: E402
 from memoryd.store import Store  # noqa: E402
 
 

@@ -2,7 +2,7 @@
 initdb + pg_ctl in a temporary directory), figures against a raw baseline in the same run.
 
 Measured today:
-- `migrate`: `python -m memoryd.store_migrate` (what `memoryctl store migrate` runs) copying
+- `migrate`: `python -m memoryd.move.migrate` (what `memoryctl store migrate` runs) copying
   a single-machine SQLite history into a fresh PostgreSQL namespace, units/s: a generated
   history of N units, or with `--store DIR` a built bench store (bench/bigstore.py, the 1M
   one; its database copied first, never written in place). Two floors in the same run,
@@ -136,9 +136,9 @@ def raw_into_schema(db: Path, url: str, batch: int = 2000) -> float:
     reading, rewriting references)."""
     import psycopg
 
-    from memoryd.migrate_ends import open_end, quote_col
+    from memoryd.move.ends import open_end, quote_col
     from memoryd.store.db import connect
-    from memoryd.store_target import StoreTarget
+    from memoryd.store.target import StoreTarget
 
     dst = open_end(url, StoreTarget(url=url, machine="bench"), db)
     dst_cols = {t: set(dst.columns(t)) for t in ("sessions", "files", "units")}
@@ -193,7 +193,7 @@ def migrate(units: int, store: Path | None = None) -> None:
         schema_s = raw_into_schema(db, server.url(server.create_database()))
         url = server.url(server.create_database())
         cpu0, t0 = server_cpu_s(server), time.perf_counter()
-        out = subprocess.run([sys.executable, "-m", "memoryd.store_migrate", "--home",
+        out = subprocess.run([sys.executable, "-m", "memoryd.move.migrate", "--home",
                               str(home), "--to", url], capture_output=True, text=True,
                              check=True, env={**os.environ})
         total_s = time.perf_counter() - t0

@@ -6,7 +6,7 @@ Uses the store `bigstore.py` builds (cached, same flags), copied for each run:
                 sessions are all idle and unsummarized): every `--sample-s` seconds for
                 `--first-start-s`, the summary jobs waiting (pending + running), the
                 process's CPU share and RSS. What the idle sweep queues is paced
-                (`memoryd.triggers.SWEEP_BATCH`), so the waiting jobs stay a handful.
+                (`memoryd.summarize.triggers.SWEEP_BATCH`), so the waiting jobs stay a handful.
   at rest       memoryd with automatic summaries off (`MEMORYD_AUTO_SUMMARY=0`, so the
                 backlog above does not run), once caught up: `--warm` searches and
                 `/v1/context` requests (so whatever loads on first use has loaded), then
@@ -191,7 +191,7 @@ RAW = textwrap.dedent("""
     sys.path.insert(0, {root!r})
     from memoryd.index.schema import ANALYZER, build_analyzer, build_schema
     from memoryd.index.query import text_query
-    from memoryd.retrieval import plan_query
+    from memoryd.recall.retrieval import plan_query
     db = sqlite3.connect({db!r})
     db.execute("SELECT count(*) FROM sessions").fetchone()
     ix = tantivy.Index.open({ix!r})
@@ -361,7 +361,7 @@ def self_backfill(args: argparse.Namespace) -> None:
                           f"search p50 {search_ms:.2f} ms, context p50 {context_ms:.2f} ms "
                           "(the first ones load what they need)")
                     mem = d.client.status()["memory"]
-                    if mem.get("reexecs"):  # memoryd.reexec: peak is the new image's
+                    if mem.get("reexecs"):  # memoryd.runtime.reexec: peak is the new image's
                         last = mem["last_reexec"]
                         print(f"  re-executed {mem['reexecs']}x: RSS before "
                               f"{last['rss_mb_before']} MB, pause (stopped -> serving) "
@@ -385,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sample-s", type=float, default=5.0)
     p.add_argument("--idle-s", type=float, default=90.0,
                    help="rest after the last request (memoryd lets go of what queries loaded "
-                        "60 s after the last one: memoryd.idle_release)")
+                        "60 s after the last one: memoryd.runtime.idle_release)")
     p.add_argument("--warm", type=int, default=50, help="searches and contexts before rest")
     p.add_argument("--skip-first-start", action="store_true")
     p.add_argument("--self-backfill", action="store_true",

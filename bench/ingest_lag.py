@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--trace", action="store_true",
                    help="run memoryd at DEBUG and print where an append's time went "
-                        "(memoryd.lag_trace stages)")
+                        "(memoryd.runtime.lag_trace stages)")
     args = p.parse_args(argv)
     if args.quick:
         args.appends = 60

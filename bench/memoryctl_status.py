@@ -1,9 +1,9 @@
 """Whole-process latency of `memoryctl status` (what a hook pays on every prompt).
 
 Runs `memoryctl --socket S status` as a fresh process N times against a live memoryd
-and prints p50/p99: through the installed entry point (`memoryd.cli.quick`: no argparse,
+and prints p50/p99: through the installed entry point (`memoryd.cli.memoryctl`: no argparse,
 no json; the daemon renders the text) and through the argparse path
-(`memoryd.cli.memoryctl`, what `status` took before), next to three raw baselines
+(`memoryd.cli.commands`, what `status` took before), next to three raw baselines
 measured in the same run: `python -c pass` and `python -S -c pass` (interpreter
 start-up with and without site, the floor) and a stdlib-only script that sends the same
 GET /v1/status over the socket. Goal (issue 11): p50 <= 60 ms whole process.
@@ -66,7 +66,7 @@ def main() -> None:
             # machine) would have it; the same for every command timed
             ctl = [str(Path(sys.executable).parent / "memoryctl"), "--socket", str(sock),
                    "status"]
-            full = [sys.executable, "-m", "memoryd.cli.memoryctl", "--socket", str(sock),
+            full = [sys.executable, "-m", "memoryd.cli.commands", "--socket", str(sock),
                     "status"]
             env = {**os.environ, "PYTHONPYCACHEPREFIX": str(Path(tmp) / "pycache")}
             env.pop("PYTHONDONTWRITEBYTECODE", None)

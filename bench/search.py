@@ -15,7 +15,7 @@ JSONL files for rg.
 Measured per query in a balanced rotating order, each query first run once untimed by raw
 and inproc so every side finds its pages in the OS cache (--cold skips that):
   raw      bare tantivy: the query memoryd builds, top 15 (this process)
-  inproc   memoryd.search.search(store, SearchRequest(...)) in this process
+  inproc   memoryd.recall.search.search(store, SearchRequest(...)) in this process
   socket   POST /v1/search to a memoryd subprocess serving the same database (MemorydClient;
            automatic summaries off unless --with-summaries)
   rg       `rg -i -F -c -e WORD ...` over the transcripts (a subprocess; --no-rg skips it)
@@ -47,8 +47,8 @@ from memoryd.api import SearchRequest  # noqa: E402
 from memoryd.index.query import text_query  # noqa: E402
 from memoryd.index.schema import build_analyzer, build_schema  # noqa: E402
 from memoryd.paths import resolve_paths  # noqa: E402
-from memoryd.retrieval import plan_query  # noqa: E402
-from memoryd.search import search  # noqa: E402
+from memoryd.recall.retrieval import plan_query  # noqa: E402
+from memoryd.recall.search import search  # noqa: E402
 from memoryd.store import Store  # noqa: E402
 
 IMPLS = ("raw", "inproc", "socket", "rg")

@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench import harness as h  # noqa: E402
-from memoryd import extractive  # noqa: E402
+from memoryd.summarize import extractive
 from memoryd.config import Settings, load_settings  # noqa: E402
 from memoryd.consolidate.clock import local_day, zone  # noqa: E402
 from memoryd.consolidate.service import Consolidator  # noqa: E402
@@ -45,7 +45,7 @@ from memoryd.ingest.ingestor import Ingestor  # noqa: E402
 from memoryd.ingest.redact import Redactor  # noqa: E402
 from memoryd.memory import MemoryFile  # noqa: E402
 from memoryd.store import Store  # noqa: E402
-from memoryd.summaries_service import Summaries  # noqa: E402
+from memoryd.summarize.service import Summaries  # noqa: E402
 from tests.fakes.llm_server import FakeLLM  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "sessions"

@@ -12,7 +12,7 @@ import os
 import sys
 
 # Only errno, os and sys at import (Python's start loads the last two): `memoryctl context`
-# and the hook (memoryd.cli.quick) talk through `open_unix` and `_exchange` on a raw
+# and the hook (memoryd.cli.memoryctl) talk through `open_unix` and `_exchange` on a raw
 # `_socket` and need neither json (which imports re), socket (enum), pathlib nor urllib;
 # each is imported where it is first used.
 TYPE_CHECKING = False  # typing costs ~6 ms to import; annotations are strings here

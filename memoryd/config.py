@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from memoryd.errors import ConfigError
-from memoryd.store_target import StoreTarget, check_namespace, check_url, masked_url
+from memoryd.store.target import StoreTarget, check_namespace, check_url, masked_url
 
 AgentName = Literal[
     "auto", "claude-code", "codex", "gemini-cli", "pi", "openclaw", "nanobot", "generic"
@@ -66,7 +66,7 @@ class ServerSettings(_Section):
     query_concurrency: int = Field(3, ge=1, le=64)
     query_backlog: int = Field(12, ge=0, le=1024)
     query_max_wait_s: float = Field(1.0, gt=0, le=300)
-    # after storing this many units, re-exec in place once at rest (memoryd.reexec); 0: never
+    # after storing this many units, re-exec in place once at rest (memoryd.runtime.reexec); 0: never
     reexec_after_units: int = Field(50_000, ge=0)
 
     @field_validator("tcp_host")

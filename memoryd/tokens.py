@@ -9,7 +9,7 @@ The encoder is loaded when a budget is first counted, not at start, and costs ~4
 tiktoken's Python dict of the 100k ranks (~14 MB, needed only to build the Rust encoder,
 so it is dropped at once) and the Rust encoder's own tables. It is built here rather than
 through `tiktoken.get_encoding`, whose registry would hold it for ever, so `release()`
-can let it go when the daemon rests (`memoryd.idle_release`); the next count reloads it.
+can let it go when the daemon rests (`memoryd.runtime.idle_release`); the next count reloads it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import re
 import threading
 from typing import Any
 
-from memoryd.idle_release import RELEASE
+from memoryd.runtime.idle_release import RELEASE
 
 log = logging.getLogger(__name__)
 

@@ -114,7 +114,7 @@ async def ctl(capsys: Any, sock: Path, *args: str, stdin: str | None = None,
     """memoryctl in-process against the daemon at `sock`: (exit code, stdout, stderr)."""
     import io
 
-    from memoryd.cli.memoryctl import main
+    from memoryd.cli.commands import main
 
     if stdin is not None:
         monkeypatch.setattr("sys.stdin", io.StringIO(stdin))

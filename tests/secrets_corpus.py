@@ -4,7 +4,7 @@
 values that must never come out). The values are fake but well-formed (the shapes
 gitleaks' and detect-secrets' rules describe), built here so that no scanner flags this
 file. `ORDINARY`: strings that must come out unchanged (git SHAs, UUIDs, base64 of
-normal content, paths, prose about passwords and tokens). Shared by tests/test_redact.py
+normal content, paths, prose about passwords and tokens). Shared by tests/redact/test_redact.py
 and tests/reliability/test_secrets.py.
 """
 

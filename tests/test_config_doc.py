@@ -7,7 +7,7 @@ import tomllib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memoryd.cli.memoryctl import main
+from memoryd.cli.commands import main
 from memoryd.config_doc import as_toml, default_config
 
 scalars = st.one_of(st.text(), st.integers(), st.booleans(),

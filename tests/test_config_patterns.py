@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from memoryd.cli.memoryctl import main
+from memoryd.cli.commands import main
 from memoryd.client import MemorydClient
 from tests.helpers import short_dir
 from tests.helpers import wait_until as wait

@@ -26,7 +26,7 @@ def test_memoryctl_help_matches_the_docs(monkeypatch):
 
     import pytest
 
-    from memoryd.cli.memoryctl import main
+    from memoryd.cli.commands import main
 
     monkeypatch.setenv("COLUMNS", "100")
     out = io.StringIO()

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from memoryd.cli.memoryctl import main as memoryctl
+from memoryd.cli.commands import main as memoryctl
 from tests.helpers import AsyncClient, running_daemon, short_dir, wait_for
 
 REPO_FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures" / "transcripts"
@@ -95,10 +95,10 @@ def test_memoryctl_imports_nothing_heavy():
     import subprocess
     import sys
 
-    code = ("import sys, memoryd.cli.memoryctl as m; "
+    code = ("import sys, memoryd.cli.commands as m; "
             "bad = [n for n in sys.modules if n.split('.')[0] in "
             "('litellm', 'aiohttp', 'watchfiles', 'pydantic', 'apscheduler', 'sqlite3') "
-            "or n.startswith(('memoryd.store', 'memoryd.watcher', 'memoryd.ingest', "
+            "or n.startswith(('memoryd.store', 'memoryd.ingest.watcher', 'memoryd.ingest', "
             "'memoryd.llm', 'memoryd.daemon'))]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout

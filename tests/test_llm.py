@@ -163,7 +163,7 @@ async def test_llm_daily_budget_is_hard_and_survives_restarts(fake_llm, store):
 
 
 def test_llm_is_not_imported_by_the_service_or_memoryctl():
-    code = ("import sys; import memoryd.summaries_service, memoryd.server.summaries_api, "
-            "memoryd.triggers, memoryd.jobs, memoryd.cli.memoryctl; "
+    code = ("import sys; import memoryd.summarize.service, memoryd.server.summaries_api, "
+            "memoryd.summarize.triggers, memoryd.jobs.queue, memoryd.cli.commands; "
             "assert 'litellm' not in sys.modules, 'litellm imported'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=30)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryd import __version__
-from memoryd.cli.memoryctl import (
+from memoryd.cli.commands import (
     EXIT_ERROR,
     EXIT_MISMATCH,
     EXIT_NOT_RUNNING,
@@ -208,7 +208,7 @@ def doctor(args: argparse.Namespace) -> int:
     """Each check prints ok / warn / FAIL with what to do; exit 1 if anything failed."""
     from memoryd.config import ConfigError, load_settings
     from memoryd.paths import MAX_SOCKET_PATH
-    from memoryd.sources import configured_sources
+    from memoryd.ingest.sources import configured_sources
 
     failed = False
 
@@ -311,7 +311,7 @@ def doctor(args: argparse.Namespace) -> int:
 
 
 def mcp(args: argparse.Namespace) -> int:
-    from memoryd.mcp_bridge import serve
+    from memoryd.cli.mcp import serve
 
     return serve(MemorydClient(socket_path(args)))
 

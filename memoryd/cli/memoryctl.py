@@ -1,403 +1,336 @@
-"""`memoryctl`: administer a running memoryd.
+"""memoryctl's entry point: `context`, `hook` and `status` answered without argparse.
 
-Starts fast: the commands that talk to the daemon import only the standard library,
-`memoryd.client` and `memoryd.paths` (never litellm, the store or the watcher); the
-local commands (`config`, `doctor`, `mcp`) import what they need when they run.
+An agent's hook runs `memoryctl hook` (or `memoryctl context`) on every prompt, so the
+whole process is on the prompt's path. Most of it is Python's start and imports:
+argparse (with re, gettext, enum), json (re), socket (enum), pathlib (re, urllib) and
+memoryctl's ~40 subparsers. This module imports none of them for the common forms of
+those two commands: it reads their few flags by hand, asks for the rendered block as
+text (`format=md`: no JSON to decode), writes the request's JSON itself (strings and
+integers only) and talks HTTP on a bare `_socket`. Anything else (other commands,
+`--help`, `--json`, an unknown or malformed flag) goes to `commands.main`, which
+parses it with argparse as before: same errors, same exit codes. `status` asks the
+daemon for its status rendered as text (`format=text`, by the same `render_status` the
+argparse path calls), so this process decodes no JSON either.
 """
 
-from __future__ import annotations
-
-import argparse
-import functools
 import os
 import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
 
-from memoryd import __version__
-from memoryd.cli import consolidation, history, jobs, output, quick, store
-from memoryd.client import ApiError, DaemonNotRunning, MemorydClient
-
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING, EXIT_MISMATCH = 0, 1, 2, 3, 4
-RANGE_TIMEOUT_S = 3600.0  # `run consolidate --since`: the daemon answers once every day is done
-
-# argparse translates its fixed strings ("options", "show this help message and exit")
-# through gettext on every parser and argument it makes, and gettext looks for catalogue
-# files on disk each time without remembering it found none: two thirds of building
-# memoryctl's ~40 subparsers, paid on every hook call. The locale does not change within
-# one run, so each string is looked up once.
-argparse._ = functools.cache(argparse._)  # type: ignore[attr-defined]
-
-TYPE_CHECKING = False  # typing costs ~6 ms to import; annotations are strings
+TYPE_CHECKING = False  # typing costs ~6 ms to import; annotations are strings here
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
+# `memoryctl ... | head`: the reader left. 128 + SIGPIPE, what a shell reports for git or
+# coreutils cut off the same way, so `set -o pipefail` scripts see memoryctl as they see
+# any other tool, and a cut-off listing is not mistaken for a complete one.
+EXIT_CLOSED_STDOUT = 141
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="memoryctl", description="Administer memoryd.")
-    p.add_argument("--socket", help="daemon socket (default: $MEMORYD_SOCKET, or the home's)")
-    p.add_argument("--home", help="the MEMORYD_HOME of the daemon to talk to")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--version", action="version", version=f"memoryctl {__version__}")
-    # --json is accepted after the command too (`memoryctl search x --json`)
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="machine-readable output")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND",
-                           parser_class=_with_parents(common))
-    sub.required = True
-
-    st = sub.add_parser("status", help="is the daemon up, what has it read")
-    st.add_argument("--watch", action="store_true",
-                    help="a live progress bar of the backfill until caught up")
-    st.add_argument("--interval", type=float, default=1.0, help="--watch refresh (seconds)")
-    s = sub.add_parser("search", help="full-text search over every transcript")
-    s.add_argument("query", nargs="+")
-    s.add_argument("--mode", choices=["or", "and"], default="or")
-    s.add_argument("-n", "--max-results", type=int, default=15)
-    s.add_argument("--agent")
-    s.add_argument("--project")
-    s.add_argument("--session", dest="session_id")
-
-    cx = sub.add_parser("context", help="what an agent should remember for QUERY")
-    cx.add_argument("query", nargs="*")
-    cx.add_argument("--session", dest="session_id")
-    cx.add_argument("--cwd", help="the agent's working directory (default: this one)")
-    cx.add_argument("--agent")
-    cx.add_argument("--budget", type=int, default=2000, help="tokens (default 2000)")
-    cx.add_argument("--format", choices=["md", "json"], default="md")
-    cx.add_argument("--include", help="comma list: long_term,session_summary,recalled,daily")
-    hk = sub.add_parser("hook", help="an agent hook: reads the hook's JSON on stdin, prints "
-                                     "context (never fails the agent)")
-    hk.add_argument("agent", choices=["claude-code"])
-    hk.add_argument("--budget", type=int, default=1500)
-
-    ss = sub.add_parser("sessions", help="list, show or forget sessions")
-    sss = ss.add_subparsers(dest="action", metavar="ACTION")
-    ls = sss.add_parser("list", help="sessions, newest first")
-    for a in (ss, ls):
-        a.add_argument("--agent")
-        a.add_argument("--project")
-        a.add_argument("--since", help="ISO date/time or Unix seconds")
-        a.add_argument("--limit", type=int, default=50)
-    show = sss.add_parser("show", help="one session and its messages")
-    show.add_argument("id", help="session id, or a unique prefix of it")
-    show.add_argument("--agent")
-    show.add_argument("--machine", help="in a fleet: the machine whose session it is")
-    show.add_argument("--messages", type=int, default=20, help="how many messages to print")
-    fg = sss.add_parser("forget", help="delete a session everywhere")
-    fg.add_argument("id")
-    fg.add_argument("--agent")
-    fg.add_argument("--machine", help="in a fleet: the machine whose session it is")
-    fg.add_argument("--yes", action="store_true", help="do not ask")
-
-    m = sub.add_parser("memory", help="the long-term memory file (MEMORY.md)")
-    ms = m.add_subparsers(dest="action", metavar="ACTION")
-    ms.required = True
-    ms.add_parser("show", help="print MEMORY.md with line numbers")
-    add = ms.add_parser("add", help="add an entry (items separated by '；' or newlines)")
-    add.add_argument("content", nargs="+")
-    add.add_argument("--source", default="manual")
-    rm = ms.add_parser("rm", help="delete entries by line number")
-    rm.add_argument("lines", nargs="+", type=int)
-    rc = ms.add_parser("recent", help="the newest entries")
-    rc.add_argument("-n", "--count", type=int, default=10)
-    ms.add_parser("stats", help="entries per source, date range")
-    se = ms.add_parser("search", help="entries containing keywords")
-    se.add_argument("keywords", nargs="+")
-    se.add_argument("--mode", choices=["or", "and"], default="or")
-    se.add_argument("-n", "--max-results", type=int, default=15)
-    ms.add_parser("edit", help="open MEMORY.md in $EDITOR; replace it if changed")
-
-    r = sub.add_parser("run", help="run a job now (see `memoryctl run --list`)")
-    r.add_argument("job", nargs="?")
-    r.add_argument("--list", action="store_true", help="list the jobs")
-    r.add_argument("--session", help="session id, for session jobs")
-    r.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
-    consolidation.add_parsers(sub, r, ms, sss, s)
-    sub.add_parser("reindex", help="rebuild the search index from the database, in the "
-                   "background (search scans recent units meanwhile)")
-    r.add_argument("--wait", action="store_true", help="return once the job is done")
-    ing = sub.add_parser("ingest", help="read a file or folder now")
-    ing.add_argument("path")
-    ing.add_argument("--agent", default="auto")
-    ing.add_argument("--wait", action="store_true", help="return once it has been read")
-
-    cfg = sub.add_parser("config", help="show, locate, print or check the configuration")
-    cfg.add_argument("action", choices=["show", "path", "default", "check"])
-    cfg.add_argument("--config", type=Path, help="config file (default: the home's)")
-    lg = sub.add_parser("logs", help="the daemon's log")
-    lg.add_argument("-f", "--follow", action="store_true")
-    lg.add_argument("-n", "--lines", type=int, default=50)
-    sub.add_parser("version", help="client and daemon versions")
-    b = sub.add_parser("backup", help="a consistent copy of the database")
-    b.add_argument("file")
-    sub.add_parser("doctor", help="check config, dirs, permissions, socket, sources, LLM")
-    sub.add_parser("mcp", help="serve the memory tools over MCP (stdio)")
-    op = sub.add_parser("open", help="open the web page (prints a one-time login link)")
-    op.add_argument("--no-browser", action="store_true", help="only print the link")
-    history.add_parsers(sub)
-    jobs.add_parsers(sub)
-    store.add_parsers(sub)
-    sv = sub.add_parser("service", help="run memoryd as a systemd user service / LaunchAgent")
-    sv.add_argument("action", choices=["install", "uninstall", "status"])
-    sv.add_argument("--dry-run", action="store_true",
-                    help="print the file and the systemctl/launchctl commands; change nothing")
-    return p
+GLOBAL = {"--socket": "socket", "--home": "home"}
+CONTEXT = {"--session": "session_id", "--cwd": "cwd", "--agent": "agent",
+           "--budget": "budget", "--format": "format", "--include": "include"}
+HOOK = {"--budget": "budget"}
+HOOK_AGENTS = ("claude-code",)
 
 
-def _with_parents(common: argparse.ArgumentParser) -> type[argparse.ArgumentParser]:
-    class Parser(argparse.ArgumentParser):
-        def __init__(self, **kw: Any) -> None:
-            kw.setdefault("parents", [common])
-            super().__init__(**kw)
-
-    return Parser
-
-
-def socket_path(args: argparse.Namespace) -> Path:
-    if args.socket:
-        return Path(args.socket)
-    if os.environ.get("MEMORYD_SOCKET"):
-        return Path(os.environ["MEMORYD_SOCKET"])
-    from memoryd.paths import resolve_paths
-
-    paths = resolve_paths(args.home)
-    return _configured_socket(paths.config_file) or paths.socket
-
-
-def _configured_socket(config: Path) -> Path | None:
-    sock = quick.configured_socket(str(config))
-    return Path(sock) if sock else None
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    local = LOCAL.get(args.command)
-    if local is not None:
-        from memoryd.cli import admin
-
-        return int(getattr(admin, local)(args))
-    if args.command == "store":
-        return store.main(args)
-    client = MemorydClient(socket_path(args))
-    if args.command == "hook":
-        return int(cmd_hook(args, client))  # type: ignore[arg-type]
+def main(argv: "Sequence[str] | None" = None) -> int:
+    """The console script. A reader that leaves early (`| head`) ends memoryctl quietly
+    with EXIT_CLOSED_STDOUT; it is not the daemon's fault and says nothing about it."""
     try:
-        return run(args, client)
-    except DaemonNotRunning as e:
-        print(f"memoryctl: {e}", file=sys.stderr)
-        return EXIT_NOT_RUNNING
-    except ApiError as e:
-        where = f" ({e.field})" if e.field else ""
-        print(f"memoryctl: {e.message}{where}", file=sys.stderr)
-        return EXIT_USAGE if e.status == 400 else EXIT_ERROR
-    except (OSError, TimeoutError) as e:
-        if isinstance(e, BrokenPipeError) and quick.stdout_closed():
-            raise  # the reader of our output left (`| head`): quick.main ends quietly
-        print(f"memoryctl: cannot talk to memoryd at {client.socket_path}: {e}", file=sys.stderr)
-        return EXIT_ERROR
+        code = dispatch(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+    except BrokenPipeError:
+        if not stdout_closed():
+            raise
+        return closed_stdout()
+    return code
 
 
-# commands that run in this process without (necessarily) a daemon: name -> admin function
-LOCAL = {"config": "config", "logs": "logs", "version": "version", "doctor": "doctor",
-         "mcp": "mcp", "service": "service"}
+def stdout_closed() -> bool:
+    """True when stdout is a pipe or socket whose reader has gone: poll reports an error
+    or hang-up on the writing end (Linux: POLLERR; macOS and the BSDs: POLLHUP)."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # replaced or closed by a caller
+        return False
+    p = select.poll()
+    p.register(fd, select.POLLOUT)
+    return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in p.poll(0))
 
 
-def run(args: argparse.Namespace, client: MemorydClient) -> int:
-    handler = COMMANDS[args.command]
-    result = handler(args, client)
-    if isinstance(result, int):
-        return result
-    data, render = result
-    if args.json:
-        output.emit_json(data)
+def closed_stdout() -> int:
+    """Point stdout at /dev/null (the interpreter flushes it at exit, which would raise
+    again and print a traceback) and give the exit code."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return EXIT_CLOSED_STDOUT
+
+
+def dispatch(argv: "Sequence[str] | None" = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    got = parse(args)
+    if got is not None:
+        if got["command"] == "hook":
+            return hook(got)
+        if got["command"] == "status":
+            return status(got)
+        return context(got)
+    from memoryd.cli.commands import main as full
+
+    return full(args)
+
+
+def parse(argv: "list[str]") -> "dict[str, Any] | None":
+    """The options of `[--socket S] [--home H] context|hook|status ...`, or None for
+    anything this module leaves to argparse."""
+    out: "dict[str, Any]" = {"words": []}
+    i = 0
+    while i < len(argv) and argv[i] in GLOBAL:  # options before the command
+        if i + 1 >= len(argv):
+            return None
+        out[GLOBAL[argv[i]]] = argv[i + 1]
+        i += 2
+    if i >= len(argv) or argv[i] not in ("context", "hook", "status"):
+        return None
+    out["command"] = cmd = argv[i]
+    if cmd == "status":  # --watch, --json, --help and the rest: argparse's
+        return out if i + 1 == len(argv) else None
+    flags = CONTEXT if cmd == "context" else HOOK
+    rest = argv[i + 1:]
+    j = 0
+    while j < len(rest):
+        a = rest[j]
+        if a == "--":
+            out["words"] += rest[j + 1:]
+            break
+        if a.startswith("-") and a != "-":
+            if a not in flags or j + 1 >= len(rest):
+                return None  # --help, --json, --flag=value, abbreviations: argparse's
+            out[flags[a]] = rest[j + 1]
+            j += 2
+            continue
+        out["words"].append(a)
+        j += 1
+    if "budget" in out:
+        try:
+            out["budget"] = int(out["budget"])
+        except ValueError:
+            return None
+    if cmd == "context":
+        if out.get("format", "md") != "md":
+            return None
+    elif len(out["words"]) != 1 or out["words"][0] not in HOOK_AGENTS:
+        return None
+    return out
+
+
+def socket_path(opts: "dict[str, Any]") -> str:
+    """--socket, $MEMORYD_SOCKET, the config's [server] socket, or the home's default."""
+    if opts.get("socket"):
+        return str(opts["socket"])
+    if os.environ.get("MEMORYD_SOCKET"):
+        return os.environ["MEMORYD_SOCKET"]
+    got = plain_dirs(opts.get("home"), os.environ)
+    if got is None:  # anything unusual: memoryd.paths decides (pathlib, platformdirs)
+        from memoryd.paths import resolve_paths
+
+        paths = resolve_paths(opts.get("home"))
+        config, sock = str(paths.config_file), str(paths.socket)
     else:
-        print(render(data))
+        config, sock = got
+    return configured_socket(config) or sock
+
+
+def plain_dirs(home: "str | None", environ: "Any") -> "tuple[str, str] | None":
+    """(config file, default socket) as `memoryd.paths.resolve_paths` places them, from
+    strings alone, for the usual cases: a home (--home, $MEMORYD_HOME), or Linux's XDG
+    defaults. None for the rest (another OS, a relative $HOME, a path Path would
+    normalize), which the caller leaves to `memoryd.paths`. Importing memoryd.paths costs
+    dataclasses (inspect, re), pathlib and platformdirs (tempfile, shutil, fnmatch): more
+    than the rest of this process's imports together. Tested equal to resolve_paths."""
+    home = home or environ.get("MEMORYD_HOME")
+    if home:
+        h = os.path.expanduser(home)
+        h = h if h.startswith("/") else os.getcwd() + "/" + h
+        return _plain(h + "/config/config.toml", h + "/run/memoryd.sock")
+    if not sys.platform.startswith("linux") or hasattr(sys, "getandroidapilevel") \
+            or "ANDROID_DATA" in environ or not environ.get("HOME", "/").startswith("/"):
+        return None
+    config = _xdg(environ, "XDG_CONFIG_HOME", "~/.config")
+    state = _xdg(environ, "XDG_STATE_HOME", "~/.local/state")
+    base = environ.get("XDG_RUNTIME_DIR")
+    run = base + "/memoryd" if base and os.path.isdir(base) and os.access(base, os.W_OK) \
+        else state
+    return _plain(config + "/config.toml", run + "/memoryd.sock")
+
+
+def _xdg(environ: "Any", name: str, default: str) -> str:
+    base = environ.get(name, "")
+    return (base if base.startswith("/") else os.path.expanduser(default)) + "/memoryd"
+
+
+def _plain(config: str, sock: str) -> "tuple[str, str] | None":
+    """Both paths when str(Path(p)) is the same string for each, else None."""
+    for p in (config, sock):
+        if not p.startswith("/") or "//" in p or "/./" in p or "/../" in p:
+            return None
+    return config, sock
+
+
+def configured_socket(config: str) -> "str | None":
+    if not os.path.exists(config):
+        return None
+    import tomllib
+
+    try:
+        with open(config, "rb") as f:
+            sock = tomllib.load(f).get("server", {}).get("socket")
+    except (OSError, ValueError):
+        return None
+    return os.path.expanduser(sock) if isinstance(sock, str) else None
+
+
+def context(opts: "dict[str, Any]") -> int:
+    cwd = os.path.abspath(opts.get("cwd") or os.getcwd())
+    body = {"query": " ".join(opts["words"]) or None, "session_id": opts.get("session_id"),
+            "cwd": cwd, "agent": opts.get("agent"), "budget_tokens": opts.get("budget", 2000),
+            "include": opts.get("include"), "client": "memoryctl", "format": "md"}
+    path = socket_path(opts)
+    try:
+        status, text = post_context(path, body, timeout=30.0)
+    except UnicodeEncodeError:  # an argument that is not text (undecodable bytes)
+        from memoryd.cli.commands import main as full
+
+        return full(["--socket", path, "context", *_context_argv(opts)])
+    except OSError as e:
+        return _no_daemon(path, e)
+    if status >= 400:
+        return _api_error(status, text)
+    if text:
+        sys.stdout.write(text + "\n")
     return EXIT_OK
 
 
-Result = "int | tuple[Any, Callable[[Any], str]]"  # a string: typing is not imported
+def _context_argv(opts: "dict[str, Any]") -> "list[str]":
+    out = []
+    for flag, key in CONTEXT.items():
+        if key in opts:
+            out += [flag, str(opts[key])]
+    return [*out, "--", *opts["words"]]
 
 
-def cmd_status(args: argparse.Namespace, c: MemorydClient) -> Result:
-    if args.watch and not args.json:
-        from memoryd.cli.progress import watch
-
-        return watch(c, max(0.1, args.interval))
-    return c.status(), output.render_status
-
-
-def cmd_search(args: argparse.Namespace, c: MemorydClient) -> Result:
-    if args.archive:
-        found = consolidation.archive_search(c, " ".join(args.query), args.max_results,
-                                             args.agent)
-        return found  # type: ignore[no-any-return]
-    data = c.search(query=" ".join(args.query), mode=args.mode, max_results=args.max_results,
-                    agent=args.agent, project=args.project, session_id=args.session_id)
-    return data, output.render_search
-
-
-def cmd_context(args: argparse.Namespace, c: MemorydClient) -> Result:
-    body = {"query": " ".join(args.query) or None, "session_id": args.session_id,
-            "cwd": str(Path(args.cwd or os.getcwd()).absolute()), "agent": args.agent,
-            "budget_tokens": args.budget, "include": args.include, "client": "memoryctl"}
-    data = c.request("POST", "/v1/context", {k: v for k, v in body.items() if v is not None})
-    if args.format == "json" or args.json:
-        output.emit_json(data)
-    elif data["rendered"]:
-        print(data["rendered"])
-    return EXIT_OK
-
-
-def cmd_hook(args: argparse.Namespace, c: MemorydClient) -> Result:
+def hook(opts: "dict[str, Any]") -> int:
     """Claude Code SessionStart / UserPromptSubmit: whatever goes wrong (no daemon, bad
     input), print nothing and exit 0 so the agent carries on without memory."""
-    import json
-
     try:
+        import json
+
         event = json.load(sys.stdin)
         prompt = event.get("prompt") if event.get("hook_event_name") == "UserPromptSubmit" \
             else None
-        body = {"query": prompt, "session_id": event.get("session_id"), "agent": args.agent,
-                "cwd": event.get("cwd") or os.getcwd(), "budget_tokens": args.budget,
-                "client": "hook"}
-        c.timeout = 5.0
-        data = c.request("POST", "/v1/context", {k: v for k, v in body.items() if v})
-        if data.get("rendered"):
-            print(data["rendered"])
+        body = {"query": prompt, "session_id": event.get("session_id"),
+                "agent": opts["words"][0], "cwd": event.get("cwd") or os.getcwd(),
+                "budget_tokens": opts.get("budget", 1500), "client": "hook", "format": "md"}
+        status, text = post_context(socket_path(opts), {k: v for k, v in body.items() if v},
+                                    timeout=5.0)
+        if status >= 400:
+            raise RuntimeError(f"memoryd answered {status}: {text[:200]}")
+        if text:
+            sys.stdout.write(text + "\n")
     except Exception as e:  # fail open: memory is a bonus, never a blocker
         if os.environ.get("MEMORYD_HOOK_DEBUG"):
             print(f"memoryctl hook: {e}", file=sys.stderr)
     return EXIT_OK
 
 
-def cmd_sessions(args: argparse.Namespace, c: MemorydClient) -> Result:
-    action = args.action or "list"
-    if action == "list":
-        return c.sessions(agent=args.agent, project=args.project, since=args.since,
-                          limit=args.limit), output.render_sessions
-    if action == "summarize":
-        return consolidation.cmd_summarize(args, c)  # type: ignore[no-any-return]
-    if action == "show":
-        if args.messages < 0:
-            print("memoryctl: --messages must be 0 or more", file=sys.stderr)
-            return EXIT_USAGE
-        data = c.session(args.id, args.agent, args.machine)  # resolves a unique prefix
-        data["messages"] = c.messages(data["session_id"], agent=data["agent"],
-                                      machine=data.get("machine"), after_seq=max(
-            0, data["units"] - args.messages), limit=args.messages)["messages"] \
-            if args.messages else []
-        return data, output.render_session
-    sid, agent = args.id, args.agent
-    if not args.yes:  # name the session a prefix stands for, and forget that one
-        s = c.session(sid, agent, args.machine)
-        sid, agent = s["session_id"], s["agent"]
-        if (no := history.refused(f"Forget {agent} session {sid} ({s['units']} units) "
-                                  "everywhere? This cannot be undone [y/N] ")) is not None:
-            return no
-    data = c.forget(sid, agent, args.machine)
-    return data, lambda d: f"forgot {d['agent']} session {d['session_id']} " \
-                           + (f"of {d['machine']} " if d.get("machine") else "") + \
-                           f"({d['units_deleted']} units)" + (
-        f"; {len(d.get('memory_items_removed', []))} MEMORY.md items and "
-        f"{len(d.get('daily_lines_removed', []))} daily-note lines "
-        f"({len(d.get('history_lines_removed', []))} in HISTORY.md) only it stood behind "
-        "removed" if d.get("memory_items_removed") or d.get("daily_lines_removed")
-        or d.get("history_lines_removed") else "")
+def status(opts: "dict[str, Any]") -> int:
+    """`memoryctl status`: the daemon renders it (`GET /v1/status?format=text`)."""
+    path = socket_path(opts)
+    try:
+        code, ctype, text = exchange(path, "GET", "/v1/status?format=text", None,
+                                     timeout=30.0)
+    except OSError as e:
+        return _no_daemon(path, e)
+    if code >= 400:
+        return _api_error(code, text)
+    if not ctype.startswith("text/plain"):  # a daemon from before format=text: JSON
+        from memoryd.cli.commands import main as full
 
-
-def cmd_memory(args: argparse.Namespace, c: MemorydClient) -> Result:
-    a = args.action
-    if a == "show":
-        return c.memory(), output.render_memory
-    if a == "add":
-        data = c.memory_add(" ".join(args.content), args.source)
-        return data, lambda d: (f"already there, line {d['line']}" if d.get("duplicate")
-                                else f"added as line {d['line']} ({d['total']} entries)")
-    if a == "rm":
-        return c.memory_delete(args.lines), lambda d: f"deleted; {d['total']} entries left"
-    if a == "recent":
-        return c.memory_recent(args.count), output.render_memory_entries
-    if a == "stats":
-        return c.memory_stats(), output.render_memory_stats
-    if a == "why":
-        return c.request("GET", f"/v1/memory/why/{args.line}"), consolidation.render_why
-    if a == "search":
-        return c.memory_search(args.keywords, args.mode, args.max_results), \
-            output.render_memory_search
-    from memoryd.cli import admin
-
-    return admin.edit_memory(c)
-
-
-def cmd_run(args: argparse.Namespace, c: MemorydClient) -> Result:
-    if args.list or not args.job:
-        return c.request("GET", "/v1/jobs"), jobs.render_list
-    params: dict[str, Any] = consolidation.job_params(args)
-    if args.session:
-        params["session_id"] = args.session
-    for kv in args.param:
-        k, sep, v = kv.partition("=")
-        if not sep:
-            print(f"memoryctl: --param {kv}: expected KEY=VALUE", file=sys.stderr)
-            return EXIT_USAGE
-        params[k] = v
-    if "since" in params:  # a range is consolidated before the answer: days, not seconds
-        c.timeout = max(c.timeout, RANGE_TIMEOUT_S)
-    data = c.run_job(args.job, params)
-    job_id = (data.get("result") or {}).get("job_id")
-    if args.wait and job_id is not None and data["result"].get("state") not in ("done",
-                                                                               "failed"):
-        data["waited"] = jobs.wait_job(c, int(job_id))
-    if (data.get("waited") or data.get("result") or {}).get("state") == "failed":
-        print(jobs.render_run(data))
-        return EXIT_ERROR
-    return data, lambda d: consolidation.render_run(d) or jobs.render_run(d)
-
-
-def cmd_reindex(args: argparse.Namespace, c: MemorydClient) -> Result:
-    return c.run_job("reindex", {}), output.render_job
-
-
-def cmd_ingest(args: argparse.Namespace, c: MemorydClient) -> Result:
-    path = str(Path(args.path).expanduser().absolute())
-    data = c.ingest(path, agent=args.agent, wait=args.wait)
-    return data, output.render_ingest
-
-
-def cmd_backup(args: argparse.Namespace, c: MemorydClient) -> Result:
-    data = c.backup(str(Path(args.file).expanduser().absolute()))
-    return data, lambda d: f"wrote {d['path']} ({d['bytes']} bytes)"
-
-
-def cmd_open(args: argparse.Namespace, c: MemorydClient) -> Result:
-    """A one-time login link minted by the daemon (over the socket), printed, and opened
-    in a browser when there is a display."""
-    data = c.request("POST", "/v1/web/login")
-    if args.json:
-        output.emit_json(data)
-    else:
-        print(data["url"])
-        print(f"(works once, for {data['expires_in_s']} s)", file=sys.stderr)
-    display = os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") \
-        or sys.platform == "darwin"
-    if not args.no_browser and display:
-        import webbrowser
-
-        webbrowser.open(data["url"])
+        return full(["--socket", path, "status"])
+    sys.stdout.write(text + "\n")
     return EXIT_OK
 
 
-COMMANDS: dict[str, Callable[[argparse.Namespace, MemorydClient], Result]] = {
-    "status": cmd_status, "search": cmd_search, "context": cmd_context, "hook": cmd_hook,
-    "sessions": cmd_sessions,
-    "memory": cmd_memory, "run": cmd_run, "ingest": cmd_ingest, "backup": cmd_backup,
-    "daily": consolidation.cmd_daily, "archive": consolidation.cmd_archive,
-    "reindex": cmd_reindex,
-    "open": cmd_open,
-    **history.COMMANDS, **jobs.COMMANDS,
-}
+def post_context(path: str, body: "dict[str, Any]", timeout: float) -> "tuple[int, str]":
+    """POST /v1/context over the Unix socket: (status, body as text)."""
+    code, _, text = exchange(path, "POST", "/v1/context", encode(body).encode("utf-8"),
+                             timeout)
+    return code, text
+
+
+def exchange(path: str, method: str, target: str, payload: "bytes | None",
+             timeout: float) -> "tuple[int, str, str]":
+    """One request over the Unix socket: (status, content type, body as text)."""
+    from memoryd.client import _exchange, open_unix  # on _socket (socket.py imports enum)
+
+    s = open_unix(path, timeout)  # waits out a full queue; refuses another user's socket
+    try:
+        headers = {"Content-Type": "application/json"} if payload is not None else {}
+        resp = _exchange(s, method, target, headers, payload)
+    finally:
+        s.close()
+    return (resp.status, resp.headers.get("content-type", ""),
+            resp.body.decode("utf-8", "replace"))
+
+
+def encode(body: "dict[str, Any]") -> str:
+    """JSON of a flat object of strings and integers (None left out)."""
+    parts = []
+    for k, v in body.items():
+        if v is None:
+            continue
+        parts.append(_string(k) + ":" + (str(v) if isinstance(v, int) else _string(v)))
+    return "{" + ",".join(parts) + "}"
+
+
+def _string(s: str) -> str:
+    s = s.replace("\\", "\\\\").replace('"', '\\"')
+    if any(c < " " for c in s):  # control characters, as JSON requires
+        s = "".join(c if c >= " " else f"\\u{ord(c):04x}" for c in s)
+    return '"' + s + '"'
+
+
+def _no_daemon(path: str, e: OSError) -> int:
+    import errno
+
+    from memoryd.client import DaemonNotRunning
+
+    if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.ECONNREFUSED):
+        from pathlib import Path
+
+        err = DaemonNotRunning(Path(path), stale=e.errno == errno.ECONNREFUSED)
+        print(f"memoryctl: {err}", file=sys.stderr)
+        return EXIT_NOT_RUNNING
+    print(f"memoryctl: cannot talk to memoryd at {path}: {e}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _api_error(status: int, text: str) -> int:
+    import json
+
+    try:
+        err = json.loads(text).get("error", {})
+    except (ValueError, AttributeError):
+        err = {}
+    where = f" ({err['field']})" if err.get("field") else ""
+    print(f"memoryctl: {err.get('message', text)}{where}", file=sys.stderr)
+    return EXIT_USAGE if status == 400 else EXIT_ERROR
 
 
 if __name__ == "__main__":

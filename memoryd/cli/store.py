@@ -1,7 +1,7 @@
 """`memoryctl store migrate --to postgresql://…|sqlite`: move a history between the
 embedded SQLite store and a shared PostgreSQL namespace (issue 14 item 8).
 
-The copy runs in a subprocess (`python -m memoryd.store_migrate`), not in memoryctl and
+The copy runs in a subprocess (`python -m memoryd.move`), not in memoryctl and
 not through the daemon: memoryctl must never import the store or the driver (it starts
 fast), and the copy must work with no daemon running (the usual way to move in is to
 stop the daemon, copy, and start it in fleet mode) and must not be cut off by the
@@ -44,7 +44,7 @@ def add_parsers(sub: Any) -> None:
 def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
     import subprocess  # only this verb needs it: memoryctl starts fast
 
-    cmd = [sys.executable, "-m", "memoryd.store_migrate", "--to", args.to]
+    cmd = [sys.executable, "-m", "memoryd.move", "--to", args.to]
     for flag, value in (("--home", args.home), ("--from", args.source),
                         ("--namespace", args.namespace), ("--machine", args.machine)):
         if value:

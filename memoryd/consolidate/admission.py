@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memoryd.consolidate import history
+from memoryd.memory import history
 from memoryd.consolidate.scorer import distinctive, features, overlap, similarity
 from memoryd.consolidate.subjects import KINDS, Subject, agrees, conflict, subjects
 from memoryd.memory.document import Document, Entry, format_entry, item_key

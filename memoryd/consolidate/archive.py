@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from memoryd.consolidate.atomic import remove_durably, write_atomic
+from memoryd.memory.atomic import remove_durably, write_atomic
 
 NAME = re.compile(r"^units-(\d{4}-\d{2})\.jsonl\.gz$")
 

@@ -8,9 +8,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memoryd import extractive
+from memoryd.summarize import extractive
 from memoryd.consolidate.admission import Candidate
-from memoryd.consolidate.daily import FROM_SUMMARY, NoteItem
+from memoryd.memory.daily import FROM_SUMMARY, NoteItem
 from memoryd.consolidate.findings import findings
 from memoryd.consolidate.scorer import Scored, noise
 from memoryd.consolidate.scorer import candidates as q1_sentences

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from memoryd.background import QUERIES
+from memoryd.runtime.background import QUERIES
 from memoryd.consolidate.clock import parse_day
 from memoryd.consolidate.service import Consolidator, flag
 from memoryd.errors import BadRequestError

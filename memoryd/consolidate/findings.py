@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memoryd.consolidate.scorer import CHATTER, FACT, GENERAL, QUESTION, REQUEST
-from memoryd.extractive import is_small_talk, sentences
+from memoryd.summarize.extractive import is_small_talk, sentences
 
 PER_MESSAGE = 2
 ITEM_CHARS = 200

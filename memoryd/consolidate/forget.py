@@ -14,7 +14,7 @@ import datetime as dt
 import re
 from collections.abc import Collection, Mapping
 
-from memoryd.consolidate.daily import line_key
+from memoryd.memory.daily import line_key
 from memoryd.memory.document import Document, format_entry, item_key
 
 _TAG = re.compile(r"\(([^()]*·[^()]*)\)\s*$")

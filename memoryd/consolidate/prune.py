@@ -11,7 +11,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from memoryd.consolidate import daily, forget, history
+from memoryd.memory import daily, history
+from memoryd.consolidate import forget
 from memoryd.memory import MemoryFile
 from memoryd.store import Store
 from memoryd.store import memories as sql

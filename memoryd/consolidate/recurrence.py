@@ -34,7 +34,7 @@ from memoryd.consolidate.scorer import (
     score,
     similarity,
 )
-from memoryd.extractive import sentences
+from memoryd.summarize.extractive import sentences
 
 LOOKBACK_DAYS = 30
 MIN_SESSIONS = 2  # this one and at least one other

@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.config import RetentionSettings
-from memoryd.consolidate import archive, daily, history
-from memoryd.consolidate.atomic import clean_temps
+from memoryd.consolidate import archive
+from memoryd.memory import daily, history
+from memoryd.memory.atomic import clean_temps
 from memoryd.consolidate.clock import Clock, local_day
 from memoryd.store import Store
 from memoryd.store import archive as sql

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from memoryd.consolidate import signals, subjects
-from memoryd.extractive import is_small_talk, sentences
+from memoryd.summarize.extractive import is_small_talk, sentences
 
 Q1_MIN = 3
 PASTED_CHARS, PASTED_LINES = 800, 8

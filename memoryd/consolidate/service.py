@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memoryd.config import Settings
-from memoryd.consolidate import admission, daily, history, recurrence
+from memoryd.consolidate import admission, recurrence
+from memoryd.memory import daily, history
 from memoryd.consolidate.admission import Candidate, Plan
 from memoryd.consolidate.candidates import admission_candidates, candidate, note_items
 from memoryd.consolidate.clock import Clock, day_bounds, local_day, parse_day, zone

@@ -42,7 +42,7 @@ from memoryd.errors import StoreUnavailableError
 from memoryd.fleet import changefeed as cf
 from memoryd.fleet.follower import UNREACHABLE, Follower
 from memoryd.fleet.row_cache import FEED_ROWS, read_changed
-from memoryd.idle_release import RELEASE
+from memoryd.runtime.idle_release import RELEASE
 from memoryd.index.indexer import (
     BATCH,
     LIVE_UNITS,

@@ -59,7 +59,7 @@ def offline_hits(index: Any, recent: RecentHits, query: str, *, k: int, mode: st
     """(units the index matches, the best `k` of them whose text is remembered), ranked
     by the index alone. Runs without the database (call from a worker thread)."""
     from memoryd.index.query import Filters
-    from memoryd.retrieval import plan_query
+    from memoryd.recall.retrieval import plan_query
 
     plan = plan_query(query, mode)
     if plan.match is None or k <= 0:

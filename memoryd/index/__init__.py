@@ -22,7 +22,7 @@ from typing import Any
 
 import tantivy
 
-from memoryd.idle_release import RELEASE
+from memoryd.runtime.idle_release import RELEASE
 from memoryd.index import pages
 from memoryd.index.bm25 import MainStats
 from memoryd.index.indexer import Indexer

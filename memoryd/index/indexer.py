@@ -51,8 +51,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from memoryd import lag_trace
-from memoryd.idle_release import RELEASE
+from memoryd.runtime import lag_trace
+from memoryd.runtime.idle_release import RELEASE
 from memoryd.index.bulk_child import BulkChild, BulkChildGone
 from memoryd.index.passes import UNIT_ROWS as UNIT_ROWS
 from memoryd.index.passes import Read, add_batches, live_docs, read_batch

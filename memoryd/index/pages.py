@@ -17,7 +17,7 @@ import logging
 import sys
 from pathlib import Path
 
-from memoryd.idle_release import libc as _libc
+from memoryd.runtime.idle_release import libc as _libc
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from memoryd import lag_trace
+from memoryd.runtime import lag_trace
 from memoryd.index.schema import document, speaker_code
 from memoryd.index.tail import Tail, TailDoc
 from memoryd.index.text import dup_hash, index_text

@@ -19,7 +19,7 @@ import functools
 import hashlib
 import re
 
-from memoryd.stopwords import STOP_WORDS
+from memoryd.index.stopwords import STOP_WORDS
 
 # Han (incl. extension A and compatibility), kana, CJK punctuation excluded.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memoryd import lag_trace
+from memoryd.runtime import lag_trace
 from memoryd.errors import StoreUnavailableError
 from memoryd.ingest import adapters
 from memoryd.ingest.adapters.base import Adapter, Record, content_id, shape_error

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from memoryd.ingest.ingestor import Ingestor
-from memoryd.sources import Source, owner
+from memoryd.ingest.sources import Source, owner
 
 log = logging.getLogger(__name__)
 

@@ -31,9 +31,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memoryd.consolidate import daily, history
-from memoryd.consolidate.atomic import write_atomic
-from memoryd.consolidate.locked import edit_locked
+from memoryd.memory import daily, history
+from memoryd.memory.atomic import write_atomic
+from memoryd.memory.locked import edit_locked
 from memoryd.memory.document import FILENAME, split_lines
 from memoryd.memory.file import MemoryFile
 from memoryd.memory.merge import merge3

@@ -49,7 +49,7 @@ def basic_auth(m: re.Match[str]) -> str:
 
 
 # (name, pattern, triggers, replacement). Every match of a pattern contains one of its
-# triggers, as is (tests/test_redact_prescan.py proves it from the parsed pattern); a row
+# triggers, as is (tests/redact/test_prescan.py proves it from the parsed pattern); a row
 # with no literal every match must hold has its RE2 gate in `GATES` instead.
 TOKENS: list[tuple[str, str, tuple[str, ...], object]] = [
     # -- cloud providers --
@@ -139,7 +139,7 @@ TOKENS: list[tuple[str, str, tuple[str, ...], object]] = [
 
 # RE2 gates (searched in the text's UTF-8), for rows whose literals are common words or
 # absent: a row with a gate runs only where it matches, instead of where its triggers
-# occur. Each matches wherever its row's pattern does (tests/test_redact_prescan.py
+# occur. Each matches wherever its row's pattern does (tests/redact/test_prescan.py
 # draws matches of the patterns and checks): `\w` and `\d` are widened to every
 # non-ASCII character (Python's match a subset of them), a case-insensitive literal
 # takes every character Python's IGNORECASE folds onto its letters.

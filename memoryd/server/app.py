@@ -22,7 +22,7 @@ from pydantic_core import to_json
 from memoryd.api import IngestRequest, IngestResponse
 from memoryd.errors import BadRequestError, MemorydError, StorageFullError
 from memoryd.events import EventBus
-from memoryd.metrics import Metrics
+from memoryd.server.metrics import Metrics
 from memoryd.server.limiter import QUERY_PATHS, QueryLimiter
 from memoryd.store import Store
 
@@ -59,7 +59,7 @@ class Services:
     on_forget: Sequence[Callable[[str, str, str | None], Awaitable[dict[str, Any]]]] = ()
     # POST /v1/backup writes only under these folders (server/backup_dest.py)
     backup_roots: tuple[Path, ...] = field(default_factory=lambda: (Path.home(),))
-    # retention's archive files: search and context reach them (memoryd.archive_recall)
+    # retention's archive files: search and context reach them (memoryd.recall.archive)
     archive_dir: Path | None = None
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from memoryd.consolidate import daily
+from memoryd.memory import daily
 from memoryd.errors import BadRequestError, NotFoundError
 from memoryd.server import openapi
 from memoryd.server.app import json_body

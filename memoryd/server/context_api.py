@@ -7,8 +7,8 @@ from collections.abc import Callable
 from aiohttp import web
 
 from memoryd.api import ContextRequest
-from memoryd.context import ContextBuilder
-from memoryd.served_log import ServedLog
+from memoryd.recall.context import ContextBuilder
+from memoryd.recall.served_log import ServedLog
 from memoryd.server.app import json_reply, parse_body, via_tcp
 from memoryd.server.openapi import EXTRA_ROUTES
 

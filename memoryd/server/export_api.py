@@ -8,7 +8,7 @@ from typing import Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from memoryd.export import export_sessions, select_sessions
+from memoryd.store.export import export_sessions, select_sessions
 from memoryd.server.app import SERVICES
 from memoryd.server.openapi import EXTRA_ROUTES
 from memoryd.server.sessions_api import resolve

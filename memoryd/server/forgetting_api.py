@@ -8,7 +8,7 @@ from typing import Literal
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from memoryd.forgetting import Forgetting
+from memoryd.consolidate.forgetting import Forgetting
 from memoryd.server.app import SERVICES, json_body
 from memoryd.server.openapi import EXTRA_ROUTES
 

@@ -7,11 +7,11 @@ import json
 
 from aiohttp import web
 
-from memoryd import search as search_service
+from memoryd.recall import search as search_service
 from memoryd.api import BackupRequest, IngestRequest, SearchRequest, StatusQuery
 from memoryd.cli.output import render_status
 from memoryd.errors import NotFoundError
-from memoryd.metrics import CONTENT_TYPE as METRICS_TYPE
+from memoryd.server.metrics import CONTENT_TYPE as METRICS_TYPE
 from memoryd.server.app import SERVICES, json_body, json_reply, model_reply, parse_body
 from memoryd.server.backup_dest import create_backup_file
 from memoryd.server.openapi import document

@@ -22,7 +22,7 @@ from memoryd.store import Store
 from memoryd.store.jobs import JobRow, get_job, job_counts, list_jobs
 
 if TYPE_CHECKING:
-    from memoryd.jobs import JobQueue
+    from memoryd.jobs.queue import JobQueue
 
 
 class QueueQuery(BaseModel):

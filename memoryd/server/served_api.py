@@ -7,7 +7,7 @@ from collections.abc import Callable
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from memoryd.served_log import ServedLog
+from memoryd.recall.served_log import ServedLog
 from memoryd.server.openapi import EXTRA_ROUTES
 
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from memoryd.server import openapi
 
 if TYPE_CHECKING:
-    from memoryd.summaries_service import Summaries
+    from memoryd.summarize.service import Summaries
 
 
 class SummaryQuery(BaseModel):

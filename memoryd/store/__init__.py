@@ -29,7 +29,7 @@ from memoryd.store.compact import compact_if_due
 from memoryd.store.counters import fold_pg
 from memoryd.store.db import PAGE_SIZE, DBThread, SqliteRunner, bound_wal, connect, truncate_wal
 from memoryd.store.migrations import migrate
-from memoryd.store_target import StoreTarget
+from memoryd.store.target import StoreTarget
 
 T = TypeVar("T")
 
@@ -256,7 +256,7 @@ class Store:
         """Have each SQLite connection give back its page cache (`PRAGMA shrink_memory`)
         and each reader its mapping of the file (`_unmap`), on the connection's own
         thread (waits for it): the idle release calls it from its timer thread once the
-        daemon rests (memoryd.idle_release). A backfill leaves the writer's cache full
+        daemon rests (memoryd.runtime.idle_release). A backfill leaves the writer's cache full
         (16 MB), the last searches up to `REMAP_EVERY` transactions' pages of the file
         mapped in each reader (16-18 MB at 1M units); the next reads fill them again from
         the OS page cache. SQLite mode only."""

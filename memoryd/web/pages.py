@@ -11,7 +11,7 @@ from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
-from memoryd import search as search_service
+from memoryd.recall import search as search_service
 from memoryd.api import SearchRequest, SessionsQuery
 from memoryd.errors import BadRequestError
 from memoryd.server.app import SERVICES

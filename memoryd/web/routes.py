@@ -24,9 +24,9 @@ from memoryd.web import auth
 if TYPE_CHECKING:
     import jinja2
 
-    from memoryd.context import ContextBuilder
+    from memoryd.recall.context import ContextBuilder
     from memoryd.memory import MemoryFile
-    from memoryd.summaries_service import Summaries
+    from memoryd.summarize.service import Summaries
 
 
 @dataclass

@@ -13,7 +13,7 @@ import sys
 
 from memoryd.consolidate.clock import SettableClock
 from tests.helpers import ctl, wait_for, write_jsonl
-from tests.test_consolidate import DAY1, daemon, ingested, msgs
+from tests.consolidate.test_consolidate import DAY1, daemon, ingested, msgs
 
 
 async def test_issue_28_every_verb_that_takes_a_session_id_takes_a_unique_prefix(
@@ -132,7 +132,7 @@ def _cut_off(sock, *args: str) -> subprocess.CompletedProcess[str]:
     r, w = os.pipe()
     os.close(r)  # the reader left before memoryctl wrote a byte
     try:
-        return subprocess.run([sys.executable, "-m", "memoryd.cli.quick", "--socket",
+        return subprocess.run([sys.executable, "-m", "memoryd.cli.memoryctl", "--socket",
                                str(sock), *args], stdout=w, stderr=subprocess.PIPE,
                               text=True, timeout=120)
     finally:
@@ -173,7 +173,7 @@ def test_issue_28_doctor_lists_each_directory_once(memoryd_home, capsys, monkeyp
     """Without $XDG_RUNTIME_DIR the runtime dir is the state dir: one line for it."""
     monkeypatch.delenv("MEMORYD_HOME")
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-    from memoryd.cli.memoryctl import main
+    from memoryd.cli.commands import main
     from memoryd.paths import resolve_paths
 
     paths = resolve_paths()
@@ -189,7 +189,7 @@ def test_issue_28_doctor_lists_each_directory_once(memoryd_home, capsys, monkeyp
 def test_issue_28_logs_reads_the_daemons_stderr_file(memoryd_home, tmp_path, capfd):
     """memoryd started with its stderr in a file (`memoryd 2>FILE`, a supervisor's log):
     `memoryctl logs` shows that file's lines."""
-    from memoryd.cli.memoryctl import main
+    from memoryd.cli.commands import main
     from memoryd.client import MemorydClient
     from memoryd.paths import resolve_paths
     from tests.helpers import wait_until
@@ -224,7 +224,7 @@ async def test_issue_28_mcp_searches_take_query_or_keywords(memoryd_home, sock, 
     async with running_daemon(memoryd_home, [("generic", src)], sock) as d:
         await ingested_units(sock, 1)
         params = StdioServerParameters(
-            command=sys.executable, args=["-m", "memoryd.cli.memoryctl", "mcp"],
+            command=sys.executable, args=["-m", "memoryd.cli.commands", "mcp"],
             env={**os.environ, "MEMORYD_SOCKET": str(sock)})
         async with Client(params, read_timeout_seconds=30) as client:
             await client.call_tool("memory_write", {"content": "user prefers pnpm"})

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from memoryd import __version__
-from memoryd.cli.memoryctl import main
+from memoryd.cli.commands import main
 from tests.helpers import AsyncClient, running_daemon, wait_for, write_jsonl
 
 
@@ -197,7 +197,7 @@ async def test_memory_verbs(live, sock, capsys, monkeypatch):
 
 
 async def test_status_quick_path_matches_argparse(live, sock, capsys, tmp_path):
-    """The installed memoryctl (memoryd.cli.quick) answers `status` without argparse or
+    """The installed memoryctl (memoryd.cli.memoryctl) answers `status` without argparse or
     json (the daemon renders it: GET /v1/status?format=text): the same text, errors and
     exit codes as the argparse path, which still takes --json, --watch and --help."""
     import socket
@@ -206,7 +206,7 @@ async def test_status_quick_path_matches_argparse(live, sock, capsys, tmp_path):
 
     from aiohttp import web
 
-    from memoryd.cli import quick
+    from memoryd.cli import memoryctl as quick
     from memoryd.client import ApiError
 
     def same(text):  # the uptime and the resident memory move between two calls
@@ -216,8 +216,8 @@ async def test_status_quick_path_matches_argparse(live, sock, capsys, tmp_path):
     assert code == 0 and "1 sessions, 2 units" in full
     assert await asyncio.to_thread(quick.main, ["--socket", str(sock), "status"]) == 0
     assert same(capsys.readouterr().out) == same(full)
-    code = (f"import sys; from memoryd.cli import quick; "
-            f"rc = quick.main(['--socket', {str(sock)!r}, 'status']); "
+    code = (f"import sys; from memoryd.cli import memoryctl; "
+            f"rc = memoryctl.main(['--socket', {str(sock)!r}, 'status']); "
             "print(rc, [m for m in ('argparse', 'json', 're', 'socket', 'pathlib', 'typing') "
             "if m in sys.modules], file=sys.stderr)")
     r = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", code],

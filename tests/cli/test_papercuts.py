@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from memoryd.cli.memoryctl import main
+from memoryd.cli.commands import main
 from memoryd.config import load_settings
 from memoryd.daemon import Daemon
 from memoryd.paths import resolve_paths

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from memoryd.cli.quick import plain_dirs
+from memoryd.cli.memoryctl import plain_dirs
 from memoryd.paths import resolve_paths
 
 XDG = ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR")
@@ -49,7 +49,7 @@ def test_quick_context_finds_the_home_socket_without_memoryd_paths(tmp_path):
     """`memoryctl context` with $MEMORYD_HOME (and with XDG defaults) imports none of
     memoryd.paths, platformdirs, dataclasses; with no daemon it names the socket it
     tried, as the argparse path does."""
-    code = ("import sys; from memoryd.cli import quick; rc = quick.main(['context', 'x']); "
+    code = ("import sys; from memoryd.cli import memoryctl; rc = memoryctl.main(['context', 'x']); "
             "print(rc, [m for m in ('memoryd.paths', 'platformdirs', 'dataclasses') "
             "if m in sys.modules])")
     for extra in ({"MEMORYD_HOME": str(tmp_path / "home")},

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from memoryd.served_log import ServedLog
+from memoryd.recall.served_log import ServedLog
 from memoryd.store import Store
 from tests.helpers import (AsyncClient, caught_up, ctl, running_daemon, wait_for,
                            write_jsonl)

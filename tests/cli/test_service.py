@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memoryd.cli.memoryctl import main
+from memoryd.cli.commands import main
 from memoryd.cli.service import LABEL, systemd_quote
 
 TRICKY = "a b&c%d<e>"
@@ -285,7 +285,7 @@ def test_issue_28_install_uses_the_memoryd_beside_the_running_memoryctl(box, tmp
     tool_bin = tmp_path / "tool" / "bin"
     memoryd = _exe(tool_bin / "memoryd", "#!/bin/sh\nexit 0\n")
     ctl = _exe(tool_bin / "memoryctl", f"#!{sys.executable}\n"
-               "from memoryd.cli.quick import main\nraise SystemExit(main())\n")
+               "from memoryd.cli.memoryctl import main\nraise SystemExit(main())\n")
     box.exe.unlink()  # nothing on PATH
     p = subprocess.run([str(ctl), "service", "install", "--dry-run"], capture_output=True,
                        text=True, timeout=120)

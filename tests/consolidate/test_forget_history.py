@@ -13,7 +13,7 @@ from pathlib import Path
 from memoryd.consolidate import forget
 from memoryd.consolidate.clock import SettableClock
 from tests.helpers import write_jsonl
-from tests.test_consolidate import (
+from tests.consolidate.test_consolidate import (
     DAY1,
     DAY2,
     daemon,

@@ -14,7 +14,7 @@ from memoryd.consolidate.scorer import score
 from memoryd.consolidate.subjects import conflict, subjects
 from tests.fakes import fake_llm  # noqa: F401
 from tests.helpers import AsyncClient, wait_for, write_jsonl
-from tests.test_consolidate import daemon, history, ingested, memory, msgs
+from tests.consolidate.test_consolidate import daemon, history, ingested, memory, msgs
 
 
 def about(text: str) -> dict[str, set[str]]:

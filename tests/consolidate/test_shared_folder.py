@@ -13,14 +13,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from memoryd.consolidate import daily, history
+from memoryd.memory import daily, history
 from memoryd.consolidate.clock import SettableClock
-from memoryd.consolidate.locked import edit_locked
+from memoryd.memory.locked import edit_locked
 from memoryd.daemon import Daemon
 from memoryd.paths import resolve_paths
 from tests.helpers import AsyncClient, short_dir, wait_for, write_jsonl
 from tests.memory.test_fleet_memory import DAY, S2, read, units
-from tests.test_consolidate import DAY1, msgs, settings
+from tests.consolidate.test_consolidate import DAY1, msgs, settings
 
 USER = "- my own line, written in an editor\n"
 

@@ -104,7 +104,7 @@ async def summaries_service(db: Path, settings: Settings, *, clock: Callable[[],
                             = None, environ: dict[str, str] | None = None
                             ) -> AsyncIterator[tuple[Any, Ingest]]:
     """A started `Summaries` over a store at `db`, subscribed to an ingestor."""
-    from memoryd.summaries_service import Summaries
+    from memoryd.summarize.service import Summaries
 
     store = await Store.open(db)
     kw: dict[str, Any] = {"environ": environ or {}}

@@ -12,7 +12,7 @@ from memoryd.daemon import Daemon
 from memoryd.fleet import changefeed as cf
 from memoryd.paths import resolve_paths
 from tests.helpers import AsyncClient, short_dir, wait_for, write_jsonl
-from tests.test_consolidate import ingested, msgs, settings
+from tests.consolidate.test_consolidate import ingested, msgs, settings
 
 SCHEMA = "memoryd_team"
 

@@ -10,7 +10,7 @@ import time
 
 import psycopg
 
-from memoryd.jobs import JobQueue
+from memoryd.jobs.queue import JobQueue
 from memoryd.store import Store
 from memoryd.store.jobs import (
     claim_job,
@@ -22,7 +22,7 @@ from memoryd.store.jobs import (
     recover_jobs,
     renew_lease,
 )
-from memoryd.store_target import StoreTarget
+from memoryd.store.target import StoreTarget
 from tests.helpers import wait_for
 
 

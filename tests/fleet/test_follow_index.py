@@ -18,10 +18,10 @@ import psycopg
 from memoryd.api import SearchRequest
 from memoryd.fleet import changefeed as cf
 from memoryd.index import META
-from memoryd.retrieval import retrieve_sync
-from memoryd.search import search
+from memoryd.recall.retrieval import retrieve_sync
+from memoryd.recall.search import search
 from memoryd.store import Store
-from memoryd.store_target import StoreTarget
+from memoryd.store.target import StoreTarget
 from tests.fleet.daemons import fleet_daemons, msg
 from tests.helpers import (
     SLOWDOWN,

@@ -15,10 +15,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from memoryd.cli.memoryctl import main as memoryctl
+from memoryd.cli.commands import main as memoryctl
 from memoryd.store import pg
 from memoryd.store.db import connect
-from memoryd.store_target import StoreTarget
+from memoryd.store.target import StoreTarget
 from tests.fleet.history import make_history
 
 
@@ -124,7 +124,7 @@ def test_a_killed_migrate_resumes_and_completes_with_nothing_doubled(tmp_path, p
     db = home / "data" / "memoryd.db"
     make_history(db, sessions=10, units_per_session=1000)
     memory_folder(home)
-    cmd = [sys.executable, "-m", "memoryd.store_migrate", "--home", str(home), "--to", pg_url,
+    cmd = [sys.executable, "-m", "memoryd.move", "--home", str(home), "--to", pg_url,
            "--batch", "100"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
@@ -272,7 +272,7 @@ def test_the_same_history_from_another_path_is_mapped_onto_the_rows_already_ther
     moved = tmp_path / "moved"
     (moved / "data").mkdir(parents=True)
     shutil.copyfile(db, moved / "data" / "memoryd.db")
-    cmd = [sys.executable, "-m", "memoryd.store_migrate", "--home", str(moved), "--to",
+    cmd = [sys.executable, "-m", "memoryd.move", "--home", str(moved), "--to",
            pg_url, "--machine", "laptop"]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
     last = json.loads(done.stdout.strip().splitlines()[-1])
@@ -310,7 +310,7 @@ def test_issue_14_a_moved_home_and_the_way_back_double_no_keyless_row(tmp_path, 
     before = counts(sqlite_fn, db)
     assert before == {"summaries": 3, "served_context": 1, "llm_usage": 2, "jobs": 3}
     # one row per batch: the twins meet in two batches, and stay two
-    subprocess.run([sys.executable, "-m", "memoryd.store_migrate", "--home", str(home),
+    subprocess.run([sys.executable, "-m", "memoryd.move", "--home", str(home),
                     "--to", pg_url, "--machine", "laptop", "--batch", "1"],
                    capture_output=True, check=True)
     moved_in = counts(pg_fn, pg_url)

@@ -23,9 +23,9 @@ import pytest
 
 from memoryd.memory.file import hold_lock
 from memoryd.memory.fleet_sync import STATE_FILE, lock_for
-from memoryd.migrate_ends import open_end
+from memoryd.move.ends import open_end
 from memoryd.store import pg
-from memoryd.store_target import StoreTarget
+from memoryd.store.target import StoreTarget
 from tests.fleet.history import make_history
 from tests.fleet.test_migrate import (
     HISTORY,
@@ -42,7 +42,7 @@ FIRST, BLOCKED = "2026-10-05.md", "HISTORY.md"  # the order migrate takes them i
 
 
 def command(home: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "memoryd.store_migrate", "--home", str(home),
+    return [sys.executable, "-m", "memoryd.move.migrate", "--home", str(home),
             "--machine", "laptop", *args]
 
 

@@ -11,7 +11,7 @@ import psycopg
 
 from memoryd.fleet import changefeed as cf
 from memoryd.index import META
-from memoryd.retrieval import retrieve_sync
+from memoryd.recall.retrieval import retrieve_sync
 from memoryd.store import Store
 from tests.fleet.test_follow_index import (
     SCHEMA,

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from memoryd.fleet import feed_indexer
-from memoryd.idle_release import RELEASE
+from memoryd.runtime.idle_release import RELEASE
 from tests.fleet.daemons import fleet_daemons
 from tests.fleet.test_follow_index import insert_units, open_store, session
 from tests.helpers import short_dir, wait_for

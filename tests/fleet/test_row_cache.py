@@ -14,7 +14,7 @@ import psycopg
 
 from memoryd.api import SearchRequest
 from memoryd.fleet.row_cache import FILE
-from memoryd.search import search
+from memoryd.recall.search import search
 from memoryd.store import Store
 from memoryd.store.sessions import forget_session
 from tests.fleet.test_follow_index import (
@@ -218,7 +218,7 @@ async def test_context_from_the_cache_leaves_the_loops_thread_pool_to_the_files(
     from concurrent.futures import ThreadPoolExecutor
 
     from memoryd.api import ContextRequest
-    from memoryd.context import ContextBuilder
+    from memoryd.recall.context import ContextBuilder
     from memoryd.memory import MemoryFile
 
     b = open_store(tmp_path, pg_url, "b")

@@ -8,7 +8,7 @@ from memoryd.api import SearchRequest
 from memoryd.index import Filters
 from memoryd.index.query import estimate
 from memoryd.ingest.adapters.base import Record
-from memoryd.search import search
+from memoryd.recall.search import search
 from memoryd.store import Store
 from memoryd.store.sessions import session_pk
 from memoryd.store.units import store_record

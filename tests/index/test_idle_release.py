@@ -12,10 +12,10 @@ import pytest
 
 from memoryd import tokens
 from memoryd.api import SearchRequest
-from memoryd.idle_release import IdleRelease
+from memoryd.runtime.idle_release import IdleRelease
 from memoryd.index import pages
 from memoryd.ingest.adapters.base import Record
-from memoryd.search import search
+from memoryd.recall.search import search
 from memoryd.store import Store
 from memoryd.store.sessions import session_pk
 from memoryd.store.units import store_record

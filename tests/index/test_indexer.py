@@ -194,7 +194,7 @@ async def test_a_served_context_write_leaves_the_index_writer_asleep(store):
     """Only a write that adds units or queues index changes wakes the index writer: a
     served block's log, a job's row or a cursor's (all of them a write per request or
     per file change) left it reading SQLite for new units beside the next request."""
-    from memoryd.served_log import ServedLog
+    from memoryd.recall.served_log import ServedLog
 
     await store.write(put(["a first line"]))
     await store.indexed()

@@ -15,7 +15,7 @@ import sys
 SCRIPT = r'''
 import asyncio, ctypes, json, sys, time
 from pathlib import Path
-from memoryd import idle_release as ir
+from memoryd.runtime import idle_release as ir
 from memoryd.index import indexer
 from memoryd.ingest.adapters.base import Record
 from memoryd.store import Store
@@ -83,7 +83,7 @@ def run(tmp_path, **env) -> dict:
 
 
 def test_a_backlog_maps_large_blocks_until_the_writer_rests(tmp_path):
-    from memoryd.idle_release import BURST_MMAP_THRESHOLD, REST_MMAP_THRESHOLD
+    from memoryd.runtime.idle_release import BURST_MMAP_THRESHOLD, REST_MMAP_THRESHOLD
 
     out = run(tmp_path)
     assert out["tuned"] == {"arena_max": 2}

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from memoryd.cli.output import render_status
-from memoryd.idle_release import RELEASE, IdleRelease
+from memoryd.runtime.idle_release import RELEASE, IdleRelease
 from memoryd.index import indexer
 from tests.helpers import AsyncClient, running_daemon, short_dir, wait_for, write_jsonl
 
@@ -132,7 +132,7 @@ def test_malloc_is_tuned_unless_the_operator_tuned_it_himself():
     import subprocess
     import sys
 
-    code = ("import json; from memoryd.idle_release import tune_malloc; "
+    code = ("import json; from memoryd.runtime.idle_release import tune_malloc; "
             "print(json.dumps(tune_malloc()))")
     env = {k: v for k, v in os.environ.items()
            if k not in ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES")}

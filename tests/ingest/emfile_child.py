@@ -4,11 +4,11 @@ frees them, so what follows (the notifier, polling) works. Prints what it saw.""
 
 import asyncio, os, resource, sys
 from pathlib import Path
-from memoryd.watcher import watch_changes
+from memoryd.ingest.watcher import watch_changes
 root = Path(sys.argv[1])
 async def main():
     stop = asyncio.Event()
-    from memoryd import inotify_wake
+    from memoryd.ingest import inotify_wake
     inotify_wake._lib()
     warned = []
     fillers = []

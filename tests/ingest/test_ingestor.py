@@ -244,7 +244,7 @@ async def test_a_file_read_after_the_unread_view_counts_once(ingestor, root):
     a thread while the loop read a file, then the read bytes were counted from the live
     map. Both now come from one `unread_view` copy, so read + unread is the whole file
     whenever the read happens."""
-    from memoryd.backfill import offsets, read_paths_since
+    from memoryd.ingest.backfill import offsets, read_paths_since
 
     files = [root / f"s{i}.jsonl" for i in range(3)]
     for f in files:

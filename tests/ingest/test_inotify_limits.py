@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd import inotify_wake
+from memoryd.ingest import inotify_wake
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="inotify is Linux's")

@@ -8,9 +8,9 @@ import asyncio
 from memoryd.ingest.ingestor import Ingestor
 from memoryd.ingest.queue import IngestQueue
 from memoryd.ingest.redact import Redactor
-from memoryd.sources import Candidates, Source
+from memoryd.ingest.sources import Candidates, Source
 from memoryd.store import Store
-from memoryd.watcher import Watcher
+from memoryd.ingest.watcher import Watcher
 from tests.helpers import wait_for, write_jsonl
 
 

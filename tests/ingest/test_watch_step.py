@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from memoryd import inotify_wake
-from memoryd.watcher import watch_changes
+from memoryd.ingest import inotify_wake
+from memoryd.ingest.watcher import watch_changes
 
 
 async def _next(gen, timeout=10.0):

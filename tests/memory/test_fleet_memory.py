@@ -22,7 +22,7 @@ from memoryd.memory.merge import merge3
 from memoryd.paths import resolve_paths
 from memoryd.store import memory_docs
 from tests.helpers import AsyncClient, short_dir, wait_for, write_jsonl
-from tests.test_consolidate import DAY1, DAY2, msgs, settings
+from tests.consolidate.test_consolidate import DAY1, DAY2, msgs, settings
 
 DAY = "2026-10-05"
 S2 = [("user", "Again: commit messages in Conventional Commits format, I told you."),

@@ -6,7 +6,7 @@ script again (`sys.orig_argv`), so the next image rests as quickly."""
 import sys
 
 from memoryd.cli.memoryd import main
-from memoryd.idle_release import RELEASE
+from memoryd.runtime.idle_release import RELEASE
 from memoryd.index import indexer
 
 indexer.WRITER_IDLE_S = 0.2

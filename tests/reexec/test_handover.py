@@ -1,4 +1,4 @@
-"""What a new image takes from the handover its predecessor left (memoryd.reexec): a
+"""What a new image takes from the handover its predecessor left (memoryd.runtime.reexec): a
 malformed one is ignored and removed from the environment, a descriptor that is not a
 listening socket of the expected kind is closed rather than served."""
 
@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 
-from memoryd.reexec import ENV, Handover, adopt, due, inherited_signals, take_handover
+from memoryd.runtime.reexec import ENV, Handover, adopt, due, inherited_signals, take_handover
 from tests.helpers import short_dir
 
 
@@ -72,7 +72,7 @@ def test_held_signals_are_noted_on_any_thread_or_pending_in_the_main_one():
     process. In a child process, so the test's own signal state is left alone."""
     script = textwrap.dedent("""
         import os, signal, threading, time
-        from memoryd.reexec import hold_signals, release_signals
+        from memoryd.runtime.reexec import hold_signals, release_signals
         go = threading.Event()
         other = threading.Thread(target=go.wait)
         other.start()
@@ -108,7 +108,7 @@ def test_issue_11_a_signal_another_thread_takes_in_the_last_step_before_the_exec
     and is taken by another thread before the exec; the new image finds it in the pipe."""
     script = textwrap.dedent("""
         import json, os, select, signal, sys, threading
-        from memoryd import reexec
+        from memoryd.runtime import reexec
         if os.environ.get(reexec.ENV):  # the new image
             h = reexec.take_handover(os.environ)
             print(reexec.inherited_signals(h), h.signal_fd, flush=True)

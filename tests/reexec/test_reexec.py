@@ -1,4 +1,4 @@
-"""The re-exec at rest after a big backlog (issue 11 item 3, memoryd.reexec): a real
+"""The re-exec at rest after a big backlog (issue 11 item 3, memoryd.runtime.reexec): a real
 memoryd process backfills real transcripts in a watched directory; over
 `server.reexec_after_units` it re-executes itself once at rest (same PID, the same
 sockets, a client polling search meanwhile is never refused nor failed), the data and

@@ -18,7 +18,7 @@ from memoryd.consolidate.scorer import similarity
 from memoryd.tokens import estimate_tokens
 from tests.fakes import fake_llm  # noqa: F401 - a fixture
 from tests.helpers import AsyncClient, wait_for, write_jsonl
-from tests.test_consolidate import ZH, _units, daemon, history, memory, msgs
+from tests.consolidate.test_consolidate import ZH, _units, daemon, history, memory, msgs
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(1200)]
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.cli import quick
-from memoryd.cli.memoryctl import main as memoryctl
+from memoryd.cli import memoryctl as quick
+from memoryd.cli.commands import main as memoryctl
 from memoryd.client import MemorydClient, peer_credentials
 from memoryd.errors import AlreadyRunningError
 from memoryd.paths import UnsafeDirectoryError, resolve_paths

@@ -11,8 +11,8 @@ import sqlite3
 import pytest
 
 from memoryd.api import SearchRequest
-from memoryd.idle_release import IdleRelease
-from memoryd.search import search
+from memoryd.runtime.idle_release import IdleRelease
+from memoryd.recall.search import search
 from memoryd.store import MMAP_SIZE, REMAP_EVERY, Store
 from tests.index.test_idle_release import store  # noqa: F401  (the fixture)
 

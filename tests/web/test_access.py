@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from memoryd.cli.memoryctl import main
+from memoryd.cli.commands import main
 from memoryd.web.auth import COOKIE, LINK_TTL_S, Access
 from tests.helpers import wait_for, write_jsonl
 from tests.web.conftest import CJK_SESSION, login_url

@@ -1,0 +1,1 @@
+"""The persistent job queue and its worker pool."""

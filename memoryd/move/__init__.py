@@ -1,0 +1,1 @@
+"""Moving a history between stores: `python -m memoryd.move` (`memoryctl store migrate`)."""

@@ -38,6 +38,31 @@ FLOORS = {
 }
 TOP_ONLY = {"__main__"}  # the entry point: above everything
 
+# Imports that still run the wrong way, each to go (issue 29): the list may only shrink.
+KNOWN_WRONG = {
+    "memoryd.fleet.offline -> memoryd.recall.retrieval",
+    "memoryd.llm -> memoryd.store",
+    "memoryd.llm -> memoryd.store.summaries",
+    "memoryd.recall.context -> memoryd.fleet.offline",
+    "memoryd.recall.context -> memoryd.fleet.row_cache",
+    "memoryd.recall.search -> memoryd.fleet.offline",
+    "memoryd.recall.search -> memoryd.fleet.row_cache",
+    "memoryd.server.handlers -> memoryd.cli.output",
+    "memoryd.store -> memoryd.fleet.follow_index",
+    "memoryd.store -> memoryd.fleet.health",
+    "memoryd.store -> memoryd.fleet.offline",
+    "memoryd.store -> memoryd.index",
+    "memoryd.store.pg -> memoryd.fleet.health",
+    "memoryd.store.pg_migrations -> memoryd.fleet.changefeed",
+    "memoryd.store.units -> memoryd.ingest.adapters.base",
+}
+KNOWN_CIRCLES = [
+    ["memoryd.fleet.offline", "memoryd.recall.retrieval", "memoryd.store"],
+    ["memoryd.server.app", "memoryd.server.handlers", "memoryd.server.sessions_api"],
+    ["memoryd.web.memory_pages", "memoryd.web.pages", "memoryd.web.routes",
+     "memoryd.web.served_page", "memoryd.web.session_page", "memoryd.web.timeline"],
+]
+
 
 def _module(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
@@ -95,7 +120,8 @@ def test_every_wing_has_a_floor():
 def test_imports_run_down():
     wrong = sorted(f"{a} -> {b}" for a, bs in GRAPH.items() for b in bs
                    if _wing(a) != _wing(b) and _floor(b) >= _floor(a))
-    assert wrong == []
+    assert [w for w in wrong if w not in KNOWN_WRONG] == []
+    assert [k for k in sorted(KNOWN_WRONG) if k not in wrong] == [], "gone: strike them"
 
 
 def test_no_import_circles():
@@ -126,7 +152,8 @@ def test_no_import_circles():
     for m in GRAPH:
         if m not in index:
             visit(m)
-    assert circles == []
+    assert [c for c in circles if c not in KNOWN_CIRCLES] == []
+    assert [k for k in KNOWN_CIRCLES if k not in circles] == [], "gone: strike them"
 
 
 def test_the_check_sees_imports_inside_functions():

@@ -1,4 +1,4 @@
-"""What a search or a context pays to reach the archive (memoryd.recall.archive): the
+"""What a search or a context pays to reach the archive (memoryd.recall.archived): the
 time to scan archive files for a query's terms, against reading the same files without
 matching (the raw baseline, in the same run), at several archive sizes.
 
@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from memoryd.recall import archive as archive_recall
-from memoryd.consolidate import archive  # noqa: E402
+from memoryd.recall import archived as archive_recall
+from memoryd.memory import archive  # noqa: E402
 from memoryd.recall.retrieval import plan_query  # noqa: E402
 
 WORDS = ("the theme selector crash build test deploy config service port cache redis user "

@@ -138,7 +138,7 @@ def raw_into_schema(db: Path, url: str, batch: int = 2000) -> float:
 
     from memoryd.move.ends import open_end, quote_col
     from memoryd.store.db import connect
-    from memoryd.store.target import StoreTarget
+    from memoryd.store_target import StoreTarget
 
     dst = open_end(url, StoreTarget(url=url, machine="bench"), db)
     dst_cols = {t: set(dst.columns(t)) for t in ("sessions", "files", "units")}

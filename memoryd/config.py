@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from memoryd.errors import ConfigError
-from memoryd.store.target import StoreTarget, check_namespace, check_url, masked_url
+from memoryd.store_target import StoreTarget, check_namespace, check_url, masked_url
 
 AgentName = Literal[
     "auto", "claude-code", "codex", "gemini-cli", "pi", "openclaw", "nanobot", "generic"

@@ -16,17 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from memoryd import __version__
-from memoryd.cli.commands import (
-    EXIT_ERROR,
-    EXIT_MISMATCH,
-    EXIT_NOT_RUNNING,
-    EXIT_OK,
-    EXIT_USAGE,
-    socket_path,
-)
+from memoryd.cli import locate
+from memoryd.cli.exits import EXIT_ERROR, EXIT_MISMATCH, EXIT_NOT_RUNNING, EXIT_OK, EXIT_USAGE
 from memoryd.cli.output import store_down_line
 from memoryd.client import ApiError, DaemonNotRunning, MemorydClient
 from memoryd.paths import Paths, resolve_paths
+
+
+def _socket(args: argparse.Namespace) -> Path:
+    return Path(locate.socket_path(args.socket, args.home))
 
 
 def _config_file(args: argparse.Namespace, paths: Paths) -> Path:
@@ -133,7 +131,7 @@ def _run(cmd: list[str]) -> int:
 def _daemon_pid(args: argparse.Namespace) -> int | None:
     """The running daemon's pid (it is this user's: the socket checks that), or None."""
     try:
-        pid = MemorydClient(socket_path(args), timeout=5).status().get("pid")
+        pid = MemorydClient(_socket(args), timeout=5).status().get("pid")
     except (DaemonNotRunning, ApiError, OSError):
         return None
     return pid if isinstance(pid, int) else None
@@ -159,7 +157,7 @@ def _launchd_log(plist: Path) -> Path | None:
 
 
 def version(args: argparse.Namespace) -> int:
-    client = MemorydClient(socket_path(args), timeout=5)
+    client = MemorydClient(_socket(args), timeout=5)
     print(f"memoryctl {__version__}")
     try:
         server = client.health()["version"]
@@ -242,7 +240,7 @@ def doctor(args: argparse.Namespace) -> int:
         report("ok" if not mode & 0o077 else "FAIL", "token",
                f"{paths.token_file} ({mode:o})" + ("" if not mode & 0o077 else
                                                    f"; chmod 600 {paths.token_file}"))
-    sock = socket_path(args)
+    sock = _socket(args)
     status: dict[str, Any] | None = None
     if len(os.fsencode(str(sock))) > MAX_SOCKET_PATH:
         report("FAIL", "socket", f"{sock} is over {MAX_SOCKET_PATH} bytes; set --socket")
@@ -313,7 +311,7 @@ def doctor(args: argparse.Namespace) -> int:
 def mcp(args: argparse.Namespace) -> int:
     from memoryd.cli.mcp import serve
 
-    return serve(MemorydClient(socket_path(args)))
+    return serve(MemorydClient(_socket(args)))
 
 
 def service(args: argparse.Namespace) -> int:

@@ -15,10 +15,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from memoryd import __version__
-from memoryd.cli import consolidation, history, jobs, memoryctl, output, store
+from memoryd.cli import consolidation, history, jobs, locate, output, store
+from memoryd.cli.exits import (
+    EXIT_ERROR,
+    EXIT_NOT_RUNNING,
+    EXIT_OK,
+    EXIT_USAGE,
+    stdout_closed,
+)
 from memoryd.client import ApiError, DaemonNotRunning, MemorydClient
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING, EXIT_MISMATCH = 0, 1, 2, 3, 4
 RANGE_TIMEOUT_S = 3600.0  # `run consolidate --since`: the daemon answers once every day is done
 
 # argparse translates its fixed strings ("options", "show this help message and exit")
@@ -156,19 +162,7 @@ def _with_parents(common: argparse.ArgumentParser) -> type[argparse.ArgumentPars
 
 
 def socket_path(args: argparse.Namespace) -> Path:
-    if args.socket:
-        return Path(args.socket)
-    if os.environ.get("MEMORYD_SOCKET"):
-        return Path(os.environ["MEMORYD_SOCKET"])
-    from memoryd.paths import resolve_paths
-
-    paths = resolve_paths(args.home)
-    return _configured_socket(paths.config_file) or paths.socket
-
-
-def _configured_socket(config: Path) -> Path | None:
-    sock = memoryctl.configured_socket(str(config))
-    return Path(sock) if sock else None
+    return Path(locate.socket_path(args.socket, args.home))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -193,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"memoryctl: {e.message}{where}", file=sys.stderr)
         return EXIT_USAGE if e.status == 400 else EXIT_ERROR
     except (OSError, TimeoutError) as e:
-        if isinstance(e, BrokenPipeError) and memoryctl.stdout_closed():
+        if isinstance(e, BrokenPipeError) and stdout_closed():
             raise  # the reader of our output left (`| head`): memoryctl.main ends quietly
         print(f"memoryctl: cannot talk to memoryd at {client.socket_path}: {e}", file=sys.stderr)
         return EXIT_ERROR

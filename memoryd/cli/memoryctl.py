@@ -16,16 +16,20 @@ argparse path calls), so this process decodes no JSON either.
 import os
 import sys
 
+from memoryd.cli.exits import (
+    EXIT_ERROR,
+    EXIT_NOT_RUNNING,
+    EXIT_OK,
+    EXIT_USAGE,
+    closed_stdout,
+    stdout_closed,
+)
+from memoryd.cli.locate import socket_path
+
 TYPE_CHECKING = False  # typing costs ~6 ms to import; annotations are strings here
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
-
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_RUNNING = 0, 1, 2, 3
-# `memoryctl ... | head`: the reader left. 128 + SIGPIPE, what a shell reports for git or
-# coreutils cut off the same way, so `set -o pipefail` scripts see memoryctl as they see
-# any other tool, and a cut-off listing is not mistaken for a complete one.
-EXIT_CLOSED_STDOUT = 141
 
 GLOBAL = {"--socket": "socket", "--home": "home"}
 CONTEXT = {"--session": "session_id", "--cwd": "cwd", "--agent": "agent",
@@ -45,31 +49,6 @@ def main(argv: "Sequence[str] | None" = None) -> int:
             raise
         return closed_stdout()
     return code
-
-
-def stdout_closed() -> bool:
-    """True when stdout is a pipe or socket whose reader has gone: poll reports an error
-    or hang-up on the writing end (Linux: POLLERR; macOS and the BSDs: POLLHUP)."""
-    import select
-
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, ValueError, OSError):  # replaced or closed by a caller
-        return False
-    p = select.poll()
-    p.register(fd, select.POLLOUT)
-    return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in p.poll(0))
-
-
-def closed_stdout() -> int:
-    """Point stdout at /dev/null (the interpreter flushes it at exit, which would raise
-    again and print a traceback) and give the exit code."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
-    return EXIT_CLOSED_STDOUT
 
 
 def dispatch(argv: "Sequence[str] | None" = None) -> int:
@@ -130,78 +109,12 @@ def parse(argv: "list[str]") -> "dict[str, Any] | None":
     return out
 
 
-def socket_path(opts: "dict[str, Any]") -> str:
-    """--socket, $MEMORYD_SOCKET, the config's [server] socket, or the home's default."""
-    if opts.get("socket"):
-        return str(opts["socket"])
-    if os.environ.get("MEMORYD_SOCKET"):
-        return os.environ["MEMORYD_SOCKET"]
-    got = plain_dirs(opts.get("home"), os.environ)
-    if got is None:  # anything unusual: memoryd.paths decides (pathlib, platformdirs)
-        from memoryd.paths import resolve_paths
-
-        paths = resolve_paths(opts.get("home"))
-        config, sock = str(paths.config_file), str(paths.socket)
-    else:
-        config, sock = got
-    return configured_socket(config) or sock
-
-
-def plain_dirs(home: "str | None", environ: "Any") -> "tuple[str, str] | None":
-    """(config file, default socket) as `memoryd.paths.resolve_paths` places them, from
-    strings alone, for the usual cases: a home (--home, $MEMORYD_HOME), or Linux's XDG
-    defaults. None for the rest (another OS, a relative $HOME, a path Path would
-    normalize), which the caller leaves to `memoryd.paths`. Importing memoryd.paths costs
-    dataclasses (inspect, re), pathlib and platformdirs (tempfile, shutil, fnmatch): more
-    than the rest of this process's imports together. Tested equal to resolve_paths."""
-    home = home or environ.get("MEMORYD_HOME")
-    if home:
-        h = os.path.expanduser(home)
-        h = h if h.startswith("/") else os.getcwd() + "/" + h
-        return _plain(h + "/config/config.toml", h + "/run/memoryd.sock")
-    if not sys.platform.startswith("linux") or hasattr(sys, "getandroidapilevel") \
-            or "ANDROID_DATA" in environ or not environ.get("HOME", "/").startswith("/"):
-        return None
-    config = _xdg(environ, "XDG_CONFIG_HOME", "~/.config")
-    state = _xdg(environ, "XDG_STATE_HOME", "~/.local/state")
-    base = environ.get("XDG_RUNTIME_DIR")
-    run = base + "/memoryd" if base and os.path.isdir(base) and os.access(base, os.W_OK) \
-        else state
-    return _plain(config + "/config.toml", run + "/memoryd.sock")
-
-
-def _xdg(environ: "Any", name: str, default: str) -> str:
-    base = environ.get(name, "")
-    return (base if base.startswith("/") else os.path.expanduser(default)) + "/memoryd"
-
-
-def _plain(config: str, sock: str) -> "tuple[str, str] | None":
-    """Both paths when str(Path(p)) is the same string for each, else None."""
-    for p in (config, sock):
-        if not p.startswith("/") or "//" in p or "/./" in p or "/../" in p:
-            return None
-    return config, sock
-
-
-def configured_socket(config: str) -> "str | None":
-    if not os.path.exists(config):
-        return None
-    import tomllib
-
-    try:
-        with open(config, "rb") as f:
-            sock = tomllib.load(f).get("server", {}).get("socket")
-    except (OSError, ValueError):
-        return None
-    return os.path.expanduser(sock) if isinstance(sock, str) else None
-
-
 def context(opts: "dict[str, Any]") -> int:
     cwd = os.path.abspath(opts.get("cwd") or os.getcwd())
     body = {"query": " ".join(opts["words"]) or None, "session_id": opts.get("session_id"),
             "cwd": cwd, "agent": opts.get("agent"), "budget_tokens": opts.get("budget", 2000),
             "include": opts.get("include"), "client": "memoryctl", "format": "md"}
-    path = socket_path(opts)
+    path = socket_path(opts.get("socket"), opts.get("home"))
     try:
         status, text = post_context(path, body, timeout=30.0)
     except UnicodeEncodeError:  # an argument that is not text (undecodable bytes)
@@ -237,8 +150,8 @@ def hook(opts: "dict[str, Any]") -> int:
         body = {"query": prompt, "session_id": event.get("session_id"),
                 "agent": opts["words"][0], "cwd": event.get("cwd") or os.getcwd(),
                 "budget_tokens": opts.get("budget", 1500), "client": "hook", "format": "md"}
-        status, text = post_context(socket_path(opts), {k: v for k, v in body.items() if v},
-                                    timeout=5.0)
+        path = socket_path(opts.get("socket"), opts.get("home"))
+        status, text = post_context(path, {k: v for k, v in body.items() if v}, timeout=5.0)
         if status >= 400:
             raise RuntimeError(f"memoryd answered {status}: {text[:200]}")
         if text:
@@ -251,7 +164,7 @@ def hook(opts: "dict[str, Any]") -> int:
 
 def status(opts: "dict[str, Any]") -> int:
     """`memoryctl status`: the daemon renders it (`GET /v1/status?format=text`)."""
-    path = socket_path(opts)
+    path = socket_path(opts.get("socket"), opts.get("home"))
     try:
         code, ctype, text = exchange(path, "GET", "/v1/status?format=text", None,
                                      timeout=30.0)

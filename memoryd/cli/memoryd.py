@@ -59,7 +59,7 @@ def overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         out.setdefault("log", {})["level"] = args.log_level
     if args.store is not None:
         from memoryd.errors import ConfigError
-        from memoryd.store.target import refuse_password_in_flag
+        from memoryd.store_target import refuse_password_in_flag
 
         try:
             refuse_password_in_flag(args.store, "--store")

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.config import RetentionSettings
-from memoryd.consolidate import archive
+from memoryd.memory import archive
 from memoryd.memory import daily, history
 from memoryd.memory.atomic import clean_temps
 from memoryd.consolidate.clock import Clock, local_day

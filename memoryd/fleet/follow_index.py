@@ -47,7 +47,7 @@ from memoryd.fleet.feed_indexer import BUSY_GAP_S, POLL_S, REPORT_S, FeedIndexer
 from memoryd.fleet.health import Health
 from memoryd.fleet.row_cache import RowCache
 from memoryd.index import META, SearchIndex
-from memoryd.store.target import StoreTarget
+from memoryd.store_target import StoreTarget
 
 log = logging.getLogger(__name__)
 

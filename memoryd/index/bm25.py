@@ -1,8 +1,8 @@
 """tantivy's BM25, as the live tail (`memoryd.index.tail`) needs it to score like the
 index: its constants and field-length table, the committed index's statistics (read
 from tantivy's own explanation of a hit: the bindings give no other way to the document
-count with deleted ones, or the average field length), and `Combined`, the index's
-searcher with the tail counted in."""
+count with deleted ones, or the average field length), and `Freqs`, a searcher's
+document frequencies read once (`Combined`, with the tail counted in, is the tail's)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,9 @@ import bisect
 import json
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import tantivy
-
-if TYPE_CHECKING:
-    from memoryd.index.tail import Tail
 
 K1, B = 1.2, 0.75  # tantivy's BM25 (src/query/bm25.rs)
 
@@ -93,32 +90,6 @@ def main_stats(searcher: tantivy.Searcher, schema: tantivy.Schema,
     walk(json.loads(q.explain(searcher, hits[0][1]).to_json()))
     n = int(got.get("N", live))
     return MainStats(n, live, got.get("avgdl", 0.0) * n)
-
-
-class Combined:
-    """The index's searcher with the tail counted in, for `text_query`: its document
-    count and frequencies are the committed index's plus the tail's, so a one-liner's
-    flat IDF is what it will be after the commit; and `boost` rescales each body token's
-    BM25 in the index from the index's IDF to that one. A committed unit then scores as
-    it will after the commit, but for the average body length (the tail's share of it:
-    a small fraction of a percent once the index holds more than a few hundred units).
-    Call with the tail's lock held."""
-
-    def __init__(self, searcher: tantivy.Searcher, tail: Tail, main: MainStats) -> None:
-        self.searcher, self.tail, self.main = searcher, tail, main
-        self.num_docs = main.live + len(tail.docs) - tail.main_gone
-        self._n = main.docs + len(tail.docs) + tail.ghosts
-
-    def doc_freq(self, fname: str, token: str) -> int:
-        extra = self.tail.df if fname == "body" else self.tail.ol_df
-        return int(self.searcher.doc_freq(fname, token)) + extra.get(token, 0)
-
-    def boost(self, token: str) -> float:
-        df = self.searcher.doc_freq("body", token)
-        add = self.tail.df.get(token, 0)
-        if not df or (not add and self._n == self.main.docs):
-            return 1.0
-        return idf(df + add, self._n) / idf(df, self.main.docs)
 
 
 class Freqs:

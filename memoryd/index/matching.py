@@ -13,7 +13,7 @@ from typing import Any
 
 import tantivy
 
-from memoryd.index.bm25 import Combined, Freqs, MainStats
+from memoryd.index.bm25 import Freqs, MainStats
 from memoryd.index.query import (
     WEAK,
     Occur,
@@ -26,7 +26,7 @@ from memoryd.index.query import (
     term_tokens,
     text_query,
 )
-from memoryd.index.tail import Tail
+from memoryd.index.tail import Combined, Tail
 from memoryd.index.text import index_text, is_cjk, weak_term
 
 MASK_TERMS = 20  # terms matched per search in `matched_ids` (f32: 24 exact bits)

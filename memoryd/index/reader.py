@@ -15,7 +15,7 @@ from typing import Any
 import tantivy
 
 from memoryd.index import fallback, maxscore
-from memoryd.index.bm25 import Combined, Freqs, MainStats, main_stats
+from memoryd.index.bm25 import Freqs, MainStats, main_stats
 from memoryd.index.helper import Helper
 from memoryd.index.matching import TermMatches
 from memoryd.index.query import (
@@ -33,7 +33,7 @@ from memoryd.index.query import (
     text_parts,
     text_query,
 )
-from memoryd.index.tail import Tail
+from memoryd.index.tail import Combined, Tail
 from memoryd.index.text import is_cjk
 
 RANK_FIELDS = ("unit_id", "session_pk", "seq", "ts", "speaker", "dup", "chars")

@@ -363,3 +363,28 @@ def _passes(d: TailDoc, f: Filters, allowed: set[int] | None) -> bool:
     return not any(d.session_pk == pk and d.seq >= max(0, from_seq)
                    for pk, from_seq in f.exclude)
 
+
+class Combined:
+    """The index's searcher with the tail counted in, for `text_query`: its document
+    count and frequencies are the committed index's plus the tail's, so a one-liner's
+    flat IDF is what it will be after the commit; and `boost` rescales each body token's
+    BM25 in the index from the index's IDF to that one. A committed unit then scores as
+    it will after the commit, but for the average body length (the tail's share of it:
+    a small fraction of a percent once the index holds more than a few hundred units).
+    Call with the tail's lock held."""
+
+    def __init__(self, searcher: tantivy.Searcher, tail: Tail, main: MainStats) -> None:
+        self.searcher, self.tail, self.main = searcher, tail, main
+        self.num_docs = main.live + len(tail.docs) - tail.main_gone
+        self._n = main.docs + len(tail.docs) + tail.ghosts
+
+    def doc_freq(self, fname: str, token: str) -> int:
+        extra = self.tail.df if fname == "body" else self.tail.ol_df
+        return int(self.searcher.doc_freq(fname, token)) + extra.get(token, 0)
+
+    def boost(self, token: str) -> float:
+        df = self.searcher.doc_freq("body", token)
+        add = self.tail.df.get(token, 0)
+        if not df or (not add and self._n == self.main.docs):
+            return 1.0
+        return idf(df + add, self._n) / idf(df, self.main.docs)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memoryd.store.target import StoreTarget, is_postgres
+from memoryd.store_target import StoreTarget, is_postgres
 
 
 class End:

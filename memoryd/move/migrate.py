@@ -40,7 +40,7 @@ from memoryd.errors import StoreError
 from memoryd.move.docs import TABLE as TABLE_DOCS
 from memoryd.move.docs import copy_docs
 from memoryd.move.ends import End, open_end, quote_col
-from memoryd.store.target import StoreTarget, is_postgres
+from memoryd.store_target import StoreTarget, is_postgres
 
 BATCH = 2000
 MAP_DDL = ("CREATE TABLE IF NOT EXISTS _migrate_map (src text NOT NULL, tbl text NOT NULL, "

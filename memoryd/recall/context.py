@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memoryd.recall import archive as archive_recall
+from memoryd.recall import archived as archive_recall
 from memoryd.api import ContextRequest
 from memoryd.runtime.background import QUERIES
 from memoryd.errors import StoreUnavailableError
@@ -259,7 +259,7 @@ class ContextBuilder:
         self.store.recent.remember(hits)
         for h in hits:
             s.items.append(_hit_item(h, root))
-        if len(hits) < k:  # what retention archived fills the rest (memoryd.recall.archive)
+        if len(hits) < k:  # what retention archived fills the rest (memoryd.recall.archived)
             _, found = archive_recall.find(self.archive_dir, plan_query(query).terms, "or",
                                            k - len(hits))
             s.items += [_archived_item(r, root) for r in found]

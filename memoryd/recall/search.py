@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from memoryd.recall import archive as archive_recall
+from memoryd.recall import archived as archive_recall
 from memoryd.api import SearchRequest, SearchResponse, SearchResult
 from memoryd.runtime.background import QUERIES
 from memoryd.errors import StoreUnavailableError
@@ -21,7 +21,7 @@ from memoryd.store import Store
 async def search(store: Store, req: SearchRequest,
                  archive_dir: Path | None = None) -> SearchResponse:
     """`archive_dir`: what retention moved there fills a page the index does not
-    (memoryd.recall.archive)."""
+    (memoryd.recall.archived)."""
     RELEASE.touch()
     # background work waits meanwhile; the index's helper takes this search's parts only
     # while no other search or context runs (`memoryd.index.helper`)

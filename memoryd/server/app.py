@@ -59,7 +59,7 @@ class Services:
     on_forget: Sequence[Callable[[str, str, str | None], Awaitable[dict[str, Any]]]] = ()
     # POST /v1/backup writes only under these folders (server/backup_dest.py)
     backup_roots: tuple[Path, ...] = field(default_factory=lambda: (Path.home(),))
-    # retention's archive files: search and context reach them (memoryd.recall.archive)
+    # retention's archive files: search and context reach them (memoryd.recall.archived)
     archive_dir: Path | None = None
 
 

@@ -29,7 +29,7 @@ from memoryd.store.compact import compact_if_due
 from memoryd.store.counters import fold_pg
 from memoryd.store.db import PAGE_SIZE, DBThread, SqliteRunner, bound_wal, connect, truncate_wal
 from memoryd.store.migrations import migrate
-from memoryd.store.target import StoreTarget
+from memoryd.store_target import StoreTarget
 
 T = TypeVar("T")
 

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from memoryd.errors import StoreError, StoreUnavailableError
 from memoryd.fleet.health import Health
-from memoryd.store.target import StoreTarget
+from memoryd.store_target import StoreTarget
 
 T = TypeVar("T")
 INSTALL_HINT = ("the PostgreSQL store needs the psycopg driver: install memoryd[postgres] "

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from memoryd.cli.memoryctl import plain_dirs
+from memoryd.cli.locate import plain_dirs
 from memoryd.paths import resolve_paths
 
 XDG = ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR")

@@ -19,7 +19,7 @@ from memoryd.client import ApiError, DaemonNotRunning, MemorydClient
 from memoryd.store import Store
 from memoryd.store.files import Cursor, get_cursor, live_cursors, save_cursor
 from memoryd.store.sessions import session_pk
-from memoryd.store.target import StoreTarget
+from memoryd.store_target import StoreTarget
 from tests.fleet.daemons import fleet_daemons, msg
 from tests.helpers import SLOWDOWN as SLOW
 from tests.helpers import AsyncClient, short_dir, wait_for, write_jsonl

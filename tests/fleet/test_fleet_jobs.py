@@ -22,7 +22,7 @@ from memoryd.store.jobs import (
     recover_jobs,
     renew_lease,
 )
-from memoryd.store.target import StoreTarget
+from memoryd.store_target import StoreTarget
 from tests.helpers import wait_for
 
 

@@ -21,7 +21,7 @@ from memoryd.index import META
 from memoryd.recall.retrieval import retrieve_sync
 from memoryd.recall.search import search
 from memoryd.store import Store
-from memoryd.store.target import StoreTarget
+from memoryd.store_target import StoreTarget
 from tests.fleet.daemons import fleet_daemons, msg
 from tests.helpers import (
     SLOWDOWN,

@@ -13,7 +13,7 @@ import pytest
 from memoryd.errors import StoreUnavailableError
 from memoryd.fleet.health import Health, scrub
 from memoryd.store.pg import PgRunner
-from memoryd.store.target import StoreTarget
+from memoryd.store_target import StoreTarget
 
 
 @pytest.mark.parametrize(("text", "secret"), [

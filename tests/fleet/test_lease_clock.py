@@ -18,7 +18,7 @@ import pytest
 
 from memoryd.store import Store, memory_docs
 from memoryd.store.jobs import claim_job, get_job
-from memoryd.store.target import StoreTarget
+from memoryd.store_target import StoreTarget
 from tests.fleet.test_fleet_jobs import add
 
 pytestmark = pytest.mark.skipif(shutil.which("faketime") is None and not os.environ.get("CI"),
@@ -30,7 +30,7 @@ SKEWED = textwrap.dedent("""
     from memoryd.store import memory_docs
     from memoryd.store.jobs import claim_job
     from memoryd.store.pg import connect
-    from memoryd.store.target import StoreTarget
+    from memoryd.store_target import StoreTarget
 
     url, name = sys.argv[1], sys.argv[2]
     conn = connect(StoreTarget(url=url, machine=name, namespace="team"))

@@ -18,7 +18,7 @@ import pytest
 from memoryd.cli.commands import main as memoryctl
 from memoryd.store import pg
 from memoryd.store.db import connect
-from memoryd.store.target import StoreTarget
+from memoryd.store_target import StoreTarget
 from tests.fleet.history import make_history
 
 

@@ -89,7 +89,7 @@ def test_issue_28_archived_sessions_of_one_id_on_two_machines_stay_two(tmp_path)
     """The archive (retention's monthly files) keeps two machines' `chat` apart: both
     machines' records of the same ids are kept, and a forget or restore of one machine's
     takes only its records (and any archived before records named their machine)."""
-    from memoryd.consolidate import archive
+    from memoryd.memory import archive
 
     def rec(machine: str | None, i: int) -> dict:
         r = {"agent": "generic", "session_id": "chat", "record_id": f"m{i}",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from memoryd.store import Store
-from memoryd.store.target import StoreTarget
+from memoryd.store_target import StoreTarget
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

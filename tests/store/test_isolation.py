@@ -11,7 +11,7 @@ import pytest
 from memoryd.errors import StoreError
 from memoryd.store import Store
 from memoryd.store.sessions import count_sessions, session_pk
-from memoryd.store.target import StoreTarget
+from memoryd.store_target import StoreTarget
 
 
 async def test_a_role_confined_to_its_namespace_cannot_read_another(tmp_path, pg_server,

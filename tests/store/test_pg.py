@@ -16,7 +16,7 @@ from memoryd.store import Store
 from memoryd.store.migrations import MIGRATIONS
 from memoryd.store.pg import Row, translate
 from memoryd.store.sessions import count_sessions, session_pk
-from memoryd.store.target import StoreTarget, masked_url
+from memoryd.store_target import StoreTarget, masked_url
 
 
 def test_translate_placeholders_and_leaves_literals_alone():

@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memoryd.consolidate import archive
+from memoryd.memory import archive
 from memoryd.index.text import snippet
 
 

@@ -45,16 +45,6 @@ from memoryd.ingest.redact import Redactor
 from memoryd.memory import MemoryFile
 from memoryd.memory.fleet_sync import FleetMemory
 from memoryd.paths import Paths, mkdir_private
-from memoryd.runtime.reexec import (
-    Reexec,
-    due,
-    exec_self,
-    hold_signals,
-    inherited_signals,
-    release_signals,
-    serve_handed_over,
-    stop_accepting,
-)
 from memoryd.daemon.reload import reload_settings
 from memoryd.recall.served_log import ServedLog
 from memoryd.server import consolidate_api, export_api, summaries_api
@@ -70,7 +60,6 @@ from memoryd.ingest.sources import Candidates, Source, configured_sources, owner
 from memoryd.store import Store
 from memoryd.store import consolidation_runs as runs_sql
 from memoryd.store.files import file_stats, files_with_bad_lines
-from memoryd.store.jobs import next_due
 from memoryd.store.sessions import count_sessions
 from memoryd.store.units import count_units
 from memoryd.summarize.service import Summaries
@@ -85,7 +74,6 @@ STOP_TIMEOUT = 4.0
 # background jobs wait for a fleet member's index backlog at most this long at a stretch: a
 # member fed a full page at every poll without pause would otherwise keep them waiting
 JOBS_WAIT_MAX_S = 600.0
-REEXEC_RECHECK_S = 30.0  # a re-exec due while jobs run: asked again this much later
 MEMORY_POLL_S = 60.0  # MEMORY.md edits arrive through the watcher; this look is the safety net
 
 
@@ -127,10 +115,6 @@ class Daemon:
         self._baseline: dict[str, int] = {}
         self._last_store_status: tuple[Any, ...] | None = None  # for a store gone away
         self._stack = contextlib.AsyncExitStack()
-        # a re-exec's handover (sockets, lock) when the previous image left one
-        self.reexec = Reexec(environ)
-        self._sites: list[Any] = []
-        self._lock_file: Any = None
         self._stop_requested = asyncio.Event()
         self.jobs_wait_max_s = JOBS_WAIT_MAX_S
         self._backlog_since: float | None = None  # jobs have waited for the index since
@@ -158,7 +142,6 @@ class Daemon:
     async def start(self) -> None:
         self.state = "starting"
         self.started_at = time.time()
-        self._loop = asyncio.get_running_loop()
         s = self.settings
         try:
             self.paths.ensure()
@@ -286,11 +269,8 @@ class Daemon:
             log.exception("looking for history to consolidate failed")
 
     def _lock(self) -> None:
-        # held for the daemon's lifetime; 0600 like every file memoryd makes. After a
-        # re-exec, the previous image's descriptor: its lock was never let go
-        fd = self.reexec.inherited_lock(self.paths.lock)
-        if fd is None:
-            fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
+        # held for the daemon's lifetime; 0600 like every file memoryd makes
+        fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
         f = os.fdopen(fd, "r+")
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -302,7 +282,6 @@ class Daemon:
         f.truncate(0)
         f.write(f"{os.getpid()}\n")
         f.flush()
-        self._lock_file = f
         self._stack.callback(f.close)
 
     async def _serve(self) -> None:
@@ -332,72 +311,12 @@ class Daemon:
         await runner.setup()
         self._stack.push_async_callback(runner.cleanup)
         srv = self.settings.server
-        unix_ok, self.tcp_port = False, None
-        if self.reexec.inherited:  # the previous image's sockets, with their backlogs
-            assert self.reexec.handover is not None
-            # the pause ends here: from the first site's start the loop answers what
-            # waited in the backlogs, maybe before the next line runs
-            self.reexec.served()
-            unix_ok, self.tcp_port = await serve_handed_over(
-                runner, self.reexec.handover, self.socket_path,
-                srv.tcp_port if srv.tcp_enabled else None)
-        if not unix_ok:
-            await start_unix(runner, self.socket_path)
-        self._stack.callback(self._unlink_socket)
-        if srv.tcp_enabled and self.tcp_port is None:
+        self.tcp_port = None
+        await start_unix(runner, self.socket_path)
+        self._stack.callback(self.socket_path.unlink, missing_ok=True)
+        if srv.tcp_enabled:
             _, self.tcp_port = await start_tcp(runner, srv.tcp_host, srv.tcp_port,
                                                allow_non_loopback=srv.allow_non_loopback)
-        self._sites = list(runner.sites)
-        self.reexec.served()  # a handover without sockets: serving on new ones
-        RELEASE.on_rest(self._rested)
-        self._stack.callback(RELEASE.on_rest, self._rested, on=False)
-
-    def _unlink_socket(self) -> None:
-        if not self.reexec.requested:  # a re-exec keeps it: the next image serves on it
-            self.socket_path.unlink(missing_ok=True)
-
-    def _rested(self) -> None:
-        """The idle release ran at rest (its timer's thread): is a re-exec due?"""
-        with contextlib.suppress(RuntimeError):  # the loop is gone: stopping anyway
-            self._loop.call_soon_threadsafe(self._check_reexec)
-
-    def _check_reexec(self) -> None:
-        if self.state == "running" and not self.reexec.requested:
-            self._spawn(self._maybe_reexec(), "reexec")
-
-    async def _maybe_reexec(self) -> None:
-        """Once at rest after storing `server.reexec_after_units` units or more: stop
-        as on SIGTERM, keeping the sockets and the lock, and `run` re-executes the
-        process (memoryd.runtime.reexec). At rest: caught up, the index writer closed, no job
-        running or due; a daemon busy with jobs is asked again `REEXEC_RECHECK_S` later."""
-        assert self.ingestor is not None and self.queue is not None
-        assert self.store is not None
-        units = self.ingestor.stats.units
-        if (self.reexec.requested or self.state != "running"
-                or not due(units, self.settings.server.reexec_after_units)):
-            return
-        if not await self._at_rest():
-            self._loop.call_later(REEXEC_RECHECK_S, self._rested)
-            return
-        if self.reexec.request(units, self.settings.server.reexec_after_units):
-            self._stop_requested.set()
-
-    async def _at_rest(self) -> bool:
-        """Caught up (a fleet member: its index too), the index writer closed, no job
-        running or due, and the store reachable."""
-        assert self.store is not None and self.queue is not None
-        index = self.store.index
-        if not self.backfill_done or self.queue.depth() or self.ingestor is None \
-                or self.ingestor.parked or index.has_writer() or index.backlog():
-            return False
-        try:
-            if not (await self.store.read(index.status))["caught_up"]:
-                return False
-            due_at = await self.store.read(next_due)
-        except StoreUnavailableError:
-            return False
-        running = self.summaries is not None and self.summaries.queue.running
-        return not running and (due_at is None or due_at > self.clock())
 
     def _memory_folder_changed(self) -> None:
         if self.memory is not None:
@@ -687,8 +606,8 @@ class Daemon:
                        "bad_lines_this_run": st.bad_lines, "errors": st.errors,
                        "last_error": st.last_error, **failures},
             "queries": self.limiter.as_dict(),  # search/context: running, waiting, 503s
-            # RSS now, idle releases run (memoryd.runtime.idle_release), re-execs (memoryd.runtime.reexec)
-            "memory": {**RELEASE.status(), **self.reexec.status()},
+            # RSS now, idle releases run (memoryd.runtime.idle_release)
+            "memory": RELEASE.status(),
             "watcher": {"batches": self.watcher.batches if self.watcher else 0,
                         "errors": self.watcher.errors if self.watcher else 0,
                         # why it polls where it could wait (no inotify instances/watches)
@@ -755,7 +674,6 @@ class Daemon:
 
     def request_stop(self) -> None:
         sdnotify.notify("STOPPING=1")
-        self.reexec.requested = False  # a SIGTERM while a re-exec was decided: a stop
         self._stop_requested.set()
 
     async def stop(self) -> None:
@@ -780,48 +698,17 @@ class Daemon:
         # handlers first: the socket answers before start() returns, and a SIGTERM in
         # between must still stop cleanly (it is acted on once start() is done)
         loop = asyncio.get_running_loop()
-        handover = None
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.request_stop)
         loop.add_signal_handler(signal.SIGHUP, self.request_reload)
-        if self.reexec.handover is not None:  # what the previous image held for this one
-            release_signals()
-            for sig in inherited_signals(self.reexec.handover):
-                log.info("acting on %s received during the re-exec", signal.Signals(sig).name)
-                (self.request_reload if sig == signal.SIGHUP else self.request_stop)()
         try:
             await self.start()
             await self._stop_requested.wait()
             log.info("stopping")
         finally:
-            if self.reexec.requested:  # before the sites stop: their sockets stay open
-                # a SIGTERM meanwhile still stops (request_stop: no re-exec); the next
-                # image reads the configuration afresh, so a SIGHUP needs nothing more
-                loop.add_signal_handler(signal.SIGHUP, lambda: None)
-                handover = self.reexec.next_handover(
-                    self._sites, self._lock_file,
-                    self.ingestor.stats.units if self.ingestor else 0)
-                await stop_accepting(self._sites)
-            else:
-                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-                    loop.remove_signal_handler(sig)
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                loop.remove_signal_handler(sig)
             await self.stop()
-        if handover is not None:
-            held = hold_signals()  # to the next image's handlers: for it, not fatal
-            await asyncio.sleep(0.005)  # one that came just before is acted on here
-            if not self.reexec.requested:
-                log.info("a stop was asked during the re-exec: not re-executing")
-                release_signals(held)
-                handover = None
-        if handover is not None:
-            log.info("stopped; re-executing")
-            try:
-                exec_self(handover, held)
-            except OSError as e:
-                release_signals(held)
-                log.error("re-exec failed, exiting for the service manager to restart "
-                          "memoryd: %s", e)
-                return 1
         log.info("stopped")
         return self.exit_code
 

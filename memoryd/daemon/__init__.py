@@ -30,6 +30,7 @@ from memoryd.config import Settings, settings_summary
 from memoryd.consolidate import runs as cons_runs
 from memoryd.consolidate.catch_up import CatchUp
 from memoryd.consolidate.clock import Clock
+from memoryd.consolidate.crons import Crons
 from memoryd.consolidate.retention import Retention
 from memoryd.consolidate.service import Consolidator
 from memoryd.recall.context import ContextBuilder
@@ -42,6 +43,9 @@ from memoryd.index.tail import TailPolicy
 from memoryd.ingest.ingestor import IngestEvent, Ingestor
 from memoryd.ingest.queue import IngestQueue
 from memoryd.ingest.redact import Redactor
+from memoryd.jobs.queue import JobQueue
+from memoryd.jobs.schedule import Schedule
+from memoryd.llm import LLM
 from memoryd.memory import MemoryFile
 from memoryd.memory.fleet_sync import FleetMemory
 from memoryd.paths import Paths, mkdir_private
@@ -129,10 +133,14 @@ class Daemon:
         self.queue: IngestQueue | None = None
         self.watcher: Watcher | None = None
         self.memory: MemoryFile | None = None
+        self.llm: LLM | None = None
+        self.job_queue: JobQueue | None = None
+        self.schedule: Schedule | None = None
         self.summaries: Summaries | None = None
         self.consolidator: Consolidator | None = None
         self.retention: Retention | None = None
         self.catch_up: CatchUp | None = None
+        self.crons: Crons | None = None
         self.forgetting: Forgetting | None = None
         self.fleet_memory: FleetMemory | None = None
 
@@ -162,8 +170,13 @@ class Daemon:
             await self.ingestor.load_seen()
             self._sources = configured_sources(s, self.environ)
             self.ingestor.subscribers.append(self._on_ingest)
-            self.summaries = Summaries(s, self.store, self.events, environ=self.environ,
-                                       clock=self.clock, busy=self._jobs_wait)
+            # one LLM, one job queue, one schedule: each service adds its jobs to them
+            self.llm = LLM(s.llm, self.store, environ=self.environ, clock=self.clock)
+            queue = self.job_queue = JobQueue.from_settings(self.store, s, clock=self.clock,
+                                                            busy=self._jobs_wait)
+            self.schedule = Schedule()
+            self.summaries = Summaries(s, self.store, self.llm, queue, self.schedule,
+                                       self.events, clock=self.clock, busy=self._jobs_wait)
             self.ingestor.subscribers.append(self.summaries.on_ingest)
             self.queue = IngestQueue(self.ingestor, self.sources)
             if target.kind == "postgresql":  # own transcripts first, the fleet's after
@@ -185,17 +198,14 @@ class Daemon:
             await self.memory.start()
             self._stack.push_async_callback(self.memory.stop)
             self.consolidator = Consolidator(s, self.store, self.memory, self.paths.memory_dir,
-                                             clock=self.clock, llm=self.summaries.llm)
-            queue = self.summaries.queue
-            self.catch_up = CatchUp(self.consolidator, lambda kind, target, params, reason,
-                                    prio: queue.enqueue(kind, target, params, reason=reason,
-                                                        priority=prio))
-            catch_up = self.catch_up
-            queue.add_handler("consolidate_history", lambda job: catch_up.job(job.params))
+                                             clock=self.clock, llm=self.llm)
+            catch_up = self.catch_up = CatchUp(self.consolidator, queue)
             self.retention = Retention(s.retention, self.store, self.paths.memory_dir,
                                        self.paths.data_dir / "archive", self.consolidator.tz,
                                        clock=self.clock)
             self.retention.hold = catch_up.pending
+            self.crons = Crons(s, self.consolidator, self.retention, catch_up)
+            self.crons.register(self.schedule)
             self.forgetting = Forgetting(self.store, candidate, self.memory, self._resummarize,
                                          self.consolidator.on_forget)
             if target.kind == "postgresql":  # one memory folder for the namespace
@@ -215,9 +225,16 @@ class Daemon:
                 self._spawn(self._retry_parked(), "retry-parked")
             else:
                 self._spawn(watch_identity(self.paths.db, self._db_gone), "db-guard")
-            await self.summaries.start()  # triggers last: the exit stack stops them first
+            self._schedule_fleet()
+            # the jobs last, the exit stack stops them first: the schedule, the workers,
+            # the summaries' triggers, then the LLM they all use
+            self._stack.push_async_callback(self.llm.close)
+            await self.summaries.start()
             self._stack.push_async_callback(self.summaries.stop)
-            self._schedule()
+            await queue.start()
+            self._stack.push_async_callback(queue.stop)
+            await self.schedule.start()
+            self._stack.push_async_callback(self.schedule.stop)
             if (period := sdnotify.watchdog_interval()) is not None:
                 self._spawn(self._watchdog(period), "watchdog")
         except BaseException:
@@ -231,42 +248,16 @@ class Daemon:
         if not self._stop_requested.is_set():  # a stop asked meanwhile told systemd so
             sdnotify.notify("READY=1")
 
-    def _schedule(self) -> None:
-        """Consolidation and retention on their crons, in the user's zone."""
-        assert self.summaries is not None and self.consolidator is not None
-        assert self.retention is not None
-        s, cons, ret = self.settings, self.consolidator, self.retention
-        add, tz = self.summaries.triggers.add_cron, cons.tz
+    def _schedule_fleet(self) -> None:
+        """A fleet member's own cron, in the user's zone."""
+        assert self.schedule is not None and self.consolidator is not None
+        s, tz, add = self.settings, self.consolidator.tz, self.schedule.cron
         grace = s.consolidate.misfire_grace_s
-        if s.summary.enabled and s.consolidate.enabled:
-            add("consolidate", s.consolidate.cron, tz, lambda: cons.scheduled("day"), grace)
-            add("consolidate_nightly", s.consolidate.nightly_cron, tz, self._nightly, grace)
-            self._spawn(cons.firings.watch(), "consolidate-leases")  # a dead claimer's
-        if s.retention.enabled:
-            add("retention", s.retention.cron, tz, ret.scheduled, grace)
         if self.store is not None and self.store.kind == "postgresql":
             # hourly: change rows every active machine has applied (memoryd.fleet.changefeed)
             index, keep_s = self.store.index, s.store.changes_keep_days * 86400
             add("changes_prune", "17 * * * *", tz,
                 lambda: asyncio.to_thread(index.prune_changes, keep_s), grace)  # type: ignore[attr-defined]
-
-    async def _nightly(self) -> None:
-        """Yesterday's last pass, then any history not consolidated yet (a new source)."""
-        assert self.consolidator is not None
-        await self.consolidator.scheduled("nightly")
-        await self._request_history("nightly")
-
-    async def _request_history(self, reason: str) -> None:
-        s = self.settings
-        if self.catch_up is None or not (s.summary.enabled and s.consolidate.enabled
-                                         and s.consolidate.history):
-            return
-        try:
-            await self.catch_up.request(reason)
-        except StoreUnavailableError:
-            pass  # logged once by the store's health; the next firing asks again
-        except Exception:
-            log.exception("looking for history to consolidate failed")
 
     def _lock(self) -> None:
         # held for the daemon's lifetime; 0600 like every file memoryd makes
@@ -445,7 +436,8 @@ class Daemon:
         self._spawn(self._truncate_wal(indexed=True), "wal-after-index")
         log.info("backfill done: %d files read in %.1fs (%s)", queued, time.monotonic() - t0,
                  self.backfill.line())
-        await self._request_history("first start")  # history the crons do not cover
+        if self.crons is not None:  # history the crons do not cover
+            await self.crons.request_history("first start")
 
     async def _truncate_wal(self, *, indexed: bool = False) -> None:
         """What the backfill wrote is in the database: the WAL need not stay at its peak.

@@ -1,4 +1,5 @@
-"""When consolidation and retention run: their crons on the daemon's one schedule.
+"""When consolidation and retention run (their crons on the daemon's one schedule), and
+what `/v1/status` says about them.
 
 In the user's zone (`consolidate.timezone`): the day so far (`consolidate.cron`), the
 nightly pass that finishes yesterday (`consolidate.nightly_cron`) and then asks for
@@ -11,12 +12,16 @@ from __future__ import annotations
 
 import logging
 
+from typing import Any
+
 from memoryd.config import Settings
+from memoryd.consolidate import runs
 from memoryd.consolidate.catch_up import CatchUp
 from memoryd.consolidate.retention import Retention
 from memoryd.consolidate.service import Consolidator
 from memoryd.errors import StoreUnavailableError
 from memoryd.jobs.schedule import Schedule
+from memoryd.store import consolidation_runs as runs_sql
 
 log = logging.getLogger(__name__)
 
@@ -57,3 +62,19 @@ class Crons:
             pass  # logged once by the store's health; the next firing asks again
         except Exception:
             log.exception("looking for history to consolidate failed")
+
+    async def status(self) -> dict[str, Any]:
+        """`consolidation` in `/v1/status`: on or off, the last runs, and per recent day
+        what consolidation did, its warnings and the history's progress (runs, catch_up)."""
+        s = self.settings
+        out = {"enabled": s.summary.enabled and s.consolidate.enabled,
+               "last_run": self.cons.last_run, "retention_last_run": self.retention.last_run}
+        store = self.cons.store
+        try:
+            rows, failure = await store.read(lambda c: (
+                runs_sql.recent_runs(c, runs.RECENT_DAYS), runs_sql.last_failure(c)))
+        except StoreUnavailableError:
+            return out
+        days = runs.per_day(rows)
+        return {**out, "days": days, "warnings": runs.warnings(days, failure),
+                "history": self.catch_up.status()}

@@ -27,7 +27,6 @@ from memoryd.ingest.backfill import (
     read_paths_since,
 )
 from memoryd.config import Settings, settings_summary
-from memoryd.consolidate import runs as cons_runs
 from memoryd.consolidate.catch_up import CatchUp
 from memoryd.consolidate.clock import Clock
 from memoryd.consolidate.crons import Crons
@@ -62,7 +61,6 @@ from memoryd.server.served_api import routes as served_routes
 from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
 from memoryd.ingest.sources import Candidates, Source, configured_sources, owner, walk
 from memoryd.store import Store
-from memoryd.store import consolidation_runs as runs_sql
 from memoryd.store.files import file_stats, files_with_bad_lines
 from memoryd.store.sessions import count_sessions
 from memoryd.store.units import count_units
@@ -536,6 +534,7 @@ class Daemon:
 
     async def status(self) -> dict[str, Any]:
         assert self.store is not None and self.ingestor is not None and self.queue is not None
+        assert self.crons is not None
         machine = self.store.machine
 
         def counts(conn: Any) -> dict[str, int]:
@@ -564,10 +563,9 @@ class Daemon:
                                        "sessions": 0, "units": 0, "bad_files": []}, {}, None)
             index, c = {**index, "caught_up": False}, dict(c)
         health = self.store.health.status()
-        st = self.ingestor.stats
-        failures = self.ingestor.failures.report(c.pop("bad_files", []))
+        lag_ms = self.ingestor.stats.last_lag_ms
+        ingest = self.ingestor.status(c.pop("bad_files", []))
         failing = bool(self.ingestor.failures.blocking())
-        s = self.settings
         return {
             "version": __version__,
             "pid": os.getpid(),
@@ -593,39 +591,16 @@ class Daemon:
                           and not self.ingestor.parked),
             "index": index,
             "backfill": self.backfill.snapshot(),
-            "ingest_lag_ms": None if st.last_lag_ms is None else round(st.last_lag_ms, 1),
-            "ingest": {"units_this_run": st.units, "batches": st.batches,
-                       "bad_lines_this_run": st.bad_lines, "errors": st.errors,
-                       "last_error": st.last_error, **failures},
+            "ingest_lag_ms": None if lag_ms is None else round(lag_ms, 1),
+            "ingest": ingest,
             "queries": self.limiter.as_dict(),  # search/context: running, waiting, 503s
             # RSS now, idle releases run (memoryd.runtime.idle_release)
             "memory": RELEASE.status(),
-            "watcher": {"batches": self.watcher.batches if self.watcher else 0,
-                        "errors": self.watcher.errors if self.watcher else 0,
-                        # why it polls where it could wait (no inotify instances/watches)
-                        "warning": self.watcher.warning if self.watcher else None},
+            "watcher": (self.watcher.status() if self.watcher
+                        else {"batches": 0, "errors": 0, "warning": None}),
             **extra,
-            "consolidation": {
-                "enabled": s.summary.enabled and s.consolidate.enabled,
-                "last_run": self.consolidator.last_run if self.consolidator else None,
-                "retention_last_run": self.retention.last_run if self.retention else None,
-                **await self._consolidation_status()},
+            "consolidation": await self.crons.status(),
         }
-
-    async def _consolidation_status(self) -> dict[str, Any]:
-        """Per recent day what consolidation did, its warnings, and the history's progress
-        (memoryd.consolidate.runs, .catch_up)."""
-        assert self.store is not None
-        if self.catch_up is None:
-            return {}
-        try:
-            rows, failure = await self.store.read(lambda c: (
-                runs_sql.recent_runs(c, cons_runs.RECENT_DAYS), runs_sql.last_failure(c)))
-        except StoreUnavailableError:
-            return {}
-        days = cons_runs.per_day(rows)
-        return {"days": days, "warnings": cons_runs.warnings(days, failure),
-                "history": self.catch_up.status()}
 
     async def _machines(self) -> list[dict[str, Any]] | None:
         """Fleet mode: the machines seen in the namespace (memoryd.fleet.machines)."""

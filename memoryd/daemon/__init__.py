@@ -19,13 +19,7 @@ from typing import Any
 from memoryd import __version__
 from memoryd.runtime import sdnotify
 from memoryd.api import IngestRequest, IngestResponse
-from memoryd.ingest.backfill import (
-    BackfillProgress,
-    human_bytes,
-    log_progress,
-    offsets,
-    read_paths_since,
-)
+from memoryd.ingest.backfill import Backfill, JobsWait
 from memoryd.config import Settings, settings_summary
 from memoryd.consolidate.catch_up import CatchUp
 from memoryd.consolidate.clock import Clock
@@ -73,9 +67,6 @@ from memoryd.web import routes as web_routes
 log = logging.getLogger(__name__)
 
 STOP_TIMEOUT = 4.0
-# background jobs wait for a fleet member's index backlog at most this long at a stretch: a
-# member fed a full page at every poll without pause would otherwise keep them waiting
-JOBS_WAIT_MAX_S = 600.0
 MEMORY_POLL_S = 60.0  # MEMORY.md edits arrive through the watcher; this look is the safety net
 
 
@@ -112,15 +103,13 @@ class Daemon:
                                     max_wait_s=srv.query_max_wait_s)
         self.state = "stopped"
         self.started_at = 0.0
-        self.backfill_done = False
-        self.backfill = BackfillProgress()
-        self._baseline: dict[str, int] = {}
+        self.backfill: Backfill | None = None
+        # background jobs wait for the backfill and an index's backlog (memoryd.ingest.backfill)
+        self.jobs_wait = JobsWait(lambda: self.backfill_done, lambda: (
+            self.store is not None and self.store.index.backlog()))
         self._last_store_status: tuple[Any, ...] | None = None  # for a store gone away
         self._stack = contextlib.AsyncExitStack()
         self._stop_requested = asyncio.Event()
-        self.jobs_wait_max_s = JOBS_WAIT_MAX_S
-        self._backlog_since: float | None = None  # jobs have waited for the index since
-        self._backlog_told = False  # that they no longer wait was logged
         self._tasks: list[asyncio.Task[Any]] = []
         self._sources: list[Source] = []
         self._adhoc: list[Source] = []  # folders given to POST /v1/ingest
@@ -171,10 +160,10 @@ class Daemon:
             # one LLM, one job queue, one schedule: each service adds its jobs to them
             self.llm = LLM(s.llm, self.store, environ=self.environ, clock=self.clock)
             queue = self.job_queue = JobQueue.from_settings(self.store, s, clock=self.clock,
-                                                            busy=self._jobs_wait)
+                                                            busy=self.jobs_wait)
             self.schedule = Schedule()
             self.summaries = Summaries(s, self.store, self.llm, queue, self.schedule,
-                                       self.events, clock=self.clock, busy=self._jobs_wait)
+                                       self.events, clock=self.clock, busy=self.jobs_wait)
             self.ingestor.subscribers.append(self.summaries.on_ingest)
             self.queue = IngestQueue(self.ingestor, self.sources)
             if target.kind == "postgresql":  # own transcripts first, the fleet's after
@@ -187,6 +176,7 @@ class Daemon:
                                    debounce_ms=s.watch.debounce_ms,
                                    force_polling=s.watch.force_polling,
                                    also={self.paths.memory_dir: self._memory_folder_changed})
+            self.backfill = Backfill(self.ingestor, self.queue, self.watcher)
 
             # a user's edit to MEMORY.md is seen by the watcher (above); the poll is a
             # safety net for a watch that is down
@@ -411,29 +401,14 @@ class Daemon:
             out.append({"path": str(f), "reason": why})
         return out
 
+    @property
+    def backfill_done(self) -> bool:
+        return self.backfill is not None and self.backfill.done
+
     async def _backfill(self) -> None:
-        assert self.watcher is not None and self.queue is not None
-        assert self.store is not None
-        assert self.ingestor is not None
-        t0 = time.monotonic()
-        self._baseline = offsets(self.ingestor.seen)
-        self.backfill = BackfillProgress()
-        queued = await self.watcher.reconcile()
-        await self._refresh_backfill()
-        log.info("backfill: %d files, %s to read", self.backfill.files_total,
-                 human_bytes(self.backfill.bytes_total))
-        logger = asyncio.create_task(log_progress(self.backfill, self._refresh_backfill))
-        try:
-            await self.queue.drained()
-        finally:
-            logger.cancel()
-        await self._refresh_backfill()
-        self.backfill.finish()
-        await self._truncate_wal()
-        self.backfill_done = True
+        assert self.backfill is not None
+        await self.backfill.run(self._truncate_wal)
         self._spawn(self._truncate_wal(indexed=True), "wal-after-index")
-        log.info("backfill done: %d files read in %.1fs (%s)", queued, time.monotonic() - t0,
-                 self.backfill.line())
         if self.crons is not None:  # history the crons do not cover
             await self.crons.request_history("first start")
 
@@ -450,51 +425,6 @@ class Daemon:
             pass
         except Exception:
             log.warning("checkpoint after the backfill failed", exc_info=True)
-
-    def _jobs_wait(self) -> bool:
-        """Background jobs (summaries, one-liners) wait while the backfill runs and, on
-        a fleet member, while its index still builds or pages a backlog of the feed: run
-        beside it they took the CPU the niced feed writer needed, so it was caught up
-        late (issue 14, bench/README "pgcatch"). A SQLite daemon's index keeps up with
-        its own backfill; a fleet member's follows it through the feed, after. They wait
-        for the index `jobs_wait_max_s` at most at a stretch, then run beside it."""
-        if not self.backfill_done:
-            return True
-        if self.store is None or not self.store.index.backlog():
-            self._backlog_since, self._backlog_told = None, False
-            return False
-        now = time.monotonic()
-        if self._backlog_since is None:
-            self._backlog_since = now
-        waited = now - self._backlog_since
-        if waited < self.jobs_wait_max_s:
-            return True
-        if not self._backlog_told:
-            self._backlog_told = True
-            log.info("background jobs run beside the index's backlog: it has lasted %.0f s",
-                     waited)
-        return False
-
-    async def _refresh_backfill(self) -> None:
-        await self._unread_bytes(update_backfill=True)
-
-    async def _unread_bytes(self, *, update_backfill: bool) -> int:
-        """Unread bytes, counted in a worker thread over a copy of what the ingestor knows
-        now; the backfill's progress is counted from the same copy. (Counted from the live
-        map after the thread returned, a file read meanwhile was both read and unread:
-        one file's size too many in `bytes_total`, for good.)"""
-        assert self.queue is not None and self.ingestor is not None
-        waiting = self.queue.queued()
-        seen, todo = self.ingestor.unread_view(waiting)
-        unread = await asyncio.to_thread(self.ingestor.unread_bytes, todo, seen)
-        if update_backfill:
-            read, nbytes = read_paths_since(self._baseline, seen)
-            # a file read in part and queued again for the rest counts once: the pending
-            # files are those waiting that have not been read from yet
-            pending = {str(p) for p in waiting} - read
-            self.backfill.update(files_read=len(read), bytes_read=nbytes,
-                                 pending_files=len(pending), unread_bytes=unread)
-        return unread
 
     async def _reconcile_loop(self) -> None:
         assert self.watcher is not None
@@ -534,7 +464,7 @@ class Daemon:
 
     async def status(self) -> dict[str, Any]:
         assert self.store is not None and self.ingestor is not None and self.queue is not None
-        assert self.crons is not None
+        assert self.crons is not None and self.backfill is not None
         machine = self.store.machine
 
         def counts(conn: Any) -> dict[str, int]:
@@ -547,7 +477,7 @@ class Daemon:
         # commit in between and a caught_up status would carry the count from before it)
         backfill_done = self.backfill_done
         depth = self.queue.depth()
-        unread = await self._unread_bytes(update_backfill=not backfill_done)
+        unread = await self.backfill.unread_bytes(update=not backfill_done)
         depth = max(depth, self.queue.depth())
         # the shared database may be away (fleet mode): then status answers with the
         # counts last read, says since when the store is unreachable, and is not caught up
@@ -590,7 +520,7 @@ class Daemon:
                           and index["caught_up"] and health["reachable"]
                           and not self.ingestor.parked),
             "index": index,
-            "backfill": self.backfill.snapshot(),
+            "backfill": self.backfill.progress.snapshot(),
             "ingest_lag_ms": None if lag_ms is None else round(lag_ms, 1),
             "ingest": ingest,
             "queries": self.limiter.as_dict(),  # search/context: running, waiting, 503s

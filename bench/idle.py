@@ -360,12 +360,6 @@ def self_backfill(args: argparse.Namespace) -> None:
                           f"{100 * (cpu_s(d.proc.pid) - c0) / (time.monotonic() - t0):.2f}%; "
                           f"search p50 {search_ms:.2f} ms, context p50 {context_ms:.2f} ms "
                           "(the first ones load what they need)")
-                    mem = d.client.status()["memory"]
-                    if mem.get("reexecs"):  # memoryd.runtime.reexec: peak is the new image's
-                        last = mem["last_reexec"]
-                        print(f"  re-executed {mem['reexecs']}x: RSS before "
-                              f"{last['rss_mb_before']} MB, pause (stopped -> serving) "
-                              f"{last['pause_ms']} ms", flush=True)
                 finally:
                     d.stop()
     finally:

@@ -46,6 +46,7 @@ from memoryd.ingest.redact import Redactor  # noqa: E402
 from memoryd.memory import MemoryFile  # noqa: E402
 from memoryd.store import Store  # noqa: E402
 from memoryd.summarize.service import Summaries  # noqa: E402
+from tests.fakes import build_summaries, start_summaries, stop_summaries  # noqa: E402
 from tests.fakes.llm_server import FakeLLM  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "sessions"
@@ -117,9 +118,9 @@ async def admit_every_day(store: Store, svc: Summaries, work: Path) -> int:
 async def run_fixtures(fixtures: Path, work: Path, fake: FakeLLM) -> dict[str, Any]:
     store = await Store.open(work / "fixtures.db")
     ingestor = Ingestor(store, Redactor((), ("private",)), max_line_bytes=16 << 20)
-    svc = Summaries(settings(fake), store, environ={})
+    svc = build_summaries(settings(fake), store)
     ingestor.subscribers.append(svc.on_ingest)
-    await svc.start()
+    await start_summaries(svc)
     try:
         for agent_dir in sorted(p for p in fixtures.iterdir() if p.is_dir()):
             for f in sorted(agent_dir.rglob("*")):
@@ -136,7 +137,7 @@ async def run_fixtures(fixtures: Path, work: Path, fake: FakeLLM) -> dict[str, A
         out["sessions"], out["summarized"] = sessions[0], sessions[1]
         return out
     finally:
-        await svc.stop()
+        await stop_summaries(svc)
         await store.close()
 
 
@@ -152,9 +153,9 @@ async def run_synthetic(lines: list[dict[str, Any]], work: Path, fake: FakeLLM |
     path.parent.mkdir(parents=True)
     store = await Store.open(work / f"{name}.db")
     ingestor = Ingestor(store, Redactor((), ("private",)), max_line_bytes=16 << 20)
-    svc = Summaries(settings(fake), store, environ={})
+    svc = build_summaries(settings(fake), store)
     ingestor.subscribers.append(svc.on_ingest)
-    await svc.start()
+    await start_summaries(svc)
     t0 = time.perf_counter()
     try:
         step = batch or len(lines)
@@ -174,7 +175,7 @@ async def run_synthetic(lines: list[dict[str, Any]], work: Path, fake: FakeLLM |
         out = llm_figures(fake, stats["units"], stats["tokens"]) if fake else dict(stats)
         return out, elapsed
     finally:
-        await svc.stop()
+        await stop_summaries(svc)
         await store.close()
 
 
@@ -188,7 +189,7 @@ async def extractive_throughput(work: Path, lines: list[dict[str, Any]]) -> dict
     path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), "utf-8")
     ingestor = Ingestor(store, Redactor((), ("private",)), max_line_bytes=16 << 20)
     await ingestor.ingest_file(path, root, "generic")
-    svc = Summaries(settings(None), store, environ={})
+    svc = build_summaries(settings(None), store)
     await svc.summarizer.load_prompts()
     units = await svc.summarizer._units(1, 0, 10**9)
     await store.close()

@@ -66,8 +66,6 @@ class ServerSettings(_Section):
     query_concurrency: int = Field(3, ge=1, le=64)
     query_backlog: int = Field(12, ge=0, le=1024)
     query_max_wait_s: float = Field(1.0, gt=0, le=300)
-    # after storing this many units, re-exec in place once at rest (memoryd.runtime.reexec); 0: never
-    reexec_after_units: int = Field(50_000, ge=0)
 
     @field_validator("tcp_host")
     @classmethod
@@ -247,6 +245,12 @@ class Settings(_Section):
     log: LogSettings = LogSettings()
 
 
+# settings memoryd once had and no longer reads: a config file or environment that still
+# sets one loads as before (a user's start never fails on it), with a note to remove it
+REMOVED = {
+    "server.reexec_after_units": "the re-exec at rest was removed: it gave back 2-4 MB",
+}
+
 ENV_PREFIX = "MEMORYD_"
 _TOP_LEVEL_ENV = {"MEMORYD_HOME", "MEMORYD_CONFIG", "MEMORYD_SOCKET", "MEMORYD_SHARED",
                   "MEMORYD_SUMMARY_MODEL", "MEMORYD_AUTO_SUMMARY"}
@@ -256,9 +260,12 @@ def load_settings(
     path: Path | None = None,
     environ: Mapping[str, str] = os.environ,
     overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    notes: list[str] | None = None,
 ) -> Settings:
     """Build Settings. `path` is the config file (it need not exist unless given
-    explicitly by the user: pass `required=True` semantics via `explicit`)."""
+    explicitly by the user: pass `required=True` semantics via `explicit`). A `REMOVED`
+    setting is dropped, and what to tell the user about it appended to `notes`."""
     data: dict[str, dict[str, Any]] = {}
     origin = "defaults"
     if path is not None and path.exists():
@@ -280,6 +287,15 @@ def load_settings(
         env_keys["summary.enabled"] = "MEMORYD_AUTO_SUMMARY"
     for section, values in (overrides or {}).items():
         data.setdefault(section, {}).update(values)
+    for key, why in REMOVED.items():
+        section, _, name = key.partition(".")
+        if name in data.get(section, {}):
+            del data[section][name]
+            where = env_keys.get(key, origin)
+            if where != origin:
+                where = f"environment variable {where}"
+            if notes is not None:
+                notes.append(f"{where}: {key} is no longer used ({why}); remove it")
     try:
         return Settings.model_validate(data)
     except ValidationError as e:

@@ -25,8 +25,6 @@ DESCRIPTIONS: dict[str, str] = {
     "server.query_concurrency": "search/context requests answered at once",
     "server.query_backlog": "more that may wait for a slot; beyond, 503 + Retry-After",
     "server.query_max_wait_s": "a waiting search/context gets 503 + Retry-After after this",
-    "server.reexec_after_units": "after storing this many units (a backfill), restart in "
-                                 "place once at rest, same PID and sockets (0: never)",
     "privacy.redact_patterns": "extra regexes whose matches are redacted before storage",
     "privacy.private_tags": "<tag>…</tag> spans are never stored",
     "privacy.served_log_days": "days the log of context served to agents is kept (0: none)",

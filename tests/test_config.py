@@ -104,3 +104,49 @@ def test_the_index_tail_commit_policy_is_config(tmp_path):
     assert TailPolicy.from_env(env) == TailPolicy(docs=7, seconds=9.0)
     bad = {"MEMORYD_INDEX__TAIL_COMMIT_DOCS": "x", "MEMORYD_INDEX__TAIL_COMMIT_S": "-1"}
     assert TailPolicy.from_env(bad) == TailPolicy()
+
+
+def test_a_removed_setting_still_loads_with_a_note(tmp_path):
+    """`server.reexec_after_units` went with the re-exec at rest (issue 29): a config file
+    or environment that still sets it loads, and the note names where it was set."""
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[server]\nreexec_after_units = 50000\ntcp_port = 1111\n")
+    notes: list[str] = []
+    s = load_settings(cfg, environ={}, notes=notes)
+    assert s.server.tcp_port == 1111
+    assert len(notes) == 1 and str(cfg) in notes[0]
+    assert "server.reexec_after_units" in notes[0]
+    notes.clear()
+    load_settings(None, environ={"MEMORYD_SERVER__REEXEC_AFTER_UNITS": "0"}, notes=notes)
+    assert len(notes) == 1 and "MEMORYD_SERVER__REEXEC_AFTER_UNITS" in notes[0]
+    assert load_settings(cfg, environ={}).server.tcp_port == 1111  # no list: no note
+
+
+@pytest.mark.e2e
+def test_memoryd_starts_on_a_config_with_a_removed_setting_and_logs_it(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from memoryd.client import MemorydClient
+    from tests.helpers import short_dir, wait_until
+
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[server]\nreexec_after_units = 50000\n")
+    log = tmp_path / "memoryd.log"
+    with short_dir() as d, open(log, "wb") as err:
+        sock = d / "m.sock"
+        p = subprocess.Popen(
+            [sys.executable, "-m", "memoryd", "--config", str(cfg), "--no-default-sources",
+             "--socket", str(sock), "--port", "0"],
+            env={**os.environ, "MEMORYD_HOME": str(tmp_path / "home")},
+            stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            wait_until(lambda: MemorydClient(sock).health()["status"] == "ok")
+        finally:
+            p.send_signal(signal.SIGTERM)
+            code = p.wait(timeout=30)
+    text = log.read_text(errors="replace")
+    assert code == 0, text
+    assert "WARNING" in text and "server.reexec_after_units is no longer used" in text

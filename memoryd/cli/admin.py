@@ -49,8 +49,9 @@ def config(args: argparse.Namespace) -> int:
     if args.action == "default":
         sys.stdout.write(default_config())
         return EXIT_OK
+    notes: list[str] = []
     try:
-        settings = load_settings(path)
+        settings = load_settings(path, notes=notes)
     except ConfigError as e:
         problems = str(e).split("\n")
         if len(problems) == 1:
@@ -60,6 +61,8 @@ def config(args: argparse.Namespace) -> int:
             for line in problems:
                 print(f"  {line}", file=sys.stderr)
         return EXIT_USAGE
+    for note in notes:  # a setting memoryd no longer reads (memoryd.config.REMOVED)
+        print(f"memoryctl: note: {note}", file=sys.stderr)
     if args.action == "check":
         where = path if path.exists() else "defaults (no config file)"
         print(f"ok: {where}")

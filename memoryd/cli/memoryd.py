@@ -93,12 +93,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from memoryd.paths import SocketPathTooLong, resolve_paths
 
     paths = resolve_paths(args.home)
+    notes: list[str] = []
     config = args.config or (Path(os.environ["MEMORYD_CONFIG"])
                              if os.environ.get("MEMORYD_CONFIG") else paths.config_file)
     try:
         if args.config and not args.config.exists():
             raise ConfigError(f"{args.config}: no such config file")
-        settings = load_settings(config, os.environ, overrides(args))
+        settings = load_settings(config, os.environ, overrides(args), notes=notes)
     except ConfigError as e:
         print(f"memoryd: bad configuration: {e}", file=sys.stderr)
         return EXIT_CONFIG
@@ -106,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(settings.log.level, paths.log_file if settings.log.file else None)
     log = logging.getLogger("memoryd")
     log.info("config: %s", config if config.exists() else "defaults (no config file)")
+    for note in notes:  # a setting memoryd no longer reads (memoryd.config.REMOVED)
+        log.warning("config: %s", note)
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
             return runner.run(Daemon(settings, paths, load_settings=lambda: load_settings(

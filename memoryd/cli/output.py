@@ -80,11 +80,6 @@ def render_status(s: dict[str, Any]) -> str:
         lines.append(f"memory   RSS {mem['rss_mb']} MB; {mem['idle_releases']} idle releases"
                      + (f", the last gave back {mem['last_freed_mb']} MB"
                         if mem.get("last_freed_mb") is not None else ""))
-        if last := mem.get("last_reexec"):  # memoryd.runtime.reexec: restarted in place at rest
-            pause = "" if last["pause_ms"] is None else f", paused {last['pause_ms'] / 1000:.1f}s"
-            lines.append(f"         re-executed in place {mem['reexecs']}x to give back memory; "
-                         f"the last at {last['rss_mb_before']} MB after storing "
-                         f"{last['units_before']:,} units{pause}")
     llm = s.get("llm")
     if llm:
         if llm.get("in_use") == "extractive" or not llm.get("model"):

@@ -19,13 +19,13 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from memoryd.runtime.background import QUERIES
 from memoryd.consolidate.clock import parse_day
 from memoryd.consolidate.service import Consolidator, flag
 from memoryd.errors import BadRequestError
+from memoryd.jobs.queue import JobQueue
 from memoryd.store import consolidation_runs as runs_sql
 
 log = logging.getLogger(__name__)
@@ -34,15 +34,15 @@ KIND = "consolidate_history"
 TARGET = "history"
 PRIORITY = 0  # background work's (the queue runs nothing lower): in order with summaries
 MAX_RANGE_DAYS = 3660
-# (kind, target, params, reason, priority) -> job id
-Enqueue = Callable[[str, str, dict[str, Any], str, int], Awaitable[int]]
 
 
 class CatchUp:
-    def __init__(self, consolidator: Consolidator, enqueue: Enqueue) -> None:
+    def __init__(self, consolidator: Consolidator, queue: JobQueue) -> None:
+        """Adds its job kind (`KIND`) to the daemon's job queue."""
         self.cons = consolidator
         self.store = consolidator.store
-        self.enqueue = enqueue
+        self.queue = queue
+        queue.add_handler(KIND, lambda job: self.job(job.params))
         self.done_days = 0  # this process's
         self.last_day: str | None = None
         # what the last look found (a scan of the units' times: status does not redo it)
@@ -62,7 +62,7 @@ class CatchUp:
             return None
         log.info("consolidation: %d days of history not consolidated yet (%s to %s): "
                  "queued, oldest first", len(days), days[0], days[-1])
-        return await self.enqueue(KIND, TARGET, {}, reason, PRIORITY)
+        return await self.queue.enqueue(KIND, TARGET, {}, reason=reason, priority=PRIORITY)
 
     async def job(self, params: dict[str, Any]) -> dict[str, Any]:
         """One day of history (the oldest not done); queues the next job while more wait.
@@ -81,7 +81,7 @@ class CatchUp:
         self.done_days += 1
         self.last_day = day
         if len(days) > 1:
-            await self.enqueue(KIND, TARGET, {}, "more", PRIORITY)
+            await self.queue.enqueue(KIND, TARGET, {}, reason="more", priority=PRIORITY)
         m = report["memory"]
         return {"day": day, "left": len(days) - 1, "days_with_sessions": total,
                 "sessions": report["sessions"], "added": len(m["added"])}

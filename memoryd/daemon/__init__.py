@@ -19,17 +19,11 @@ from typing import Any
 from memoryd import __version__
 from memoryd.runtime import sdnotify
 from memoryd.api import IngestRequest, IngestResponse
-from memoryd.ingest.backfill import (
-    BackfillProgress,
-    human_bytes,
-    log_progress,
-    offsets,
-    read_paths_since,
-)
+from memoryd.ingest.backfill import Backfill, JobsWait
 from memoryd.config import Settings, settings_summary
-from memoryd.consolidate import runs as cons_runs
 from memoryd.consolidate.catch_up import CatchUp
 from memoryd.consolidate.clock import Clock
+from memoryd.consolidate.crons import Crons
 from memoryd.consolidate.retention import Retention
 from memoryd.consolidate.service import Consolidator
 from memoryd.recall.context import ContextBuilder
@@ -42,19 +36,12 @@ from memoryd.index.tail import TailPolicy
 from memoryd.ingest.ingestor import IngestEvent, Ingestor
 from memoryd.ingest.queue import IngestQueue
 from memoryd.ingest.redact import Redactor
+from memoryd.jobs.queue import JobQueue
+from memoryd.jobs.schedule import Schedule
+from memoryd.llm import LLM
 from memoryd.memory import MemoryFile
 from memoryd.memory.fleet_sync import FleetMemory
 from memoryd.paths import Paths, mkdir_private
-from memoryd.runtime.reexec import (
-    Reexec,
-    due,
-    exec_self,
-    hold_signals,
-    inherited_signals,
-    release_signals,
-    serve_handed_over,
-    stop_accepting,
-)
 from memoryd.daemon.reload import reload_settings
 from memoryd.recall.served_log import ServedLog
 from memoryd.server import consolidate_api, export_api, summaries_api
@@ -68,9 +55,7 @@ from memoryd.server.served_api import routes as served_routes
 from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
 from memoryd.ingest.sources import Candidates, Source, configured_sources, owner, walk
 from memoryd.store import Store
-from memoryd.store import consolidation_runs as runs_sql
 from memoryd.store.files import file_stats, files_with_bad_lines
-from memoryd.store.jobs import next_due
 from memoryd.store.sessions import count_sessions
 from memoryd.store.units import count_units
 from memoryd.summarize.service import Summaries
@@ -82,10 +67,6 @@ from memoryd.web import routes as web_routes
 log = logging.getLogger(__name__)
 
 STOP_TIMEOUT = 4.0
-# background jobs wait for a fleet member's index backlog at most this long at a stretch: a
-# member fed a full page at every poll without pause would otherwise keep them waiting
-JOBS_WAIT_MAX_S = 600.0
-REEXEC_RECHECK_S = 30.0  # a re-exec due while jobs run: asked again this much later
 MEMORY_POLL_S = 60.0  # MEMORY.md edits arrive through the watcher; this look is the safety net
 
 
@@ -122,19 +103,13 @@ class Daemon:
                                     max_wait_s=srv.query_max_wait_s)
         self.state = "stopped"
         self.started_at = 0.0
-        self.backfill_done = False
-        self.backfill = BackfillProgress()
-        self._baseline: dict[str, int] = {}
+        self.backfill: Backfill | None = None
+        # background jobs wait for the backfill and an index's backlog (memoryd.ingest.backfill)
+        self.jobs_wait = JobsWait(lambda: self.backfill_done, lambda: (
+            self.store is not None and self.store.index.backlog()))
         self._last_store_status: tuple[Any, ...] | None = None  # for a store gone away
         self._stack = contextlib.AsyncExitStack()
-        # a re-exec's handover (sockets, lock) when the previous image left one
-        self.reexec = Reexec(environ)
-        self._sites: list[Any] = []
-        self._lock_file: Any = None
         self._stop_requested = asyncio.Event()
-        self.jobs_wait_max_s = JOBS_WAIT_MAX_S
-        self._backlog_since: float | None = None  # jobs have waited for the index since
-        self._backlog_told = False  # that they no longer wait was logged
         self._tasks: list[asyncio.Task[Any]] = []
         self._sources: list[Source] = []
         self._adhoc: list[Source] = []  # folders given to POST /v1/ingest
@@ -145,10 +120,14 @@ class Daemon:
         self.queue: IngestQueue | None = None
         self.watcher: Watcher | None = None
         self.memory: MemoryFile | None = None
+        self.llm: LLM | None = None
+        self.job_queue: JobQueue | None = None
+        self.schedule: Schedule | None = None
         self.summaries: Summaries | None = None
         self.consolidator: Consolidator | None = None
         self.retention: Retention | None = None
         self.catch_up: CatchUp | None = None
+        self.crons: Crons | None = None
         self.forgetting: Forgetting | None = None
         self.fleet_memory: FleetMemory | None = None
 
@@ -158,7 +137,6 @@ class Daemon:
     async def start(self) -> None:
         self.state = "starting"
         self.started_at = time.time()
-        self._loop = asyncio.get_running_loop()
         s = self.settings
         try:
             self.paths.ensure()
@@ -179,8 +157,13 @@ class Daemon:
             await self.ingestor.load_seen()
             self._sources = configured_sources(s, self.environ)
             self.ingestor.subscribers.append(self._on_ingest)
-            self.summaries = Summaries(s, self.store, self.events, environ=self.environ,
-                                       clock=self.clock, busy=self._jobs_wait)
+            # one LLM, one job queue, one schedule: each service adds its jobs to them
+            self.llm = LLM(s.llm, self.store, environ=self.environ, clock=self.clock)
+            queue = self.job_queue = JobQueue.from_settings(self.store, s, clock=self.clock,
+                                                            busy=self.jobs_wait)
+            self.schedule = Schedule()
+            self.summaries = Summaries(s, self.store, self.llm, queue, self.schedule,
+                                       self.events, clock=self.clock, busy=self.jobs_wait)
             self.ingestor.subscribers.append(self.summaries.on_ingest)
             self.queue = IngestQueue(self.ingestor, self.sources)
             if target.kind == "postgresql":  # own transcripts first, the fleet's after
@@ -193,6 +176,7 @@ class Daemon:
                                    debounce_ms=s.watch.debounce_ms,
                                    force_polling=s.watch.force_polling,
                                    also={self.paths.memory_dir: self._memory_folder_changed})
+            self.backfill = Backfill(self.ingestor, self.queue, self.watcher)
 
             # a user's edit to MEMORY.md is seen by the watcher (above); the poll is a
             # safety net for a watch that is down
@@ -202,17 +186,14 @@ class Daemon:
             await self.memory.start()
             self._stack.push_async_callback(self.memory.stop)
             self.consolidator = Consolidator(s, self.store, self.memory, self.paths.memory_dir,
-                                             clock=self.clock, llm=self.summaries.llm)
-            queue = self.summaries.queue
-            self.catch_up = CatchUp(self.consolidator, lambda kind, target, params, reason,
-                                    prio: queue.enqueue(kind, target, params, reason=reason,
-                                                        priority=prio))
-            catch_up = self.catch_up
-            queue.add_handler("consolidate_history", lambda job: catch_up.job(job.params))
+                                             clock=self.clock, llm=self.llm)
+            catch_up = self.catch_up = CatchUp(self.consolidator, queue)
             self.retention = Retention(s.retention, self.store, self.paths.memory_dir,
                                        self.paths.data_dir / "archive", self.consolidator.tz,
                                        clock=self.clock)
             self.retention.hold = catch_up.pending
+            self.crons = Crons(s, self.consolidator, self.retention, catch_up)
+            self.crons.register(self.schedule)
             self.forgetting = Forgetting(self.store, candidate, self.memory, self._resummarize,
                                          self.consolidator.on_forget)
             if target.kind == "postgresql":  # one memory folder for the namespace
@@ -232,9 +213,16 @@ class Daemon:
                 self._spawn(self._retry_parked(), "retry-parked")
             else:
                 self._spawn(watch_identity(self.paths.db, self._db_gone), "db-guard")
-            await self.summaries.start()  # triggers last: the exit stack stops them first
+            self._schedule_fleet()
+            # the jobs last, the exit stack stops them first: the schedule, the workers,
+            # the summaries' triggers, then the LLM they all use
+            self._stack.push_async_callback(self.llm.close)
+            await self.summaries.start()
             self._stack.push_async_callback(self.summaries.stop)
-            self._schedule()
+            await queue.start()
+            self._stack.push_async_callback(queue.stop)
+            await self.schedule.start()
+            self._stack.push_async_callback(self.schedule.stop)
             if (period := sdnotify.watchdog_interval()) is not None:
                 self._spawn(self._watchdog(period), "watchdog")
         except BaseException:
@@ -248,49 +236,20 @@ class Daemon:
         if not self._stop_requested.is_set():  # a stop asked meanwhile told systemd so
             sdnotify.notify("READY=1")
 
-    def _schedule(self) -> None:
-        """Consolidation and retention on their crons, in the user's zone."""
-        assert self.summaries is not None and self.consolidator is not None
-        assert self.retention is not None
-        s, cons, ret = self.settings, self.consolidator, self.retention
-        add, tz = self.summaries.triggers.add_cron, cons.tz
+    def _schedule_fleet(self) -> None:
+        """A fleet member's own cron, in the user's zone."""
+        assert self.schedule is not None and self.consolidator is not None
+        s, tz, add = self.settings, self.consolidator.tz, self.schedule.cron
         grace = s.consolidate.misfire_grace_s
-        if s.summary.enabled and s.consolidate.enabled:
-            add("consolidate", s.consolidate.cron, tz, lambda: cons.scheduled("day"), grace)
-            add("consolidate_nightly", s.consolidate.nightly_cron, tz, self._nightly, grace)
-            self._spawn(cons.firings.watch(), "consolidate-leases")  # a dead claimer's
-        if s.retention.enabled:
-            add("retention", s.retention.cron, tz, ret.scheduled, grace)
         if self.store is not None and self.store.kind == "postgresql":
             # hourly: change rows every active machine has applied (memoryd.fleet.changefeed)
             index, keep_s = self.store.index, s.store.changes_keep_days * 86400
             add("changes_prune", "17 * * * *", tz,
                 lambda: asyncio.to_thread(index.prune_changes, keep_s), grace)  # type: ignore[attr-defined]
 
-    async def _nightly(self) -> None:
-        """Yesterday's last pass, then any history not consolidated yet (a new source)."""
-        assert self.consolidator is not None
-        await self.consolidator.scheduled("nightly")
-        await self._request_history("nightly")
-
-    async def _request_history(self, reason: str) -> None:
-        s = self.settings
-        if self.catch_up is None or not (s.summary.enabled and s.consolidate.enabled
-                                         and s.consolidate.history):
-            return
-        try:
-            await self.catch_up.request(reason)
-        except StoreUnavailableError:
-            pass  # logged once by the store's health; the next firing asks again
-        except Exception:
-            log.exception("looking for history to consolidate failed")
-
     def _lock(self) -> None:
-        # held for the daemon's lifetime; 0600 like every file memoryd makes. After a
-        # re-exec, the previous image's descriptor: its lock was never let go
-        fd = self.reexec.inherited_lock(self.paths.lock)
-        if fd is None:
-            fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
+        # held for the daemon's lifetime; 0600 like every file memoryd makes
+        fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
         f = os.fdopen(fd, "r+")
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -302,7 +261,6 @@ class Daemon:
         f.truncate(0)
         f.write(f"{os.getpid()}\n")
         f.flush()
-        self._lock_file = f
         self._stack.callback(f.close)
 
     async def _serve(self) -> None:
@@ -332,72 +290,12 @@ class Daemon:
         await runner.setup()
         self._stack.push_async_callback(runner.cleanup)
         srv = self.settings.server
-        unix_ok, self.tcp_port = False, None
-        if self.reexec.inherited:  # the previous image's sockets, with their backlogs
-            assert self.reexec.handover is not None
-            # the pause ends here: from the first site's start the loop answers what
-            # waited in the backlogs, maybe before the next line runs
-            self.reexec.served()
-            unix_ok, self.tcp_port = await serve_handed_over(
-                runner, self.reexec.handover, self.socket_path,
-                srv.tcp_port if srv.tcp_enabled else None)
-        if not unix_ok:
-            await start_unix(runner, self.socket_path)
-        self._stack.callback(self._unlink_socket)
-        if srv.tcp_enabled and self.tcp_port is None:
+        self.tcp_port = None
+        await start_unix(runner, self.socket_path)
+        self._stack.callback(self.socket_path.unlink, missing_ok=True)
+        if srv.tcp_enabled:
             _, self.tcp_port = await start_tcp(runner, srv.tcp_host, srv.tcp_port,
                                                allow_non_loopback=srv.allow_non_loopback)
-        self._sites = list(runner.sites)
-        self.reexec.served()  # a handover without sockets: serving on new ones
-        RELEASE.on_rest(self._rested)
-        self._stack.callback(RELEASE.on_rest, self._rested, on=False)
-
-    def _unlink_socket(self) -> None:
-        if not self.reexec.requested:  # a re-exec keeps it: the next image serves on it
-            self.socket_path.unlink(missing_ok=True)
-
-    def _rested(self) -> None:
-        """The idle release ran at rest (its timer's thread): is a re-exec due?"""
-        with contextlib.suppress(RuntimeError):  # the loop is gone: stopping anyway
-            self._loop.call_soon_threadsafe(self._check_reexec)
-
-    def _check_reexec(self) -> None:
-        if self.state == "running" and not self.reexec.requested:
-            self._spawn(self._maybe_reexec(), "reexec")
-
-    async def _maybe_reexec(self) -> None:
-        """Once at rest after storing `server.reexec_after_units` units or more: stop
-        as on SIGTERM, keeping the sockets and the lock, and `run` re-executes the
-        process (memoryd.runtime.reexec). At rest: caught up, the index writer closed, no job
-        running or due; a daemon busy with jobs is asked again `REEXEC_RECHECK_S` later."""
-        assert self.ingestor is not None and self.queue is not None
-        assert self.store is not None
-        units = self.ingestor.stats.units
-        if (self.reexec.requested or self.state != "running"
-                or not due(units, self.settings.server.reexec_after_units)):
-            return
-        if not await self._at_rest():
-            self._loop.call_later(REEXEC_RECHECK_S, self._rested)
-            return
-        if self.reexec.request(units, self.settings.server.reexec_after_units):
-            self._stop_requested.set()
-
-    async def _at_rest(self) -> bool:
-        """Caught up (a fleet member: its index too), the index writer closed, no job
-        running or due, and the store reachable."""
-        assert self.store is not None and self.queue is not None
-        index = self.store.index
-        if not self.backfill_done or self.queue.depth() or self.ingestor is None \
-                or self.ingestor.parked or index.has_writer() or index.backlog():
-            return False
-        try:
-            if not (await self.store.read(index.status))["caught_up"]:
-                return False
-            due_at = await self.store.read(next_due)
-        except StoreUnavailableError:
-            return False
-        running = self.summaries is not None and self.summaries.queue.running
-        return not running and (due_at is None or due_at > self.clock())
 
     def _memory_folder_changed(self) -> None:
         if self.memory is not None:
@@ -503,30 +401,16 @@ class Daemon:
             out.append({"path": str(f), "reason": why})
         return out
 
+    @property
+    def backfill_done(self) -> bool:
+        return self.backfill is not None and self.backfill.done
+
     async def _backfill(self) -> None:
-        assert self.watcher is not None and self.queue is not None
-        assert self.store is not None
-        assert self.ingestor is not None
-        t0 = time.monotonic()
-        self._baseline = offsets(self.ingestor.seen)
-        self.backfill = BackfillProgress()
-        queued = await self.watcher.reconcile()
-        await self._refresh_backfill()
-        log.info("backfill: %d files, %s to read", self.backfill.files_total,
-                 human_bytes(self.backfill.bytes_total))
-        logger = asyncio.create_task(log_progress(self.backfill, self._refresh_backfill))
-        try:
-            await self.queue.drained()
-        finally:
-            logger.cancel()
-        await self._refresh_backfill()
-        self.backfill.finish()
-        await self._truncate_wal()
-        self.backfill_done = True
+        assert self.backfill is not None
+        await self.backfill.run(self._truncate_wal)
         self._spawn(self._truncate_wal(indexed=True), "wal-after-index")
-        log.info("backfill done: %d files read in %.1fs (%s)", queued, time.monotonic() - t0,
-                 self.backfill.line())
-        await self._request_history("first start")  # history the crons do not cover
+        if self.crons is not None:  # history the crons do not cover
+            await self.crons.request_history("first start")
 
     async def _truncate_wal(self, *, indexed: bool = False) -> None:
         """What the backfill wrote is in the database: the WAL need not stay at its peak.
@@ -541,51 +425,6 @@ class Daemon:
             pass
         except Exception:
             log.warning("checkpoint after the backfill failed", exc_info=True)
-
-    def _jobs_wait(self) -> bool:
-        """Background jobs (summaries, one-liners) wait while the backfill runs and, on
-        a fleet member, while its index still builds or pages a backlog of the feed: run
-        beside it they took the CPU the niced feed writer needed, so it was caught up
-        late (issue 14, bench/README "pgcatch"). A SQLite daemon's index keeps up with
-        its own backfill; a fleet member's follows it through the feed, after. They wait
-        for the index `jobs_wait_max_s` at most at a stretch, then run beside it."""
-        if not self.backfill_done:
-            return True
-        if self.store is None or not self.store.index.backlog():
-            self._backlog_since, self._backlog_told = None, False
-            return False
-        now = time.monotonic()
-        if self._backlog_since is None:
-            self._backlog_since = now
-        waited = now - self._backlog_since
-        if waited < self.jobs_wait_max_s:
-            return True
-        if not self._backlog_told:
-            self._backlog_told = True
-            log.info("background jobs run beside the index's backlog: it has lasted %.0f s",
-                     waited)
-        return False
-
-    async def _refresh_backfill(self) -> None:
-        await self._unread_bytes(update_backfill=True)
-
-    async def _unread_bytes(self, *, update_backfill: bool) -> int:
-        """Unread bytes, counted in a worker thread over a copy of what the ingestor knows
-        now; the backfill's progress is counted from the same copy. (Counted from the live
-        map after the thread returned, a file read meanwhile was both read and unread:
-        one file's size too many in `bytes_total`, for good.)"""
-        assert self.queue is not None and self.ingestor is not None
-        waiting = self.queue.queued()
-        seen, todo = self.ingestor.unread_view(waiting)
-        unread = await asyncio.to_thread(self.ingestor.unread_bytes, todo, seen)
-        if update_backfill:
-            read, nbytes = read_paths_since(self._baseline, seen)
-            # a file read in part and queued again for the rest counts once: the pending
-            # files are those waiting that have not been read from yet
-            pending = {str(p) for p in waiting} - read
-            self.backfill.update(files_read=len(read), bytes_read=nbytes,
-                                 pending_files=len(pending), unread_bytes=unread)
-        return unread
 
     async def _reconcile_loop(self) -> None:
         assert self.watcher is not None
@@ -625,6 +464,7 @@ class Daemon:
 
     async def status(self) -> dict[str, Any]:
         assert self.store is not None and self.ingestor is not None and self.queue is not None
+        assert self.crons is not None and self.backfill is not None
         machine = self.store.machine
 
         def counts(conn: Any) -> dict[str, int]:
@@ -637,7 +477,7 @@ class Daemon:
         # commit in between and a caught_up status would carry the count from before it)
         backfill_done = self.backfill_done
         depth = self.queue.depth()
-        unread = await self._unread_bytes(update_backfill=not backfill_done)
+        unread = await self.backfill.unread_bytes(update=not backfill_done)
         depth = max(depth, self.queue.depth())
         # the shared database may be away (fleet mode): then status answers with the
         # counts last read, says since when the store is unreachable, and is not caught up
@@ -653,10 +493,9 @@ class Daemon:
                                        "sessions": 0, "units": 0, "bad_files": []}, {}, None)
             index, c = {**index, "caught_up": False}, dict(c)
         health = self.store.health.status()
-        st = self.ingestor.stats
-        failures = self.ingestor.failures.report(c.pop("bad_files", []))
+        lag_ms = self.ingestor.stats.last_lag_ms
+        ingest = self.ingestor.status(c.pop("bad_files", []))
         failing = bool(self.ingestor.failures.blocking())
-        s = self.settings
         return {
             "version": __version__,
             "pid": os.getpid(),
@@ -681,40 +520,17 @@ class Daemon:
                           and index["caught_up"] and health["reachable"]
                           and not self.ingestor.parked),
             "index": index,
-            "backfill": self.backfill.snapshot(),
-            "ingest_lag_ms": None if st.last_lag_ms is None else round(st.last_lag_ms, 1),
-            "ingest": {"units_this_run": st.units, "batches": st.batches,
-                       "bad_lines_this_run": st.bad_lines, "errors": st.errors,
-                       "last_error": st.last_error, **failures},
+            "backfill": self.backfill.progress.snapshot(),
+            "ingest_lag_ms": None if lag_ms is None else round(lag_ms, 1),
+            "ingest": ingest,
             "queries": self.limiter.as_dict(),  # search/context: running, waiting, 503s
-            # RSS now, idle releases run (memoryd.runtime.idle_release), re-execs (memoryd.runtime.reexec)
-            "memory": {**RELEASE.status(), **self.reexec.status()},
-            "watcher": {"batches": self.watcher.batches if self.watcher else 0,
-                        "errors": self.watcher.errors if self.watcher else 0,
-                        # why it polls where it could wait (no inotify instances/watches)
-                        "warning": self.watcher.warning if self.watcher else None},
+            # RSS now, idle releases run (memoryd.runtime.idle_release)
+            "memory": RELEASE.status(),
+            "watcher": (self.watcher.status() if self.watcher
+                        else {"batches": 0, "errors": 0, "warning": None}),
             **extra,
-            "consolidation": {
-                "enabled": s.summary.enabled and s.consolidate.enabled,
-                "last_run": self.consolidator.last_run if self.consolidator else None,
-                "retention_last_run": self.retention.last_run if self.retention else None,
-                **await self._consolidation_status()},
+            "consolidation": await self.crons.status(),
         }
-
-    async def _consolidation_status(self) -> dict[str, Any]:
-        """Per recent day what consolidation did, its warnings, and the history's progress
-        (memoryd.consolidate.runs, .catch_up)."""
-        assert self.store is not None
-        if self.catch_up is None:
-            return {}
-        try:
-            rows, failure = await self.store.read(lambda c: (
-                runs_sql.recent_runs(c, cons_runs.RECENT_DAYS), runs_sql.last_failure(c)))
-        except StoreUnavailableError:
-            return {}
-        days = cons_runs.per_day(rows)
-        return {"days": days, "warnings": cons_runs.warnings(days, failure),
-                "history": self.catch_up.status()}
 
     async def _machines(self) -> list[dict[str, Any]] | None:
         """Fleet mode: the machines seen in the namespace (memoryd.fleet.machines)."""
@@ -755,7 +571,6 @@ class Daemon:
 
     def request_stop(self) -> None:
         sdnotify.notify("STOPPING=1")
-        self.reexec.requested = False  # a SIGTERM while a re-exec was decided: a stop
         self._stop_requested.set()
 
     async def stop(self) -> None:
@@ -780,48 +595,17 @@ class Daemon:
         # handlers first: the socket answers before start() returns, and a SIGTERM in
         # between must still stop cleanly (it is acted on once start() is done)
         loop = asyncio.get_running_loop()
-        handover = None
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.request_stop)
         loop.add_signal_handler(signal.SIGHUP, self.request_reload)
-        if self.reexec.handover is not None:  # what the previous image held for this one
-            release_signals()
-            for sig in inherited_signals(self.reexec.handover):
-                log.info("acting on %s received during the re-exec", signal.Signals(sig).name)
-                (self.request_reload if sig == signal.SIGHUP else self.request_stop)()
         try:
             await self.start()
             await self._stop_requested.wait()
             log.info("stopping")
         finally:
-            if self.reexec.requested:  # before the sites stop: their sockets stay open
-                # a SIGTERM meanwhile still stops (request_stop: no re-exec); the next
-                # image reads the configuration afresh, so a SIGHUP needs nothing more
-                loop.add_signal_handler(signal.SIGHUP, lambda: None)
-                handover = self.reexec.next_handover(
-                    self._sites, self._lock_file,
-                    self.ingestor.stats.units if self.ingestor else 0)
-                await stop_accepting(self._sites)
-            else:
-                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-                    loop.remove_signal_handler(sig)
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                loop.remove_signal_handler(sig)
             await self.stop()
-        if handover is not None:
-            held = hold_signals()  # to the next image's handlers: for it, not fatal
-            await asyncio.sleep(0.005)  # one that came just before is acted on here
-            if not self.reexec.requested:
-                log.info("a stop was asked during the re-exec: not re-executing")
-                release_signals(held)
-                handover = None
-        if handover is not None:
-            log.info("stopped; re-executing")
-            try:
-                exec_self(handover, held)
-            except OSError as e:
-                release_signals(held)
-                log.error("re-exec failed, exiting for the service manager to restart "
-                          "memoryd: %s", e)
-                return 1
         log.info("stopped")
         return self.exit_code
 

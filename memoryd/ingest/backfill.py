@@ -1,7 +1,9 @@
-"""Progress of the first (or any startup) backfill: files and bytes done out of what the
-catch-up scan found, the rate and the time left. The daemon feeds it the queue depth
-and the unread bytes it measures for `status` anyway; `log_progress` writes a line every
-`interval` seconds while the backfill runs, so a long first start is not silent."""
+"""The startup backfill (`Backfill`): the catch-up scan's files read through the ingest
+queue, whether that is done, and its progress: files and bytes done out of what the scan
+found, the rate and the time left, measured from the unread bytes `status` counts anyway;
+`log_progress` writes a line every `interval` seconds while it runs, so a long first
+start is not silent. And `JobsWait`, the policy that keeps background jobs off the CPU
+while the backfill runs and while an index catches up with a backlog."""
 
 from __future__ import annotations
 
@@ -10,11 +12,19 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from memoryd.ingest.ingestor import Ingestor
+    from memoryd.ingest.queue import IngestQueue
+    from memoryd.ingest.watcher import Watcher
 
 log = logging.getLogger(__name__)
 
 LOG_INTERVAL_S = 10.0
+# background jobs wait for a fleet member's index backlog at most this long at a stretch: a
+# member fed a full page at every poll without pause would otherwise keep them waiting
+JOBS_WAIT_MAX_S = 600.0
 
 
 def human_bytes(n: float) -> str:
@@ -103,3 +113,90 @@ async def log_progress(progress: BackfillProgress, refresh: Callable[[], Awaitab
             log.debug("backfill progress refresh failed", exc_info=True)
             continue
         log.info("backfill: %s", progress.line())
+
+
+class Backfill:
+    def __init__(self, ingestor: Ingestor, queue: IngestQueue, watcher: Watcher) -> None:
+        self.ingestor = ingestor
+        self.queue = queue
+        self.watcher = watcher
+        self.done = False
+        self.progress = BackfillProgress()
+        self._baseline: dict[str, int] = {}
+
+    async def run(self, settle: Callable[[], Awaitable[None]]) -> None:
+        """Scan the sources, read what is new, and once the queue has drained and
+        `settle` (the daemon's WAL truncation) has run, count as done."""
+        t0 = time.monotonic()
+        self._baseline = offsets(self.ingestor.seen)
+        self.progress = BackfillProgress()
+        queued = await self.watcher.reconcile()
+        await self.refresh()
+        log.info("backfill: %d files, %s to read", self.progress.files_total,
+                 human_bytes(self.progress.bytes_total))
+        logger = asyncio.create_task(log_progress(self.progress, self.refresh))
+        try:
+            await self.queue.drained()
+        finally:
+            logger.cancel()
+        await self.refresh()
+        self.progress.finish()
+        await settle()
+        self.done = True
+        log.info("backfill done: %d files read in %.1fs (%s)", queued, time.monotonic() - t0,
+                 self.progress.line())
+
+    async def refresh(self) -> None:
+        await self.unread_bytes(update=True)
+
+    async def unread_bytes(self, *, update: bool) -> int:
+        """Unread bytes, counted in a worker thread over a copy of what the ingestor knows
+        now; the backfill's progress (`update`) is counted from the same copy. (Counted
+        from the live map after the thread returned, a file read meanwhile was both read
+        and unread: one file's size too many in `bytes_total`, for good.)"""
+        waiting = self.queue.queued()
+        seen, todo = self.ingestor.unread_view(waiting)
+        unread = await asyncio.to_thread(self.ingestor.unread_bytes, todo, seen)
+        if update:
+            read, nbytes = read_paths_since(self._baseline, seen)
+            # a file read in part and queued again for the rest counts once: the pending
+            # files are those waiting that have not been read from yet
+            pending = {str(p) for p in waiting} - read
+            self.progress.update(files_read=len(read), bytes_read=nbytes,
+                                 pending_files=len(pending), unread_bytes=unread)
+        return unread
+
+
+class JobsWait:
+    """Background jobs (summaries, one-liners) wait while the backfill runs and, on a
+    fleet member, while its index still builds or pages a backlog of the feed: run beside
+    it they took the CPU the niced feed writer needed, so it was caught up late (issue 14,
+    bench/README "pgcatch"). A SQLite daemon's index keeps up with its own backfill; a
+    fleet member's follows it through the feed, after. They wait for the index `max_s`
+    at most at a stretch, then run beside it. Called as the job queue's `busy()`."""
+
+    def __init__(self, backfill_done: Callable[[], bool], index_backlog: Callable[[], bool],
+                 max_s: float = JOBS_WAIT_MAX_S) -> None:
+        self.backfill_done = backfill_done
+        self.index_backlog = index_backlog
+        self.max_s = max_s
+        self._backlog_since: float | None = None  # jobs have waited for the index since
+        self._backlog_told = False  # that they no longer wait was logged
+
+    def __call__(self) -> bool:
+        if not self.backfill_done():
+            return True
+        if not self.index_backlog():
+            self._backlog_since, self._backlog_told = None, False
+            return False
+        now = time.monotonic()
+        if self._backlog_since is None:
+            self._backlog_since = now
+        waited = now - self._backlog_since
+        if waited < self.max_s:
+            return True
+        if not self._backlog_told:
+            self._backlog_told = True
+            log.info("background jobs run beside the index's backlog: it has lasted %.0f s",
+                     waited)
+        return False

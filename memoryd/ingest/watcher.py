@@ -77,6 +77,11 @@ class Watcher:
         self._failures = 0  # the watch's failed starts in a row (its restart backs off)
         self._pending: set[asyncio.Task[None]] = set()
 
+    def status(self) -> dict[str, Any]:
+        """`watcher` in `/v1/status`: change batches, errors, and why it polls where it
+        could wait (no inotify instances or watches left), if it does."""
+        return {"batches": self.batches, "errors": self.errors, "warning": self.warning}
+
     def existing_roots(self) -> tuple[Path, ...]:
         return tuple(sorted({s.root for s in self._sources() if s.root.is_dir()}))
 

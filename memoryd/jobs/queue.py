@@ -24,6 +24,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from memoryd.config import Settings
 from memoryd.errors import StoreUnavailableError
 from memoryd.store import Store
 from memoryd.store.jobs import (
@@ -89,9 +90,25 @@ class JobQueue:
         self.on_finish: list[Callable[[JobRow], None]] = []
         self._last_prune = clock()  # start() prunes once; then at most every PRUNE_EVERY_S
 
-    def add_handler(self, kind: str, handler: Handler) -> None:
-        """A job kind whose owner is built after the queue (the daemon wires it)."""
+    @classmethod
+    def from_settings(cls, store: Store, settings: Settings, *,
+                      clock: Callable[[], float] = time.time,
+                      busy: Callable[[], bool] | None = None) -> JobQueue:
+        """The daemon's queue, with no job kinds yet (their owners add them): workers
+        `summary.workers`, a job tried `llm.max_retries + 1` times with the `llm` backoff,
+        a fleet member's claim leased for `store.job_lease_s`."""
+        return cls(store, {}, workers=settings.summary.workers,
+                   max_attempts=settings.llm.max_retries + 1,
+                   backoff_s=settings.llm.retry_backoff_s,
+                   backoff_max_s=settings.llm.retry_backoff_max_s, clock=clock, busy=busy,
+                   lease_s=settings.store.job_lease_s)
+
+    def add_handler(self, kind: str, handler: Handler, *, merge: Merge | None = None) -> None:
+        """A job kind, added by the service that owns it (the queue is built first);
+        `merge` combines a new request with one of the same kind already waiting."""
         self.handlers[kind] = handler
+        if merge is not None:
+            self.merge[kind] = merge
 
     async def start(self) -> None:
         now = self.clock()

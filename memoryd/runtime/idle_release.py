@@ -34,7 +34,6 @@ class IdleRelease:
     def __init__(self, after_s: float = AFTER_S) -> None:
         self.after_s = after_s
         self._releases: list[Callable[[], object]] = []
-        self._rested: list[Callable[[], object]] = []  # told after a release at rest
         self._lock = threading.Lock()
         self._last = 0.0
         self._timer: threading.Timer | None = None
@@ -52,16 +51,6 @@ class IdleRelease:
         with self._lock:
             if fn in self._releases:
                 self._releases.remove(fn)
-
-    def on_rest(self, fn: Callable[[], object], *, on: bool = True) -> None:
-        """Call `fn` (on the timer's thread) each time the daemon has rested `after_s`
-        and the release ran (`on=False`: no longer): the daemon's re-exec after a big
-        backlog waits for this (memoryd.runtime.reexec)."""
-        with self._lock:
-            if on and fn not in self._rested:
-                self._rested.append(fn)
-            elif not on and fn in self._rested:
-                self._rested.remove(fn)
 
     def touch(self) -> None:
         """A query ran: release what it loaded once `after_s` pass without another."""
@@ -108,13 +97,8 @@ class IdleRelease:
                 self._arm(left)
                 return
             self._timer = None
-            releases, rested = list(self._releases), list(self._rested)
+            releases = list(self._releases)
         self.release_now(releases)
-        for fn in rested:
-            try:
-                fn()
-            except Exception:
-                log.exception("idle release: a rest hook failed")
 
     def release_now(self, releases: list[Callable[[], object]] | None = None) -> None:
         before = rss_mb()

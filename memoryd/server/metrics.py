@@ -57,8 +57,6 @@ class Metrics:
         self.idle_releases = Counter("memoryd_idle_releases", "Times the daemon let go of "
                                      "what queries and writes left, once at rest", registry=r)
         self._releases_seen = 0
-        self.reexecs = Gauge("memoryd_reexecs", "Times the daemon re-executed itself in place "
-                             "at rest to give back memory (memoryd.runtime.reexec)", registry=r)
 
     def observe(self, status: dict[str, Any]) -> None:
         self.units.set(status["units"])
@@ -100,7 +98,6 @@ class Metrics:
                 self.rss.set(mem["rss_mb"] * 2**20)
             self.idle_releases.inc(max(0, mem["idle_releases"] - self._releases_seen))
             self._releases_seen = max(self._releases_seen, mem["idle_releases"])
-            self.reexecs.set(mem.get("reexecs") or 0)
         if status.get("ingest_lag_ms") is not None:
             self.lag.set(status["ingest_lag_ms"] / 1000)
 

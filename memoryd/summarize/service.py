@@ -1,17 +1,18 @@
-"""Summaries as one service for the daemon: the LLM, the summarizer, the job queue and
-the triggers, built from Settings and started and stopped together.
+"""Summaries as one service for the daemon: the summarizer and its triggers, and the
+summary jobs' bodies.
 
-The daemon subscribes `on_ingest` to the ingestor, adds `jobs` to the
-`POST /v1/jobs/{name}/run` table, serves `server/summaries_api.routes(self)` and puts
-`await status()` into `GET /v1/status`.
+The daemon builds the LLM, the job queue and the schedule and hands them in: this adds
+its job kinds to the queue and its sweeps to the schedule (`Triggers`). The daemon
+subscribes `on_ingest` to the ingestor, adds `jobs` to the `POST /v1/jobs/{name}/run`
+table, serves `server/summaries_api.routes(self)` and puts `await status()` into
+`GET /v1/status`.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from memoryd.config import Settings
@@ -19,6 +20,7 @@ from memoryd.errors import BadRequestError, MemorydError
 from memoryd.events import EventBus
 from memoryd.ingest.ingestor import IngestEvent
 from memoryd.jobs.queue import URGENT, JobQueue, PermanentJobError
+from memoryd.jobs.schedule import Schedule
 from memoryd.llm import LLM
 from memoryd.store import Store
 from memoryd.store.jobs import JobRow, Params
@@ -68,37 +70,34 @@ def _flag(v: Any) -> bool:
 
 
 class Summaries:
-    def __init__(self, settings: Settings, store: Store, events: EventBus | None = None, *,
-                 environ: Mapping[str, str] = os.environ,
+    def __init__(self, settings: Settings, store: Store, llm: LLM, queue: JobQueue,
+                 schedule: Schedule, events: EventBus | None = None, *,
                  clock: Callable[[], float] = time.time,
                  busy: Callable[[], bool] | None = None) -> None:
-        """`busy`: while it returns True (the daemon's backfill), triggers wait and only
-        jobs someone waits for run, so the backfill keeps the CPU."""
+        """`busy`: while it returns True (the daemon's backfill), triggers wait (the queue
+        was given the same), so the backfill keeps the CPU."""
         self.settings = settings
         self.store = store
         self.events = events
         self.clock = clock
-        self.llm = LLM(settings.llm, store, environ=environ, clock=clock)
+        self.llm = llm
         self.summarizer = Summarizer(store, self.llm, settings.summary, clock=clock)
-        self.max_attempts = settings.llm.max_retries + 1
-        self.queue = JobQueue(
-            store, {"summarize": self._summarize_job, "one_liners": self._one_liners_job,
-                    "upgrade": self._upgrade_job},
-            workers=settings.summary.workers, max_attempts=self.max_attempts,
-            backoff_s=settings.llm.retry_backoff_s,
-            backoff_max_s=settings.llm.retry_backoff_max_s,
-            merge={"summarize": merge_summarize}, clock=clock, busy=busy,
-            lease_s=settings.store.job_lease_s)
+        self.queue = queue
+        self.max_attempts = queue.max_attempts
+        queue.add_handler("summarize", self._summarize_job, merge=merge_summarize)
+        queue.add_handler("one_liners", self._one_liners_job)
+        queue.add_handler("upgrade", self._upgrade_job)
         self.queue.on_finish.append(self._finished)
-        self.triggers = Triggers(store, self._enqueue, settings.summary, clock=clock,
+        self.schedule = schedule
+        self.triggers = Triggers(store, self._enqueue, settings.summary, schedule, clock=clock,
                                  upgrade=self.request_upgrade, busy=busy)
         self.started = False
 
     # -- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
+        """Before the queue starts: its workers may resume a summary job at once."""
         await self.summarizer.load_prompts()
-        await self.queue.start()
         await self.triggers.start()
         self.started = True
         if self.llm.model is not None:
@@ -112,14 +111,12 @@ class Summaries:
         await self.request_upgrade()
 
     async def stop(self) -> None:
-        """Scheduler first, then the workers (a job cut short is resumed next start),
-        then litellm's clients. Bounded: about two seconds at worst."""
+        """The triggers' checks and the model's warm-up (the schedule and the queue are
+        stopped by whoever started them). Bounded: about a second at worst."""
         if not self.started:
             return
         self.started = False
         await self.triggers.stop()
-        await self.queue.stop()
-        await self.llm.close()
 
     def on_ingest(self, event: IngestEvent) -> None:
         self.triggers.on_ingest(event)
@@ -284,4 +281,4 @@ class Summaries:
         return {"llm": llm, "summaries": {"enabled": self.settings.summary.enabled,
                                           "jobs": jobs, "triggers": dict(self.triggers.fired),
                                           "last_idle_sweep": self.triggers.last_sweep,
-                                          "next_runs": self.triggers.next_runs(), **artifacts}}
+                                          "next_runs": self.schedule.next_runs(), **artifacts}}

@@ -15,16 +15,13 @@ sessions dirty; one task checks them in batches (not while `busy()`, the daemon'
 backfill: the dirty sessions wait, coalesced). A threshold or interval summary covers
 at least `message_buffer_min` messages (so a run of long messages is not summarized
 two at a time), and one-liners are asked for a full `one_liner_batch` at a time (the
-idle sweep and manual runs take whatever is left). The sweeps run on APScheduler 3.x's
-`AsyncIOScheduler`; a scheduled job only starts a task owned by `Triggers` and
-returns, so `stop()` can cancel everything at once. Time comes from `clock`.
+idle sweep and manual runs take whatever is left). The sweeps are registered on the
+daemon's one schedule (`memoryd.jobs.schedule`), which runs them. Time comes from `clock`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import datetime as dt
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -33,6 +30,7 @@ from typing import Any
 from memoryd.config import SummarySettings
 from memoryd.errors import StoreUnavailableError
 from memoryd.ingest.ingestor import IngestEvent
+from memoryd.jobs.schedule import Schedule
 from memoryd.store import Store
 from memoryd.store.summaries import (
     Backlog,
@@ -47,12 +45,6 @@ from memoryd.store.jobs import waiting_targets
 log = logging.getLogger(__name__)
 
 BUSY_POLL_S = 0.5
-# APScheduler 3 times its jobs by the wall clock: a step back of it held every job (idle
-# sweep, consolidation, retention, upgrade) for the size of the step. The loop's clock is
-# monotonic: every CLOCK_CHECK_S (or sweep period, if shorter) the two are compared, and
-# a step back of more than CLOCK_STEP_S reschedules every job from the new wall time.
-CLOCK_CHECK_S = 30.0
-CLOCK_STEP_S = 2.0
 SWEEP_BATCH = 8  # idle sessions waiting for their summary at once, at most
 # (kind, target, params, reason) -> job id
 Enqueue = Callable[[str, str, dict[str, Any], str], Awaitable[int]]
@@ -63,10 +55,12 @@ def session_target(pk: int) -> str:
 
 
 class Triggers:
-    def __init__(self, store: Store, enqueue: Enqueue, settings: SummarySettings, *,
-                 clock: Callable[[], float] = time.time,
-                 upgrade: Callable[[], Awaitable[Any]] | None = None,
+    def __init__(self, store: Store, enqueue: Enqueue, settings: SummarySettings,
+                 schedule: Schedule, *, clock: Callable[[], float] = time.time,
+                 upgrade: Callable[[], Coroutine[Any, Any, Any]] | None = None,
                  busy: Callable[[], bool] | None = None) -> None:
+        """Registers the idle sweep (`summary.enabled`) and the upgrade pass on
+        `schedule`; a step of the wall clock is noticed within one sweep period."""
         self.store = store
         self.enqueue = enqueue
         self.settings = settings
@@ -80,8 +74,12 @@ class Triggers:
         self._active: dict[int, float] = {}  # session -> when this process last saw units
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._scheduler: Any = None
-        self._crons: list[tuple[str, str, Any, Callable[[], Awaitable[Any]], int]] = []
+        if settings.enabled:
+            schedule.every("idle_sweep", settings.sweep_seconds, self.sweep_idle,
+                           task="idle-sweep")
+        if upgrade is not None:
+            schedule.every("upgrade", settings.upgrade_minutes * 60, upgrade)
+        schedule.watch_clock_within(settings.sweep_seconds)
 
     # -- ingest-driven: threshold and interval -------------------------------------------
 
@@ -185,59 +183,14 @@ class Triggers:
     # -- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
-        from apscheduler.schedulers.asyncio import AsyncIOScheduler
-
-        s = self.settings
-        sched = AsyncIOScheduler(timezone=dt.UTC,
-                                 job_defaults={"coalesce": True, "max_instances": 1,
-                                               "misfire_grace_time": 300})
-        if s.enabled:
-            sched.add_job(self._fire_idle, "interval", seconds=s.sweep_seconds, id="idle_sweep")
-        if self.upgrade is not None:
-            sched.add_job(self._fire_upgrade, "interval", seconds=s.upgrade_minutes * 60,
-                          id="upgrade")
-        sched.start()
-        self._scheduler = sched
-        for cron in self._crons:
-            self._add_cron(*cron)
         self.spawn(self._check_loop(), "summary-triggers")
-        self.spawn(self._watch_clock(min(CLOCK_CHECK_S, s.sweep_seconds)), "clock-watch")
 
     async def stop(self) -> None:
-        if self._scheduler is not None:
-            with contextlib.suppress(Exception):
-                self._scheduler.shutdown(wait=False)
-            self._scheduler = None
         tasks = list(self._tasks)
         for t in tasks:
             t.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=1.0)
-
-    async def _watch_clock(self, period: float) -> None:
-        wall, mono = time.time(), time.monotonic()
-        while True:
-            await asyncio.sleep(period)
-            w, m = time.time(), time.monotonic()
-            step, wall, mono = (w - wall) - (m - mono), w, m
-            if step < -CLOCK_STEP_S and self._scheduler is not None:
-                n = self._reschedule()
-                log.warning("the wall clock stepped back %.0f s: %d scheduled jobs "
-                            "rescheduled from the new time", -step, n)
-
-    def _reschedule(self) -> int:
-        """Every job's next run computed again from now (APScheduler's wall clock)."""
-        from apscheduler.triggers.interval import IntervalTrigger
-
-        now = dt.datetime.now(dt.UTC)
-        jobs = self._scheduler.get_jobs()
-        for job in jobs:
-            if isinstance(job.trigger, IntervalTrigger):  # its start lies ahead now
-                nxt = now + job.trigger.interval
-            else:
-                nxt = job.trigger.get_next_fire_time(None, now)
-            job.modify(next_run_time=nxt)
-        return len(jobs)
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         task = asyncio.create_task(coro, name=f"memoryd-{name}")
@@ -248,35 +201,3 @@ class Triggers:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("%s failed", task.get_name(), exc_info=task.exception())
-
-    async def _fire_idle(self) -> None:
-        self.spawn(self.sweep_idle(), "idle-sweep")
-
-    async def _fire_upgrade(self) -> None:
-        if self.upgrade is not None:
-            self.spawn(self.upgrade(), "upgrade")
-
-    def add_cron(self, job_id: str, crontab: str, tz: Any,
-                 fn: Callable[[], Awaitable[Any]], misfire_grace_s: int) -> None:
-        """A cron job (consolidation, retention) in the user's zone. A laptop that slept
-        through runs catches up once on wake (coalesce), if within the grace time."""
-        self._crons.append((job_id, crontab, tz, fn, misfire_grace_s))
-        if self._scheduler is not None:
-            self._add_cron(job_id, crontab, tz, fn, misfire_grace_s)
-
-    def _add_cron(self, job_id: str, crontab: str, tz: Any,
-                  fn: Callable[[], Awaitable[Any]], misfire_grace_s: int) -> None:
-        from apscheduler.triggers.cron import CronTrigger
-
-        async def fire() -> None:
-            self.spawn(fn(), job_id)
-
-        self._scheduler.add_job(fire, CronTrigger.from_crontab(crontab, timezone=tz),
-                                id=job_id, replace_existing=True, coalesce=True,
-                                misfire_grace_time=misfire_grace_s)
-
-    def next_runs(self) -> dict[str, str | None]:
-        if self._scheduler is None:
-            return {}
-        return {j.id: j.next_run_time.isoformat() if j.next_run_time else None
-                for j in self._scheduler.get_jobs()}

@@ -86,7 +86,7 @@ def highlight(text: str | None, terms: list[str] | None) -> Markup:
     return Markup("").join(out)
 
 
-_TIME_KEY = re.compile(r"(?:^|_)(?:at|ts|since|time|when|last|next|sweep|release|reexec|"
+_TIME_KEY = re.compile(r"(?:^|_)(?:at|ts|since|time|when|last|next|sweep|release|"
                        r"started|ended|until|run)$")
 _BYTES_KEY = re.compile(r"(?:^|_)bytes(?:_|$)|(?:^|_)size$|threshold$")
 _SECONDS_KEY = re.compile(r"(?:_s|_seconds|seconds)$")

@@ -152,7 +152,7 @@ async def test_a_history_years_in_the_past_and_a_new_source_later(tmp_path, src,
         # a new day of 2019 arrives (a new source, a restore): the nightly firing finds it
         write_jsonl(src / "p9" / "late.jsonl", day_msgs("late", "2019-02-10", RULES[3]))
         await caught_up_with(c, units + 5)
-        await d._nightly()
+        await d.crons.nightly()
         # the day's run is recorded after its note is written: wait for the record
         await wait_for(lambda: ("2019-02-10", "history", 1) in runs(home), timeout=30)
         assert (memory_dir(home) / "2019-02-10.md").exists()

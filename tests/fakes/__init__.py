@@ -18,7 +18,8 @@ from memoryd.ingest.redact import Redactor
 from memoryd.store import Store
 from tests.fakes.llm_server import FakeLLM
 
-__all__ = ["FakeLLM", "fake_llm", "settings_with", "Transcript", "summaries_service"]
+__all__ = ["FakeLLM", "fake_llm", "settings_with", "Transcript", "summaries_service",
+           "build_summaries", "start_summaries", "stop_summaries"]
 
 
 @pytest.fixture
@@ -99,23 +100,53 @@ async def summaries_idle(svc: Any) -> bool:
     return c["pending"] == 0 and c["running"] == 0
 
 
+def build_summaries(settings: Settings, store: Store, *, clock: Callable[[], float] | None = None,
+                    environ: dict[str, str] | None = None,
+                    busy: Callable[[], bool] | None = None) -> Any:
+    """`Summaries` with an LLM, a job queue and a schedule of its own, built as the daemon
+    builds them (memoryd.daemon)."""
+    import time
+
+    from memoryd.jobs.queue import JobQueue
+    from memoryd.jobs.schedule import Schedule
+    from memoryd.llm import LLM
+    from memoryd.summarize.service import Summaries
+
+    clock = clock or time.time
+    llm = LLM(settings.llm, store, environ=environ or {}, clock=clock)
+    queue = JobQueue.from_settings(store, settings, clock=clock, busy=busy)
+    return Summaries(settings, store, llm, queue, Schedule(), clock=clock, busy=busy)
+
+
+async def start_summaries(svc: Any) -> None:
+    """In the daemon's order: the summaries (prompts, triggers), the queue, the schedule."""
+    await svc.start()
+    await svc.queue.start()
+    await svc.schedule.start()
+
+
+async def stop_summaries(svc: Any) -> None:
+    """The reverse, as the daemon's exit stack: schedule, queue, summaries, LLM (once)."""
+    if not svc.started:
+        return
+    await svc.schedule.stop()
+    await svc.queue.stop()
+    await svc.stop()
+    await svc.llm.close()
+
+
 @contextlib.asynccontextmanager
 async def summaries_service(db: Path, settings: Settings, *, clock: Callable[[], float] | None
                             = None, environ: dict[str, str] | None = None
                             ) -> AsyncIterator[tuple[Any, Ingest]]:
     """A started `Summaries` over a store at `db`, subscribed to an ingestor."""
-    from memoryd.summarize.service import Summaries
-
     store = await Store.open(db)
-    kw: dict[str, Any] = {"environ": environ or {}}
-    if clock is not None:
-        kw["clock"] = clock
-    svc = Summaries(settings, store, **kw)
+    svc = build_summaries(settings, store, clock=clock, environ=environ)
     ingest = Ingest(store)
     ingest.ingestor.subscribers.append(svc.on_ingest)
-    await svc.start()
+    await start_summaries(svc)
     try:
         yield svc, ingest
     finally:
-        await svc.stop()
+        await stop_summaries(svc)
         await store.close()

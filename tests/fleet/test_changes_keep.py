@@ -42,11 +42,8 @@ async def test_the_changes_prune_keeps_rows_for_changes_keep_days(tmp_path, pg_u
                              " updated_at) VALUES ('away', '1:1:', now() - interval '2 days')")
                 assert cf.prune(conn, SCHEMA) == 0  # the default 7 days: it holds them
             assert changes(pg_url) > 0
-            prune = next(fn for job, *_, fn, _ in daemon.summaries.triggers._crons
-                         if job == "changes_prune")
-
             async def pruned() -> bool:  # once this machine has reported its position
-                await prune()
+                await daemon.schedule.run_now("changes_prune")
                 return changes(pg_url) == 0
             await wait_for(pruned, timeout=30, interval=0.5)
         finally:

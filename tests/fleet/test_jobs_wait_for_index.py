@@ -1,5 +1,5 @@
 """A fleet member's background jobs wait while its index works through a backlog of the
-change feed, then run (issue 14, `Daemon._jobs_wait`, bench/README "pgcatch"), against a
+change feed, then run (issue 14, `ingest.backfill.JobsWait`, bench/README "pgcatch"), against a
 real PostgreSQL and a real daemon: summaries and one-liners run beside the niced feed
 writer took the CPU it needed to catch up after a backfill."""
 
@@ -76,11 +76,11 @@ async def test_jobs_wait_while_the_index_pages_a_backlog_then_run(tmp_path, pg_u
 
 async def test_jobs_wait_for_the_index_at_most_jobs_wait_max_s(tmp_path, pg_url):
     """A member fed a full page at every poll would keep its jobs waiting for good: past
-    `jobs_wait_max_s` of one backlog they run beside it."""
+    `JobsWait.max_s` of one backlog they run beside it."""
     async with laptop(tmp_path, pg_url) as (dm, _):
         ix, queue = dm.store.index, dm.summaries.queue
         pk = await hold_a_backlog(dm)  # and held for good
-        dm.jobs_wait_max_s = 2.0
+        dm.jobs_wait.max_s = 2.0
         t0 = time.monotonic()
         job_id = await queue.enqueue("summarize", f"session:{pk}", {}, reason="test")
         job = await asyncio.wait_for(queue.wait(job_id), timeout=60)

@@ -114,7 +114,7 @@ async def test_a_writer_process_killed_mid_backfill_loses_nothing(store, caplog)
 
 
 async def test_a_writer_process_ends_with_the_store(tmp_path, monkeypatch):
-    """Closing the store (the daemon's stop, before a re-exec too) ends a child in the
+    """Closing the store (the daemon's stop) ends a child in the
     middle of a backlog once its pass is committed and its merges are done: no process
     left, no file left that the index does not hold; the rest is indexed on the next
     start."""

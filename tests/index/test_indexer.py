@@ -226,7 +226,7 @@ async def test_a_served_context_write_leaves_the_index_writer_asleep(store):
 
 
 async def test_background_jobs_wait_while_a_backfill_is_indexed_in_bulk(store):
-    """`SearchIndex.backlog` (what `Daemon._jobs_wait` asks) holds from a backfill's first
+    """`SearchIndex.backlog` (what `ingest.backfill.JobsWait` asks) holds from a backfill's first
     bulk pass until a pass finds nothing more: summaries begun as the backfill's last
     line was stored took the GIL the indexer needed to catch up. A live pass and a niced
     rebuild do not hold jobs."""

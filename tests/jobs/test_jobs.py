@@ -253,7 +253,7 @@ RUNNER = textwrap.dedent("""
     from pathlib import Path
     from memoryd.config import load_settings
     from memoryd.store import Store
-    from memoryd.summarize.service import Summaries
+    from tests.fakes import build_summaries, start_summaries
 
     async def main():
         settings = load_settings(None, environ={}, overrides={
@@ -261,8 +261,8 @@ RUNNER = textwrap.dedent("""
                     "concurrency": 1},
             "summary": {"workers": 1}})
         store = await Store.open(Path(sys.argv[1]))
-        svc = Summaries(settings, store, environ={})
-        await svc.start()
+        svc = build_summaries(settings, store)
+        await start_summaries(svc)
         print("started", flush=True)
         await asyncio.Event().wait()
 

@@ -36,6 +36,7 @@ async def test_issue_8_job_done_reaches_event_subscribers(memoryd_home, sock, sr
     async with running_daemon(memoryd_home, [("generic", src)], sock):
         c = AsyncClient(sock)
         await wait_for(lambda: _caught_up(c))
+        await wait_for(lambda: _history_done(c))  # its job_done is not the one asked for
         conn = aiohttp.UnixConnector(path=str(sock))
         async with aiohttp.ClientSession(connector=conn) as http:
             async with http.get("http://localhost/v1/events") as events:
@@ -55,3 +56,11 @@ async def test_issue_8_job_done_reaches_event_subscribers(memoryd_home, sock, sr
 async def _caught_up(c):
     st = await c.status()
     return st["caught_up"] and st["units"] > 0
+
+
+async def _history_done(c):
+    """The first start's history consolidation (queued after the backfill, so it can end
+    after `caught_up`) has looked, and its job, if any, is done."""
+    st = await c.status()
+    h = st["consolidation"].get("history") or {}
+    return h.get("looked") and not h.get("days_left") and not st["summaries"]["jobs"]["running"]

@@ -10,6 +10,7 @@ from tests.fakes import (  # noqa: F401
     Transcript,
     fake_llm,
     settings_with,
+    stop_summaries,
     summaries_idle,
     summaries_service,
 )
@@ -120,7 +121,7 @@ async def test_triggers_idle_sweep_with_an_injected_clock(tmp_path):
 
 async def test_triggers_scheduler_lifecycle_and_quick_stop(tmp_path, fake_llm):
     async with summaries_service(tmp_path / "m.db", settings_with(fake_llm)) as (svc, ingest):
-        runs = svc.triggers.next_runs()
+        runs = svc.schedule.next_runs()
         assert set(runs) == {"idle_sweep", "upgrade"}
         t = Transcript(tmp_path / "src")
         t.turns(3)
@@ -129,7 +130,7 @@ async def test_triggers_scheduler_lifecycle_and_quick_stop(tmp_path, fake_llm):
         await svc.summarize("proj/s1")
         await wait_for(lambda: fake_llm.requests, timeout=20)  # a request hangs
         t0 = time.monotonic()
-        await svc.stop()
+        await stop_summaries(svc)  # schedule, queue, triggers, LLM: as the daemon stops them
         assert time.monotonic() - t0 < 2.0
         st = await svc.store.read(lambda c: c.execute(
             "SELECT state, attempts FROM jobs WHERE kind = 'summarize'").fetchall())
@@ -163,15 +164,14 @@ async def test_triggers_one_liners_wait_for_a_full_batch(tmp_path):
 
 async def test_triggers_wait_while_the_daemon_is_busy(tmp_path):
     from memoryd.store import Store
-    from memoryd.summarize.service import Summaries
-    from tests.fakes import Ingest
+    from tests.fakes import Ingest, build_summaries, start_summaries
 
     busy = [True]
     store = await Store.open(tmp_path / "m.db")
-    svc = Summaries(settings_with(None), store, environ={}, busy=lambda: busy[0])
+    svc = build_summaries(settings_with(None), store, busy=lambda: busy[0])
     ingest = Ingest(store)
     ingest.ingestor.subscribers.append(svc.on_ingest)
-    await svc.start()
+    await start_summaries(svc)
     try:
         t = Transcript(tmp_path / "src")
         t.turns(30)
@@ -181,7 +181,7 @@ async def test_triggers_wait_while_the_daemon_is_busy(tmp_path):
         await settled(svc)
         assert await reasons(svc) == ["threshold"]
     finally:
-        await svc.stop()
+        await stop_summaries(svc)
         await store.close()
 
 

@@ -7,7 +7,7 @@ import pytest
 from memoryd.api import SearchRequest
 from memoryd.index import Filters
 from memoryd.index.query import estimate
-from memoryd.ingest.adapters.base import Record
+from memoryd.models import Record
 from memoryd.recall.search import search
 from memoryd.store import Store
 from memoryd.store.sessions import session_pk

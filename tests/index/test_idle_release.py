@@ -14,7 +14,7 @@ from memoryd import tokens
 from memoryd.api import SearchRequest
 from memoryd.runtime.idle_release import IdleRelease
 from memoryd.index import pages
-from memoryd.ingest.adapters.base import Record
+from memoryd.models import Record
 from memoryd.recall.search import search
 from memoryd.store import Store
 from memoryd.store.sessions import session_pk

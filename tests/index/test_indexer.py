@@ -14,7 +14,7 @@ import pytest
 from memoryd.index import Filters
 from memoryd.index import indexer as indexer_mod
 from memoryd.index.tail import TailPolicy
-from memoryd.ingest.adapters.base import Record
+from memoryd.models import Record
 from memoryd.store import Store
 from memoryd.store.sessions import forget_units, session_pk
 from memoryd.store.units import store_record

@@ -17,7 +17,7 @@ import asyncio, ctypes, json, sys, time
 from pathlib import Path
 from memoryd.runtime import idle_release as ir
 from memoryd.index import indexer
-from memoryd.ingest.adapters.base import Record
+from memoryd.models import Record
 from memoryd.store import Store
 from memoryd.store.sessions import session_pk
 from memoryd.store.units import store_record

@@ -21,7 +21,7 @@ from memoryd.index.query import (
 from memoryd.index.schema import ANALYZER, build_analyzer, build_schema, document
 from memoryd.index.tail import TailPolicy
 from memoryd.index.text import index_text, weak_term
-from memoryd.ingest.adapters.base import Record
+from memoryd.models import Record
 from memoryd.store import Store
 from memoryd.store.sessions import session_pk
 from memoryd.store.summaries import save_one_liners

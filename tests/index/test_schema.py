@@ -8,7 +8,7 @@ import tantivy
 import memoryd.index as index_mod
 from memoryd.index import Filters
 from memoryd.index.schema import ANALYZER, SCHEMA_VERSION
-from memoryd.ingest.adapters.base import Record
+from memoryd.models import Record
 from memoryd.store import Store
 from memoryd.store.sessions import session_pk
 from memoryd.store.units import store_record

@@ -10,7 +10,7 @@ import pytest
 
 from memoryd.index import Filters
 from memoryd.index.tail import TailPolicy
-from memoryd.ingest.adapters.base import Record
+from memoryd.models import Record
 from memoryd.store import Store
 from memoryd.store.sessions import forget_units, session_pk
 from memoryd.store.summaries import save_one_liners

@@ -12,7 +12,7 @@ from memoryd.index.text import (
     snippet,
     split_cjk,
 )
-from memoryd.ingest.adapters.base import Record
+from memoryd.models import Record
 from memoryd.store import Store
 from memoryd.store.sessions import session_pk
 from memoryd.store.units import store_record

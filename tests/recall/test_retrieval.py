@@ -8,7 +8,7 @@ import time
 import pytest
 
 from memoryd.client import ApiError
-from memoryd.ingest.adapters.base import Record
+from memoryd.models import Record
 from memoryd.recall.retrieval import Params, plan_query, query_speaker, retrieve, retrieve_sync
 from memoryd.store import Store
 from memoryd.store.sessions import session_pk
@@ -339,7 +339,7 @@ async def test_units_gone_from_the_database_but_not_the_index_leave_no_hole(stor
 
 
 async def test_project_within_is_a_directory_tree_not_a_pattern(tmp_path):
-    from memoryd.ingest.adapters.base import Record
+    from memoryd.models import Record
     from memoryd.recall.retrieval import retrieve_sync
     from memoryd.store import Store
     from memoryd.store.sessions import session_pk

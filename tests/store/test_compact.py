@@ -13,7 +13,7 @@ import memoryd.store as store_mod
 import memoryd.store.compact as compact_mod
 import memoryd.store.db as db_mod
 from memoryd.index import Filters
-from memoryd.ingest.adapters.base import Record
+from memoryd.models import Record
 from memoryd.store import Store
 from memoryd.store.migrations import MIGRATIONS, migrate
 from memoryd.store.sessions import session_pk

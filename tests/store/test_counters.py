@@ -8,7 +8,7 @@ import time
 
 import psycopg
 
-from memoryd.ingest.adapters.base import Record
+from memoryd.models import Record
 from memoryd.ingest.ingestor import Ingestor
 from memoryd.ingest.redact import Redactor
 from memoryd.store import archive, files, jobs, pg_migrations, sessions, summaries, units

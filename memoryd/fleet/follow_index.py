@@ -44,7 +44,7 @@ from typing import Any
 
 from memoryd.fleet import changefeed as cf
 from memoryd.fleet.feed_indexer import BUSY_GAP_S, POLL_S, REPORT_S, FeedIndexer
-from memoryd.fleet.health import Health
+from memoryd.store.health import Health
 from memoryd.fleet.row_cache import RowCache
 from memoryd.index import META, SearchIndex
 from memoryd.store.target import StoreTarget

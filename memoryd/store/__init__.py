@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from memoryd.errors import StoreError
-from memoryd.fleet.health import Health, scrub
+from memoryd.store.health import Health, scrub
 from memoryd.fleet.offline import RECENT_LIMIT, RecentHits
 from memoryd.index import SearchIndex
 from memoryd.store.compact import compact_if_due
@@ -130,7 +130,8 @@ class Store:
 
     @classmethod
     def _open_pg(cls, path: Path, index_dir: Path | None, target: StoreTarget) -> Store:
-        from memoryd.store import pg, pg_migrations
+        from memoryd.store.pg import conn as pg
+        from memoryd.store.pg import migrations as pg_migrations
 
         conn = pg.connect(target, autocommit=True, configure=False)
         try:

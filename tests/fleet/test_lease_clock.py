@@ -29,7 +29,7 @@ SKEWED = textwrap.dedent("""
     import json, sys, time
     from memoryd.store import memory_docs
     from memoryd.store.jobs import claim_job
-    from memoryd.store.pg import connect
+    from memoryd.store.pg.conn import connect
     from memoryd.store.target import StoreTarget
 
     url, name = sys.argv[1], sys.argv[2]

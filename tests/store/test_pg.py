@@ -14,7 +14,7 @@ import pytest
 from memoryd.errors import StoreError
 from memoryd.store import Store
 from memoryd.store.migrations import MIGRATIONS
-from memoryd.store.pg import Row, translate
+from memoryd.store.pg.conn import Row, translate
 from memoryd.store.sessions import count_sessions, session_pk
 from memoryd.store.target import StoreTarget, masked_url
 
@@ -203,7 +203,7 @@ async def test_issue_14_a_daemon_starts_while_another_holds_the_schema_lock(
     to learn there is nothing to migrate. A schema that needs work still waits for it."""
     from memoryd.daemon import Daemon
     from memoryd.paths import resolve_paths
-    from memoryd.store import pg_migrations
+    from memoryd.store.pg import migrations as pg_migrations
     from tests.fleet.daemons import fleet_settings
     from tests.helpers import short_dir
 

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from memoryd.errors import BadRequestError
+from memoryd.index.protocol import Index
 from memoryd.memory import MemoryFile
 from memoryd.recall.retrieval import PARAMS, plan_query, retrieve_sync
 from memoryd.ingest.sources import Candidates
@@ -44,8 +45,10 @@ Prune = Callable[[], Awaitable[dict[str, Any]]]
 
 class Forgetting:
     def __init__(self, store: Store, candidate: Candidates, memory: MemoryFile | None,
-                 resummarize: Resummarize, pruned: Prune | None = None) -> None:
+                 resummarize: Resummarize, pruned: Prune | None = None, *,
+                 index: Index) -> None:
         self.store, self.candidate, self.memory = store, candidate, memory
+        self.index = index  # what finds the units a forget by query names
         self.resummarize = resummarize
         self.pruned = pruned  # after a forget: memory items no session stands behind leave
 
@@ -66,7 +69,7 @@ class Forgetting:
             raise BadRequestError("the query has no searchable words", field="query")
 
         def find(c: sqlite3.Connection) -> list[Any]:
-            return retrieve_sync(c, self.store.index, query, k=MAX_UNITS, mode="and",
+            return retrieve_sync(c, self.index, query, k=MAX_UNITS, mode="and",
                                  agent=agent, project=project, params=EVERY_MATCH).hits
 
         hits = await self.store.read(find)

@@ -17,7 +17,7 @@ How the rest of memoryd uses it:
   `batch.position` into its meta -> `Follower.commit(batch)` -> `Follower.wait()`.
   `FeedGapError` means rebuild (search says `index: rebuilding`).
 - The same applies keep `row_cache.RowCache` (the rows search and context read, in a
-  local SQLite file): `row_cache.read_rows(store, fn)` runs `fn` over it once the index
-  is ready, over the store's reader otherwise.
+  local SQLite file): search and context read it once the index is ready, the store's
+  reader otherwise (`memoryd.recall.rows.read_rows`).
 - Every daemon's scheduler runs `changefeed.prune` hourly (`FleetIndex.prune_changes`).
 """

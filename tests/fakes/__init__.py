@@ -15,6 +15,7 @@ import pytest
 from memoryd.config import Settings, load_settings
 from memoryd.ingest.ingestor import Ingestor
 from memoryd.ingest.redact import Redactor
+from memoryd.daemon.store_index import open_store
 from memoryd.store import Store
 from tests.fakes.llm_server import FakeLLM
 
@@ -106,7 +107,7 @@ async def summaries_service(db: Path, settings: Settings, *, clock: Callable[[],
     """A started `Summaries` over a store at `db`, subscribed to an ingestor."""
     from memoryd.summarize.service import Summaries
 
-    store = await Store.open(db)
+    store = await open_store(db)
     kw: dict[str, Any] = {"environ": environ or {}}
     if clock is not None:
         kw["clock"] = clock

@@ -162,12 +162,12 @@ async def test_triggers_one_liners_wait_for_a_full_batch(tmp_path):
 
 
 async def test_triggers_wait_while_the_daemon_is_busy(tmp_path):
-    from memoryd.store import Store
+    from memoryd.daemon.store_index import open_store
     from memoryd.summarize.service import Summaries
     from tests.fakes import Ingest
 
     busy = [True]
-    store = await Store.open(tmp_path / "m.db")
+    store = await open_store(tmp_path / "m.db")
     svc = Summaries(settings_with(None), store, environ={}, busy=lambda: busy[0])
     ingest = Ingest(store)
     ingest.ingestor.subscribers.append(svc.on_ingest)

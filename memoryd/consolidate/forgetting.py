@@ -22,16 +22,18 @@ import re
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoryd.errors import BadRequestError
-from memoryd.index.protocol import Index
 from memoryd.memory import MemoryFile
 from memoryd.recall.retrieval import PARAMS, plan_query, retrieve_sync
 from memoryd.ingest.sources import Candidates
 from memoryd.store import Store
 from memoryd.store.memories import unlink_units
 from memoryd.store.sessions import forget_session, forget_units
+
+if TYPE_CHECKING:  # the daemon hands it over (consolidate does not import index)
+    from memoryd.index.protocol import Index
 
 log = logging.getLogger(__name__)
 

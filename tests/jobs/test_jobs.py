@@ -252,7 +252,7 @@ RUNNER = textwrap.dedent("""
     sys.stdin.readline()  # the test says go once every process has imported
     from pathlib import Path
     from memoryd.config import load_settings
-    from memoryd.store import Store
+    from memoryd.daemon.store_index import open_store
     from memoryd.summarize.service import Summaries
 
     async def main():

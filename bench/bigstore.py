@@ -53,7 +53,7 @@ from memoryd.index.schema import ANALYZER, build_analyzer, build_schema  # noqa:
 from memoryd.ingest import adapters  # noqa: E402
 from memoryd.ingest.adapters.base import content_id  # noqa: E402
 from memoryd.paths import resolve_paths  # noqa: E402
-from memoryd.store import Store  # noqa: E402
+from memoryd.daemon.store_index import open_store_sync  # noqa: E402
 from memoryd.store.db import SqliteRunner, connect  # noqa: E402
 from memoryd.store.migrations import migrate  # noqa: E402
 from memoryd.store.sessions import session_pk  # noqa: E402
@@ -310,7 +310,7 @@ def reindex(dir: Path, info: dict, fp: str, log=print) -> dict:
     paths = resolve_paths(dir / "home")
     shutil.rmtree(paths.data_dir / "index", ignore_errors=True)
     t0 = time.perf_counter()
-    store = Store.open_sync(paths.db)
+    store = open_store_sync(paths.db)
     while not store.read_sync(store.index.is_caught_up):
         time.sleep(0.5)
     store.close_sync()

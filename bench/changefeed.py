@@ -45,6 +45,7 @@ from memoryd.fleet import changefeed as cf  # noqa: E402
 from memoryd.fleet.follower import Follower  # noqa: E402
 from memoryd.index.query import ids_query, text_query  # noqa: E402
 from memoryd.index.schema import ANALYZER, build_analyzer, build_schema, document  # noqa: E402
+from memoryd.store.pg import feed_ddl  # noqa: E402
 from memoryd.index.text import index_text  # noqa: E402
 from tests.pg_server import PgServer, find_bindir  # noqa: E402
 
@@ -165,7 +166,7 @@ def setup(url: str) -> None:
         for table in (f"{SCHEMA}.units", "raw_units"):
             c.execute(f"CREATE TABLE {table} (id bigserial PRIMARY KEY, session_pk bigint"
                       " NOT NULL, seq int NOT NULL, ts double precision, content text NOT NULL)")
-        c.execute(cf.ddl(SCHEMA))
+        c.execute(feed_ddl.ddl(SCHEMA))
 
 
 def insert(conn: psycopg.Connection, table: str, contents: list[str], notify: bool) -> None:

@@ -37,7 +37,7 @@ from memoryd.recall.context import ContextBuilder  # noqa: E402
 from memoryd.memory import MemoryFile  # noqa: E402
 from memoryd.paths import resolve_paths  # noqa: E402
 from memoryd.recall.retrieval import plan_query  # noqa: E402
-from memoryd.store import Store  # noqa: E402
+from memoryd.daemon.store_index import open_store  # noqa: E402
 
 
 async def run(args: argparse.Namespace, dir: Path) -> None:
@@ -50,9 +50,9 @@ async def run(args: argparse.Namespace, dir: Path) -> None:
     built = resolve_paths(dir / "home")
     shutil.copyfile(built.db, paths.db)  # memoryd may migrate it
     shutil.copytree(built.data_dir / "index", paths.data_dir / "index")
-    store = await Store.open(paths.db)
+    store = await open_store(paths.db)
     memory = MemoryFile.from_paths(paths, poll_interval=0)
-    builder = ContextBuilder(store, memory, paths.memory_dir)
+    builder = ContextBuilder(store, store.index, memory, paths.memory_dir)
     raw_ix = search_bench.bare_tantivy(dir / "raw-tantivy", create=False)
 
     def raw(q: str) -> int:

@@ -49,7 +49,7 @@ from memoryd.index.schema import build_analyzer, build_schema  # noqa: E402
 from memoryd.paths import resolve_paths  # noqa: E402
 from memoryd.recall.retrieval import plan_query  # noqa: E402
 from memoryd.recall.search import search  # noqa: E402
-from memoryd.store import Store  # noqa: E402
+from memoryd.daemon.store_index import open_store  # noqa: E402
 
 IMPLS = ("raw", "inproc", "socket", "rg")
 RG = shutil.which("rg")
@@ -92,7 +92,7 @@ async def run(args: argparse.Namespace, dir: Path, info: dict) -> None:
     shutil.copyfile(built.db, paths.db)
     shutil.copytree(built.data_dir / "index", paths.data_dir / "index")
     print(f"copied the built database for this run in {time.perf_counter() - t0:.1f} s")
-    store = await Store.open(paths.db)
+    store = await open_store(paths.db)
     raw_ix = bare_tantivy(dir / "raw-tantivy", create=False)
     src = dir / "empty-src"
     src.mkdir(exist_ok=True)

@@ -44,6 +44,7 @@ from memoryd.consolidate.service import Consolidator  # noqa: E402
 from memoryd.ingest.ingestor import Ingestor  # noqa: E402
 from memoryd.ingest.redact import Redactor  # noqa: E402
 from memoryd.memory import MemoryFile  # noqa: E402
+from memoryd.daemon.store_index import open_store  # noqa: E402
 from memoryd.store import Store  # noqa: E402
 from memoryd.summarize.service import Summaries  # noqa: E402
 from tests.fakes import build_summaries, start_summaries, stop_summaries  # noqa: E402
@@ -116,7 +117,7 @@ async def admit_every_day(store: Store, svc: Summaries, work: Path) -> int:
 
 
 async def run_fixtures(fixtures: Path, work: Path, fake: FakeLLM) -> dict[str, Any]:
-    store = await Store.open(work / "fixtures.db")
+    store = await open_store(work / "fixtures.db")
     ingestor = Ingestor(store, Redactor((), ("private",)), max_line_bytes=16 << 20)
     svc = build_summaries(settings(fake), store)
     ingestor.subscribers.append(svc.on_ingest)
@@ -151,7 +152,7 @@ async def run_synthetic(lines: list[dict[str, Any]], work: Path, fake: FakeLLM |
     root = work / name
     path = root / "proj" / "session.jsonl"
     path.parent.mkdir(parents=True)
-    store = await Store.open(work / f"{name}.db")
+    store = await open_store(work / f"{name}.db")
     ingestor = Ingestor(store, Redactor((), ("private",)), max_line_bytes=16 << 20)
     svc = build_summaries(settings(fake), store)
     ingestor.subscribers.append(svc.on_ingest)
@@ -182,7 +183,7 @@ async def run_synthetic(lines: list[dict[str, Any]], work: Path, fake: FakeLLM |
 async def extractive_throughput(work: Path, lines: list[dict[str, Any]]) -> dict[str, float]:
     """Pure CPU: the summarizer's steps over the synthetic session, each folded by the
     extractive summarizer, plus a one-liner per long unit."""
-    store = await Store.open(work / "extractive.db")
+    store = await open_store(work / "extractive.db")
     root = work / "x"
     path = root / "session.jsonl"
     path.parent.mkdir(parents=True)

@@ -25,7 +25,7 @@ class StoreError(MemorydError):
 class StoreUnavailableError(StoreError):
     """The shared database cannot be reached right now (fleet mode): nothing was
     written; the transcripts on disk keep what was not read, and memoryd retries with
-    backoff (`memoryd.fleet.health`). Logged once per outage, not per request."""
+    backoff (`memoryd.store.health`). Logged once per outage, not per request."""
 
     status = 503
     code = "store_unreachable"

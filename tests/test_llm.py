@@ -19,6 +19,7 @@ from memoryd.llm import (
     LLMUnavailableError,
     resolve_model,
 )
+from memoryd.daemon.store_index import open_store
 from memoryd.store import Store
 from tests.fakes import FakeLLM, fake_llm  # noqa: F401 - the fixture
 
@@ -27,7 +28,7 @@ MSGS = [{"role": "user", "content": "Summarize: the parser now handles quokkas."
 
 @pytest.fixture
 async def store(tmp_path):
-    s = await Store.open(tmp_path / "m.db")
+    s = await open_store(tmp_path / "m.db")
     yield s
     await s.close()
 

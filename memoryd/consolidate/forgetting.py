@@ -22,7 +22,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoryd.errors import BadRequestError
 from memoryd.memory import MemoryFile
@@ -31,6 +31,9 @@ from memoryd.ingest.sources import Candidates
 from memoryd.store import Store
 from memoryd.store.memories import unlink_units
 from memoryd.store.sessions import forget_session, forget_units
+
+if TYPE_CHECKING:  # the daemon hands it over (consolidate does not import index)
+    from memoryd.index.protocol import Index
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +47,10 @@ Prune = Callable[[], Awaitable[dict[str, Any]]]
 
 class Forgetting:
     def __init__(self, store: Store, candidate: Candidates, memory: MemoryFile | None,
-                 resummarize: Resummarize, pruned: Prune | None = None) -> None:
+                 resummarize: Resummarize, pruned: Prune | None = None, *,
+                 index: Index) -> None:
         self.store, self.candidate, self.memory = store, candidate, memory
+        self.index = index  # what finds the units a forget by query names
         self.resummarize = resummarize
         self.pruned = pruned  # after a forget: memory items no session stands behind leave
 
@@ -66,7 +71,7 @@ class Forgetting:
             raise BadRequestError("the query has no searchable words", field="query")
 
         def find(c: sqlite3.Connection) -> list[Any]:
-            return retrieve_sync(c, self.store.index, query, k=MAX_UNITS, mode="and",
+            return retrieve_sync(c, self.index, query, k=MAX_UNITS, mode="and",
                                  agent=agent, project=project, params=EVERY_MATCH).hits
 
         hits = await self.store.read(find)

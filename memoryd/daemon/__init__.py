@@ -32,6 +32,7 @@ from memoryd.errors import AlreadyRunningError, BadRequestError, StoreUnavailabl
 from memoryd.events import EventBus
 from memoryd.consolidate.forgetting import Forgetting
 from memoryd.runtime.idle_release import RELEASE, tune_malloc
+from memoryd.index.protocol import Index
 from memoryd.index.tail import TailPolicy
 from memoryd.ingest.ingestor import IngestEvent, Ingestor
 from memoryd.ingest.queue import IngestQueue
@@ -54,6 +55,7 @@ from memoryd.server.memory_api import routes as memory_routes
 from memoryd.server.served_api import routes as served_routes
 from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
 from memoryd.ingest.sources import Candidates, Source, configured_sources, owner, walk
+from memoryd.daemon.store_index import open_index
 from memoryd.store import Store
 from memoryd.store.files import file_stats, files_with_bad_lines
 from memoryd.store.sessions import count_sessions
@@ -130,6 +132,7 @@ class Daemon:
         self.crons: Crons | None = None
         self.forgetting: Forgetting | None = None
         self.fleet_memory: FleetMemory | None = None
+        self.index: Index | None = None
 
     def sources(self) -> list[Source]:
         return self._sources + self._adhoc
@@ -144,10 +147,13 @@ class Daemon:
             target = s.store.target()
             self.store = await Store.open(self.paths.db, target=target)
             self._stack.push_async_callback(self.store.close)
+            # the search index, handed to the store (which wakes and closes it) and to
+            # recall and forgetting
+            self.index = index = await asyncio.to_thread(open_index, self.store)
             RELEASE.register(self.store.release_caches)  # SQLite's page caches, at rest
             self._stack.callback(RELEASE.unregister, self.store.release_caches)
-            self.store.index.tail_policy = TailPolicy(docs=s.index.tail_commit_docs,
-                                                      seconds=s.index.tail_commit_s)
+            index.tail_policy = TailPolicy(docs=s.index.tail_commit_docs,
+                                           seconds=s.index.tail_commit_s)
             log.info("store open at %s", self.paths.db if target.kind == "sqlite" else
                      f"{target.masked()} (namespace {target.namespace}, machine "
                      f"{target.machine})")
@@ -166,8 +172,9 @@ class Daemon:
                                        self.events, clock=self.clock, busy=self.jobs_wait)
             self.ingestor.subscribers.append(self.summaries.on_ingest)
             self.queue = IngestQueue(self.ingestor, self.sources)
-            if target.kind == "postgresql":  # own transcripts first, the fleet's after
-                self.store.index.busy = lambda: not self.backfill_done  # type: ignore[attr-defined]
+            # a fleet index applies the others' writes in spaced batches meanwhile: own
+            # transcripts first, the fleet's after (a local index follows only its own)
+            index.busy = lambda: not self.backfill_done
             candidate = self.candidate = Candidates(s.watch.exclude, self.paths.owned_dirs())
             # MEMORY.md's folder exists before the watch starts, or the watch covers it only
             # from the next reconciliation and a user's first edit waits for the poll
@@ -195,7 +202,7 @@ class Daemon:
             self.crons = Crons(s, self.consolidator, self.retention, catch_up)
             self.crons.register(self.schedule)
             self.forgetting = Forgetting(self.store, candidate, self.memory, self._resummarize,
-                                         self.consolidator.on_forget)
+                                         self.consolidator.on_forget, index=index)
             if target.kind == "postgresql":  # one memory folder for the namespace
                 self.fleet_memory = FleetMemory(
                     self.store, self.memory, self.paths.memory_dir, self.paths.state_dir,
@@ -266,7 +273,8 @@ class Daemon:
     async def _serve(self) -> None:
         assert self.store is not None and self.memory is not None
         assert self.summaries is not None and self.forgetting is not None
-        builder = ContextBuilder(self.store, self.memory, self.paths.memory_dir,
+        assert self.index is not None
+        builder = ContextBuilder(self.store, self.index, self.memory, self.paths.memory_dir,
                                  archive_dir=self.paths.data_dir / "archive")
         page = web_routes(WebDeps(summaries=self.summaries, memory=self.memory, context=builder,
                                   memory_dir=self.paths.memory_dir,
@@ -333,8 +341,8 @@ class Daemon:
                          machine: str | None = None) -> dict[str, Any]:
         """After `sessions forget`: its archived units and memory provenance go too."""
         assert self.consolidator is not None and self.retention is not None
-        assert self.store is not None
-        self.store.recent.forget()  # nothing forgotten is answered while the store is away
+        assert self.index is not None
+        self.index.recent.forget()  # nothing forgotten is answered while the store is away
         archived = await self.retention.forget(agent, session_id, machine)
         return {"archived_units_deleted": archived, **await self.consolidator.on_forget()}
 

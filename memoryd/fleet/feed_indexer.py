@@ -232,7 +232,7 @@ class FeedIndexer(IndexWriterThread):
 
     def _make_follower(self) -> Follower:
         ix, t = self.ix, self.ix.target
-        from memoryd.store.pg import conninfo
+        from memoryd.store.pg.conn import conninfo
 
         url, kwargs = conninfo(t)
         extra = {k: v for k, v in kwargs.items() if k == "password"}

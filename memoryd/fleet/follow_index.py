@@ -44,9 +44,10 @@ from typing import Any
 
 from memoryd.fleet import changefeed as cf
 from memoryd.fleet.feed_indexer import BUSY_GAP_S, POLL_S, REPORT_S, FeedIndexer
-from memoryd.fleet.health import Health
+from memoryd.store.health import Health
 from memoryd.fleet.row_cache import RowCache
 from memoryd.index import META, SearchIndex
+from memoryd.index.recent import RECENT_LIMIT, RecentHits
 from memoryd.store_target import StoreTarget
 
 log = logging.getLogger(__name__)
@@ -64,12 +65,15 @@ class FleetIndex(SearchIndex):
         self.caught_at: float | None = None   # wall time of the last poll with nothing new
         # whether this daemon is backfilling its own transcripts (daemon.py sets it):
         # the feed is then applied in large, spaced batches (BUSY_GAP_S)
-        self.busy: Any = lambda: False
+        self.busy = lambda: False
         self.busy_gap_s = BUSY_GAP_S
         self.waiters = 0  # callers waiting for everything to be searchable: no pacing
         self.report_every_s = REPORT_S  # how often the fleet hears the stored position
         # the rows search and context read, kept by the same applies (row_cache)
-        self.rows = RowCache(root)
+        self.rows: RowCache = RowCache(root)
+        # the hits served last, to answer from while the truth is unreachable
+        # (`memoryd.recall.offline`)
+        self.recent = RecentHits(RECENT_LIMIT)
 
     def open(self, clear_pending: Any) -> None:
         self.root.mkdir(parents=True, exist_ok=True)

@@ -35,7 +35,7 @@ import psycopg
 from psycopg import sql
 
 from memoryd.fleet import changefeed as cf
-from memoryd.fleet.health import Health
+from memoryd.store.health import Health
 
 log = logging.getLogger(__name__)
 

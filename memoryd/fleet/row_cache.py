@@ -20,8 +20,8 @@ sessions of its own: a change row every follower version already applies (re-ind
 one unit, harmlessly) keeps a mixed-version fleet following. A session leaves the cache
 with its last unit (a forget deletes the units; the feed carries the deletes).
 
-Search and context run the same query functions over this file (`read_rows`) once the
-index is ready; while the index rebuilds they read PostgreSQL as before. A missing,
+Search and context run the same query functions over this file once the index is
+ready (`memoryd.recall.rows`); while the index rebuilds they read PostgreSQL as before. A missing,
 unreadable or older file is made anew and the index rebuilds with it (`FleetIndex.open`),
 so the index never holds a unit whose row is not here. The file is on disk: the page
 cache of each connection is small (issue 11: idle RSS stays flat whatever the corpus).
@@ -29,7 +29,6 @@ cache of each connection is small (issue 11: idle RSS stays flat whatever the co
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sqlite3
 import threading
@@ -255,26 +254,6 @@ class RowCache:
 
 def _q(col: str) -> str:
     return f'"{col}"' if col == "offset" else col
-
-
-def cache_of(store: Any) -> RowCache | None:
-    """The store's row cache when search may read it (fleet mode, index ready)."""
-    index = store.index
-    rows = getattr(index, "rows", None)
-    if rows is None or not index.searchable():
-        return None
-    return rows
-
-
-async def read_rows(store: Any, fn: Callable[[Any], T]) -> tuple[T, bool]:
-    """`fn(conn)` over the rows search and context read: this machine's row cache when
-    it holds them (fleet mode, index ready), else the store's reader. Second: whether
-    the answer came from the cache while the database is unreachable (stale)."""
-    rows = cache_of(store)
-    if rows is None:
-        return await store.read(fn), False
-    out = await asyncio.get_running_loop().run_in_executor(rows.readers, rows.read_sync, fn)
-    return out, not store.health.reachable
 
 
 def read_changed(conn: Any, units: list[int], chunk: int = 500) -> list[Any]:

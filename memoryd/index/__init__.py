@@ -11,12 +11,14 @@ corrupt or older-schema index is rebuilt in the background; meanwhile `state` is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
 import sqlite3
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +28,10 @@ from memoryd.runtime.idle_release import RELEASE
 from memoryd.index import pages
 from memoryd.index.bm25 import MainStats
 from memoryd.index.indexer import Indexer
+from memoryd.index.protocol import Rows
 from memoryd.index.query import Filters, ids_query
 from memoryd.index.reader import IndexReader
+from memoryd.index.recent import RecentHits
 from memoryd.index.schema import ANALYZER, SCHEMA_VERSION, build_analyzer, build_schema
 from memoryd.index.tail import Tail, TailPolicy
 
@@ -69,6 +73,12 @@ class SearchIndex(IndexReader):
         self._session_clauses: dict[tuple[int, ...], tantivy.Query] = {}
         self._gen = 0  # the searchers' generation: one more at every reload or reset
         self._quiet_reset = self._quiet_ready = False  # a new, empty store's first build
+        # what only a fleet index uses (`memoryd.index.protocol.Index`): the hits served
+        # last (none kept: an SQLite file is never unreachable), a local copy of the rows
+        # (none: search reads the store), and whether the daemon backfills (unused here)
+        self.recent = RecentHits(0)
+        self.rows: Rows | None = None
+        self.busy: Callable[[], bool] = lambda: False
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -235,6 +245,12 @@ class SearchIndex(IndexReader):
         return ids_query(self.schema, ids)
 
     # -- the store's side ---------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def waited(self) -> Iterator[None]:
+        """Held while a caller waits for everything to be searchable (`Store.indexed`):
+        nothing to change here (a fleet index stops pacing its writer)."""
+        yield
 
     def notify_write(self) -> None:
         """The store committed a write: the index may have something to follow."""

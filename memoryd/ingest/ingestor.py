@@ -23,7 +23,8 @@ from typing import Any
 from memoryd.runtime import lag_trace
 from memoryd.errors import StoreUnavailableError
 from memoryd.ingest import adapters
-from memoryd.ingest.adapters.base import Adapter, Record, content_id, shape_error
+from memoryd.ingest.adapters.base import Adapter, content_id, shape_error
+from memoryd.models import Record
 from memoryd.ingest.cursor import (
     WINDOW,
     complete_lines,

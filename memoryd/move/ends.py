@@ -113,7 +113,8 @@ def open_end(where: str, target: StoreTarget, sqlite_path: Path) -> End:
     """`where` is a postgresql:// URL or 'sqlite'; the store is created and migrated to
     this memoryd's schema if it is new."""
     if is_postgres(where):
-        from memoryd.store import pg, pg_migrations
+        from memoryd.store.pg import conn as pg
+        from memoryd.store.pg import migrations as pg_migrations
 
         admin = pg.connect(target, autocommit=True, configure=False)
         try:
@@ -133,7 +134,7 @@ def open_end(where: str, target: StoreTarget, sqlite_path: Path) -> End:
 
 
 def _driver() -> tuple[Any, Any]:
-    from memoryd.store.pg import driver
+    from memoryd.store.pg.conn import driver
 
     return driver()
 

@@ -20,14 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memoryd.index.protocol import Index
 from memoryd.recall import archived as archive_recall
 from memoryd.api import ContextRequest
 from memoryd.runtime.background import QUERIES
 from memoryd.errors import StoreUnavailableError
 from memoryd.recall.fence import CLOSE, OPEN, defuse
 from memoryd.recall.fit import Counts, fit_counted
-from memoryd.fleet.offline import offline_hits, stale_note
-from memoryd.fleet.row_cache import read_rows
+from memoryd.recall.offline import offline_hits, stale_note
+from memoryd.recall.rows import read_rows
 from memoryd.runtime.idle_release import RELEASE
 from memoryd.memory import Entry, MemoryFile, newest_first
 from memoryd.memory import search as search_entries
@@ -96,9 +97,10 @@ def _when(ts: float | None) -> str:
 
 
 class ContextBuilder:
-    def __init__(self, store: Store, memory: MemoryFile, memory_dir: Path,
+    def __init__(self, store: Store, index: Index, memory: MemoryFile, memory_dir: Path,
                  archive_dir: Path | None = None) -> None:
         self.store = store
+        self.index = index  # the search index the daemon built (local or the fleet's)
         self.memory = memory
         self.memory_dir = memory_dir
         self.archive_dir = archive_dir  # what retention moved there is recalled too
@@ -107,7 +109,7 @@ class ContextBuilder:
         RELEASE.touch()  # what this loads (the tokenizer, index pages) goes when idle
         # background work waits meanwhile; no search hands its parts to the index's
         # helper while a context runs (`memoryd.index.helper`)
-        with QUERIES.running_query(), self.store.index.helper.asking():
+        with QUERIES.running_query(), self.index.helper.asking():
             return await self._build(req)
 
     async def _build(self, req: ContextRequest) -> dict[str, Any]:
@@ -129,7 +131,7 @@ class ContextBuilder:
             return self._fit(req, root, session, recalled, long_term, ranked, daily)
 
         try:  # in fleet mode from this machine's row cache once the index is ready
-            pack, stale = await read_rows(self.store, from_store)
+            pack, stale = await read_rows(self.store, self.index, from_store)
             if stale:  # complete as of the last change this machine applied
                 pack["stale"], pack["store"] = True, "unreachable"
             return pack
@@ -186,7 +188,7 @@ class ContextBuilder:
         if "recalled" not in include or not query:
             s.reason = "not included" if "recalled" not in include else "no query given"
             return s
-        total, hits = await asyncio.to_thread(offline_hits, self.store.index, self.store.recent,
+        total, hits = await asyncio.to_thread(offline_hits, self.index, self.index.recent,
                                               query, k=req.max_recalled)
         for h in hits:
             s.items.append(_hit_item(h, root))
@@ -246,7 +248,7 @@ class ContextBuilder:
             # what the asking agent still has in its window: everything after the summary
             exclude = (req.session_id, session["next_seq"] - 1 - session["summary_upto"])
         k = req.max_recalled
-        index = self.store.index
+        index = self.index
         hits: list[Hit] = []
         if root:  # this project first ...
             hits = retrieve_sync(conn, index, query, k=k, prefer_project=root,
@@ -256,7 +258,7 @@ class ContextBuilder:
             more = retrieve_sync(conn, index, query, k=k + len(hits), prefer_project=root,
                                  exclude_session_recent=exclude)
             hits += [h for h in more.hits if h.unit_id not in seen][: k - len(hits)]
-        self.store.recent.remember(hits)
+        self.index.recent.remember(hits)
         for h in hits:
             s.items.append(_hit_item(h, root))
         if len(hits) < k:  # what retention archived fills the rest (memoryd.recall.archived)

@@ -38,7 +38,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from memoryd.index import Filters, SearchIndex
+from memoryd.index.protocol import Index
+from memoryd.index.query import Filters
 from memoryd.index.query import term_tokens
 from memoryd.index.schema import SPEAKER_CODES, speaker_code
 from memoryd.index.text import content_terms, dup_hash, query_terms, split_cjk
@@ -243,7 +244,7 @@ def _diverse_top(cands: list[dict[str, Any]], k: int, factor: float) -> list[dic
     return out
 
 
-def retrieve_sync(conn: sqlite3.Connection, index: SearchIndex, query: str, *, k: int,
+def retrieve_sync(conn: sqlite3.Connection, index: Index, query: str, *, k: int,
                   mode: str = "or", agent: str | None = None, project: str | None = None,
                   session_id: str | None = None, prefer_project: str | None = None,
                   exclude_session_recent: tuple[str, int] | None = None,
@@ -317,7 +318,7 @@ def _ranked_top(cands: list[dict[str, Any]], k: int, p: Params) -> list[dict[str
     return _diverse_top(_dedupe(cands) if p.dedupe else cands, k, p.session_repeat)
 
 
-def _scanned(conn: sqlite3.Connection, index: SearchIndex, plan: QueryPlan, f: Filters,
+def _scanned(conn: sqlite3.Connection, index: Index, plan: QueryPlan, f: Filters,
              mode: str, limit: int, p: Params) -> tuple[int, list[dict[str, Any]]]:
     """The candidates while the index is rebuilt: its fallback scan, the rows read from
     SQLite (what the index's fast fields hold otherwise)."""
@@ -389,7 +390,7 @@ def _rows(conn: sqlite3.Connection, top: list[dict[str, Any]], neighbours: int
     return units_by_id(conn, [c["unit_id"] for c in top]), []
 
 
-def _hits(index: SearchIndex, top: list[dict[str, Any]], rows: dict[int, dict[str, Any]],
+def _hits(index: Index, top: list[dict[str, Any]], rows: dict[int, dict[str, Any]],
           near: list[dict[str, Any]], plan: QueryPlan, neighbours: int, p: Params,
           fast: bool, mode: str = "or") -> list[Hit]:
     ids = [c["unit_id"] for c in top if c["unit_id"] in rows]
@@ -434,7 +435,7 @@ def _hits(index: SearchIndex, top: list[dict[str, Any]], rows: dict[int, dict[st
     return hits
 
 
-def _matched_by_all(index: SearchIndex, plan: QueryPlan, mode: str) -> set[int] | None:
+def _matched_by_all(index: Index, plan: QueryPlan, mode: str) -> set[int] | None:
     """The terms (by index) every hit of the index's ranking matched, when the query alone
     says so: an AND query's hits match each of its searchable terms, a one-term query's
     hits that term; None otherwise (asked of the index per hit: `matched_ids`)."""

@@ -10,11 +10,12 @@ from memoryd.recall import archived as archive_recall
 from memoryd.api import SearchRequest, SearchResponse, SearchResult
 from memoryd.runtime.background import QUERIES
 from memoryd.errors import StoreUnavailableError
-from memoryd.fleet.offline import cached_note, offline_hits, stale_note
-from memoryd.fleet.row_cache import read_rows
 from memoryd.runtime.idle_release import RELEASE
+from memoryd.index.protocol import Index
 from memoryd.index.text import snippet
+from memoryd.recall.offline import cached_note, offline_hits, stale_note
 from memoryd.recall.retrieval import Hit, Retrieval, plan_query, retrieve_sync
+from memoryd.recall.rows import read_rows
 from memoryd.store import Store
 
 
@@ -23,10 +24,13 @@ async def search(store: Store, req: SearchRequest,
     """`archive_dir`: what retention moved there fills a page the index does not
     (memoryd.recall.archived)."""
     RELEASE.touch()
+    # the search index the daemon built and handed the store to wake after writes
+    # (`memoryd.daemon.store_index`); the server passes the store alone
+    index = store.index
     # background work waits meanwhile; the index's helper takes this search's parts only
     # while no other search or context runs (`memoryd.index.helper`)
-    with QUERIES.running_query(), store.index.helper.asking():
-        resp = await _search(store, req)
+    with QUERIES.running_query(), index.helper.asking():
+        resp = await _search(store, index, req)
         if archive_dir is None or resp.stale or resp.shown >= req.max_results:
             return resp
         return await _with_archive(resp, req, archive_dir)
@@ -47,20 +51,20 @@ async def _with_archive(resp: SearchResponse, req: SearchRequest,
                           results=results)
 
 
-async def _search(store: Store, req: SearchRequest) -> SearchResponse:
+async def _search(store: Store, index: Index, req: SearchRequest) -> SearchResponse:
     def answer(c: Any) -> tuple[Retrieval, list[SearchResult]]:
         # the results are built here too, on the reader thread: the event loop only
         # sends them (snippets of long tool outputs are not the loop's work)
-        r = retrieve_sync(c, store.index, req.query, k=req.max_results, mode=req.mode,
+        r = retrieve_sync(c, index, req.query, k=req.max_results, mode=req.mode,
                           agent=req.agent, project=req.project, session_id=req.session_id,
                           count=True)
-        store.recent.remember(r.hits)
+        index.recent.remember(r.hits)
         return r, _results(r.hits, r.plan.terms)
 
     try:  # fleet mode: the rows from this machine's row cache once the index is ready
-        (r, results), stale = await read_rows(store, answer)
+        (r, results), stale = await read_rows(store, index, answer)
     except StoreUnavailableError:  # fleet mode, the database away, the index rebuilding
-        return await _stale(store, req)
+        return await _stale(store, index, req)
     if r.plan.match is None:
         return SearchResponse(total=0, shown=0, message="no searchable words in the query",
                               results=[])
@@ -68,7 +72,7 @@ async def _search(store: Store, req: SearchRequest) -> SearchResponse:
                        req.max_results)
     if r.estimated:
         message = "about " + message
-    if not store.index.searchable():
+    if not index.searchable():
         message += " (index: rebuilding; searched the most recent units only)"
     if stale:  # complete as of the last change this machine applied
         return SearchResponse(total=r.total, shown=len(results), results=results,
@@ -78,9 +82,9 @@ async def _search(store: Store, req: SearchRequest) -> SearchResponse:
                           results=results)
 
 
-async def _stale(store: Store, req: SearchRequest) -> SearchResponse:
+async def _stale(store: Store, index: Index, req: SearchRequest) -> SearchResponse:
     total, hits = await asyncio.to_thread(
-        offline_hits, store.index, store.recent, req.query, k=req.max_results, mode=req.mode,
+        offline_hits, index, index.recent, req.query, k=req.max_results, mode=req.mode,
         agent=req.agent, project=req.project, session_id=req.session_id)
     terms = plan_query(req.query, req.mode).terms
     return SearchResponse(total=total, shown=len(hits), results=_results(hits, terms),

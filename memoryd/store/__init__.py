@@ -1,20 +1,20 @@
 """The store: the truth (one SQLite file, or a namespace in a shared PostgreSQL database,
-`memoryd.store.pg`), a writer thread and a few reader threads, and the tantivy search
-index that follows it (`store.index`, `memoryd.index`).
+`memoryd.store.pg`), a writer thread and a few reader threads. The search index that
+follows it is built by the daemon and handed to it (`Store.follow`): the store only wakes
+it after a write (`memoryd.store.follower`).
 
 `await store.write(fn)` / `await store.read(fn)` run `fn(conn)` in one transaction on
 the owning thread. Reads go to the least busy reader, so queries never queue in front
 of the writer and one slow query does not hold up the others. The SQL itself lives in
 plain sync functions (`store/units.py`, `store/sessions.py`, `store/files.py`) that take
 `conn` first; both engines run them (standard SQL; `PgConn` translates the placeholders).
-Every committed write wakes the index writer, which indexes what changed
-(`memoryd.index.indexer`).
+Every committed write that added units or queued index changes wakes the index, which
+indexes what changed (`memoryd.index.indexer`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -22,12 +22,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from memoryd.errors import StoreError
-from memoryd.fleet.health import Health, scrub
-from memoryd.fleet.offline import RECENT_LIMIT, RecentHits
-from memoryd.index import SearchIndex
 from memoryd.store.compact import compact_if_due
 from memoryd.store.counters import fold_pg
 from memoryd.store.db import PAGE_SIZE, DBThread, SqliteRunner, bound_wal, connect, truncate_wal
+from memoryd.store.follower import NoFollower, WriteFollower
+from memoryd.store.health import Health, scrub
 from memoryd.store.migrations import migrate
 from memoryd.store_target import StoreTarget
 
@@ -57,21 +56,23 @@ def store_health(target: StoreTarget) -> Health:
 
 class Store:
     def __init__(self, path: Path, writer: DBThread, readers: list[DBThread],
-                 index: SearchIndex, target: StoreTarget | None = None,
-                 pools: Any = None, health: Health | None = None) -> None:
+                 target: StoreTarget | None = None, pools: Any = None,
+                 health: Health | None = None) -> None:
         self.path = path
         self.target = target or StoreTarget()
         # whether the truth is reachable (fleet mode: the shared database may go away;
         # an SQLite file is always reachable, so this stays up)
         self.health = health or store_health(self.target)
-        # the hits served last, to answer from while the truth is unreachable: fleet
-        # mode only (an SQLite file never is, and 5,000 hits with their rows held ~14 MB
-        # at rest after 1,000 distinct searches at 1M units: bench/README, `smmap`)
-        self.recent = RecentHits(RECENT_LIMIT if self.kind == "postgresql" else 0)
         self._writer = writer
         self._readers = tuple(readers)
         self._reader = readers[0]
         self._pools = pools
+        # what follows the writes (the search index the daemon hands over: `follow`)
+        self.index: WriteFollower = NoFollower()
+
+    def follow(self, index: WriteFollower) -> None:
+        """From now on `index` follows the writes: it is woken after each write that may
+        concern it, waited for by `indexed`, and closed first by `close`."""
         self.index = index
 
     @property
@@ -87,18 +88,16 @@ class Store:
         return self.target.machine if self.kind == "postgresql" else ""
 
     @classmethod
-    async def open(cls, path: Path, index_dir: Path | None = None,
-                   target: StoreTarget | None = None) -> Store:
-        return await asyncio.to_thread(cls.open_sync, path, index_dir, target)
+    async def open(cls, path: Path, target: StoreTarget | None = None) -> Store:
+        return await asyncio.to_thread(cls.open_sync, path, target)
 
     @classmethod
-    def open_sync(cls, path: Path, index_dir: Path | None = None,
-                  target: StoreTarget | None = None) -> Store:
-        """Open (and migrate) the database at `path` and its search index (by default
-        the `index` directory beside it). With a PostgreSQL `target`, the truth is that
-        database's namespace instead and `path` only places the local index."""
+    def open_sync(cls, path: Path, target: StoreTarget | None = None) -> Store:
+        """Open (and migrate) the database at `path`. With a PostgreSQL `target`, the
+        truth is that database's namespace instead (`path` then only places what is kept
+        beside it, such as the local index)."""
         if target is not None and target.kind == "postgresql":
-            return cls._open_pg(path, index_dir, target)
+            return cls._open_pg(path, target)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = connect(path)
@@ -117,20 +116,12 @@ class Store:
                 readers.append(reader)
         except sqlite3.Error as e:
             raise StoreError(f"cannot open the database {path}: {e}") from e
-        index = SearchIndex(index_dir or path.parent / "index", path)
-        try:
-            index.open(lambda upto: writer.call(lambda c: c.execute(
-                "DELETE FROM index_pending WHERE id <= ?", (upto,))))
-        except (OSError, ValueError) as e:
-            for reader in readers:
-                reader.stop()
-            writer.stop()
-            raise StoreError(f"cannot open the search index {index.root}: {e}") from e
-        return cls(path, writer, readers, index, target)
+        return cls(path, writer, readers, target)
 
     @classmethod
-    def _open_pg(cls, path: Path, index_dir: Path | None, target: StoreTarget) -> Store:
-        from memoryd.store import pg, pg_migrations
+    def _open_pg(cls, path: Path, target: StoreTarget) -> Store:
+        from memoryd.store.pg import conn as pg
+        from memoryd.store.pg import migrations as pg_migrations
 
         conn = pg.connect(target, autocommit=True, configure=False)
         try:
@@ -156,22 +147,18 @@ class Store:
                 reader.start()
                 threads.append(reader)
                 readers.append(reader)
-            from memoryd.fleet.follow_index import FleetIndex
-
-            # the local index follows the namespace's change feed (every machine's writes)
-            index = FleetIndex(index_dir or path.parent / "index", path,
-                               connect=lambda: pg.connect(target, autocommit=True),
-                               target=target, health=health)  # one health per store
-            index.open(lambda upto: writer.call(lambda c: c.execute(
-                "DELETE FROM index_pending WHERE id <= ?", (upto,))))
-        except BaseException as e:
+        except BaseException:
             for t in threads:
                 t.stop()
             pools.close()
-            if isinstance(e, OSError | ValueError):
-                raise StoreError(f"cannot open the search index: {e}") from e
             raise
-        return cls(path, writer, readers, index, target, pools, health)
+        return cls(path, writer, readers, target, pools, health)
+
+    def drop_index_pending_sync(self, upto: int) -> None:
+        """What the index has committed leaves the index's queue (`index_pending` rows up
+        to `upto`): on the writer, waking nothing (the index itself asks)."""
+        self._writer.call(lambda c: c.execute(
+            "DELETE FROM index_pending WHERE id <= ?", (upto,)))
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """`fn(conn)` in one write transaction. The index writer is woken after it only
@@ -203,7 +190,7 @@ class Store:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         # a fleet index paces itself during a backfill; not while someone waits for it
-        with getattr(self.index, "waited", contextlib.nullcontext)():
+        with self.index.waited():
             self.index.notify_write()
             while not await self.read(self.index.is_caught_up):
                 if loop.time() > deadline:

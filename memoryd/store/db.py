@@ -4,7 +4,7 @@ The event loop never touches the database. A `DBThread` runs each function in it
 transaction through a runner: `SqliteRunner` owns one SQLite connection (`BEGIN
 IMMEDIATE` for the writer, a deferred read transaction for a reader, so a read sees one
 consistent snapshot; WAL lets readers run while the writer commits); for PostgreSQL,
-`memoryd.store.pg.PgRunner` takes a pooled connection per call. An answer reaches the
+`memoryd.store.pg.conn.PgRunner` takes a pooled connection per call. An answer reaches the
 event loop through `LoopWake`.
 """
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
-from memoryd.ingest.adapters.base import Record
+from memoryd.models import Record
 from memoryd.store.counters import counter
 from memoryd.tokens import estimate_tokens
 

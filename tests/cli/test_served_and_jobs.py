@@ -10,7 +10,7 @@ import time
 import pytest
 
 from memoryd.recall.served_log import ServedLog
-from memoryd.store import Store
+from memoryd.daemon.store_index import open_store
 from tests.helpers import (AsyncClient, caught_up, ctl, running_daemon, wait_for,
                            write_jsonl)
 
@@ -69,7 +69,7 @@ async def test_issue_10_served_log_records_hooks_cli_and_http(live, sock, capsys
 
 
 async def test_issue_10_served_log_keeps_its_retention(tmp_path):
-    store = await Store.open(tmp_path / "m.db")
+    store = await open_store(tmp_path / "m.db")
     now = [time.time() - 40 * 86400]
     served = ServedLog(store, keep_days=30, clock=lambda: now[0])
     pack = {"total_tokens": 12, "recalled": [{"unit_id": 7, "record_id": "r", "tokens": 12}]}

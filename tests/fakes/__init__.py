@@ -15,6 +15,7 @@ import pytest
 from memoryd.config import Settings, load_settings
 from memoryd.ingest.ingestor import Ingestor
 from memoryd.ingest.redact import Redactor
+from memoryd.daemon.store_index import open_store
 from memoryd.store import Store
 from tests.fakes.llm_server import FakeLLM
 
@@ -140,7 +141,7 @@ async def summaries_service(db: Path, settings: Settings, *, clock: Callable[[],
                             = None, environ: dict[str, str] | None = None
                             ) -> AsyncIterator[tuple[Any, Ingest]]:
     """A started `Summaries` over a store at `db`, subscribed to an ingestor."""
-    store = await Store.open(db)
+    store = await open_store(db)
     svc = build_summaries(settings, store, clock=clock, environ=environ)
     ingest = Ingest(store)
     ingest.ingestor.subscribers.append(svc.on_ingest)

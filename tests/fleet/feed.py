@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from memoryd.fleet import changefeed as cf
+from memoryd.store.pg import feed_ddl
 
 SCHEMA = "memoryd_default"
 
@@ -31,5 +31,5 @@ def create_feed(url: str, schema: str = SCHEMA) -> Feed:
         c.execute(f"CREATE SCHEMA {schema}")
         c.execute(f"CREATE TABLE {schema}.units (id bigserial PRIMARY KEY,"
                   " content text NOT NULL UNIQUE)")
-        c.execute(cf.ddl(schema))
+        c.execute(feed_ddl.ddl(schema))
     return Feed(url, schema)

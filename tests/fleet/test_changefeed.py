@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from memoryd.fleet import changefeed as cf
+from memoryd.store.pg import feed_ddl
 from tests.fleet.mirror import Mirror
 from tests.helpers import SLOWDOWN
 
@@ -59,14 +60,14 @@ def test_changefeed_triggers_record_every_write_and_notify_once_per_transaction(
 
 def test_changefeed_ddl_runs_twice(feed):
     with feed.connect(autocommit=True) as c:
-        c.execute(cf.ddl(feed.schema))
+        c.execute(feed_ddl.ddl(feed.schema))
         _insert(c, feed.schema, "x")
         assert c.execute(f"SELECT count(*) FROM {feed.schema}.changes").fetchone()[0] == 1
 
 
 def test_changefeed_schema_names_are_checked():
     with pytest.raises(ValueError, match="schema name"):
-        cf.ddl('memoryd_x"; DROP TABLE units; --')
+        feed_ddl.ddl('memoryd_x"; DROP TABLE units; --')
 
 
 def test_changefeed_reads_a_row_committed_with_a_lower_seq_after_a_higher_one(feed):
@@ -288,7 +289,7 @@ def test_changefeed_read_batch_errors_are_psycopg_errors(feed):
 def test_changefeed_is_installed_by_the_stores_postgresql_migration(pg_url):
     """The store's migration runs `changefeed.DDL` in every namespace (extra_ddl): the
     triggers write to that namespace's own `changes`, whatever the inserter's path."""
-    from memoryd.store.pg_migrations import migrate
+    from memoryd.store.pg.migrations import migrate
 
     with psycopg.connect(pg_url, autocommit=True) as c:
         migrate(c, "memoryd_team")

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from memoryd.client import ApiError, DaemonNotRunning, MemorydClient
-from memoryd.store import Store
+from memoryd.daemon.store_index import open_store
 from memoryd.store.files import Cursor, get_cursor, live_cursors, save_cursor
 from memoryd.store.sessions import session_pk
 from memoryd.store_target import StoreTarget
@@ -64,7 +64,7 @@ async def _with_units(c: AsyncClient, n: int):
 
 async def test_cursors_are_keyed_by_machine_and_path(tmp_path, pg_url):
     """The same path on two machines: two cursor rows, each machine sees only its own."""
-    stores = {m: await Store.open(tmp_path / m / "memoryd.db",
+    stores = {m: await open_store(tmp_path / m / "memoryd.db",
                                   target=StoreTarget(url=pg_url, machine=m))
               for m in ("a", "b")}
     try:
@@ -88,7 +88,7 @@ async def test_cursors_are_keyed_by_machine_and_path(tmp_path, pg_url):
 
 async def test_sqlite_keeps_its_identities(tmp_path):
     """SQLite mode: the machine is '' (one machine owns the store), whatever is configured."""
-    s = await Store.open(tmp_path / "memoryd.db", target=StoreTarget(machine="laptop"))
+    s = await open_store(tmp_path / "memoryd.db", target=StoreTarget(machine="laptop"))
     try:
         assert s.machine == ""
         pk = await s.write(lambda c: session_pk(c, "generic", "chat"))

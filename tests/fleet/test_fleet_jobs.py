@@ -11,6 +11,7 @@ import time
 import psycopg
 
 from memoryd.jobs.queue import JobQueue
+from memoryd.daemon.store_index import open_store
 from memoryd.store import Store
 from memoryd.store.jobs import (
     claim_job,
@@ -27,7 +28,7 @@ from tests.helpers import wait_for
 
 
 async def two_machines(tmp_path, url: str) -> dict[str, Store]:
-    return {m: await Store.open(tmp_path / m / "memoryd.db",
+    return {m: await open_store(tmp_path / m / "memoryd.db",
                                 target=StoreTarget(url=url, machine=m, namespace="team"))
             for m in ("a", "b")}
 

@@ -20,6 +20,7 @@ from memoryd.fleet import changefeed as cf
 from memoryd.index import META
 from memoryd.recall.retrieval import retrieve_sync
 from memoryd.recall.search import search
+from memoryd.daemon.store_index import open_store_sync
 from memoryd.store import Store
 from memoryd.store_target import StoreTarget
 from tests.fleet.daemons import fleet_daemons, msg
@@ -40,7 +41,7 @@ def target(url: str, machine: str) -> StoreTarget:
 
 
 def open_store(tmp_path: Path, url: str, machine: str) -> Store:
-    return Store.open_sync(tmp_path / machine / "memoryd.db", target=target(url, machine))
+    return open_store_sync(tmp_path / machine / "memoryd.db", target=target(url, machine))
 
 
 def session(conn, name: str, machine: str = "writer") -> int:

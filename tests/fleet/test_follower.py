@@ -13,7 +13,7 @@ import pytest
 
 from memoryd.fleet import changefeed as cf
 from memoryd.fleet.follower import Follower
-from memoryd.fleet.health import Health
+from memoryd.store.health import Health
 from tests.fleet.feed import Feed, create_feed
 from tests.fleet.mirror import Mirror
 from tests.helpers import SLOWDOWN
@@ -198,6 +198,7 @@ def _writer(feed: Feed, n: int, written: list[str], stop: threading.Event) -> No
 @pytest.mark.slow
 def test_follower_rides_out_a_stopped_database_and_catches_up(own_pg_server, caplog):
     caplog.set_level(logging.DEBUG, logger="memoryd.fleet")
+    caplog.set_level(logging.DEBUG, logger="memoryd.store.health")
     feed = create_feed(own_pg_server.url())
     health = Health("store", base_s=0.05, cap_s=0.5)
     f = _follower(feed, poll_interval_s=0.5, health=health)
@@ -225,7 +226,8 @@ def test_follower_rides_out_a_stopped_database_and_catches_up(own_pg_server, cap
     with feed.connect() as c:
         assert set(mirror.seqs) == {r[0] for r in c.execute(
             f"SELECT seq FROM {feed.schema}.changes")}
-    records = [r for r in caplog.records if r.name.startswith("memoryd.fleet")]
+    records = [r for r in caplog.records
+               if r.name.startswith(("memoryd.fleet", "memoryd.store.health"))]
     loud = [r for r in records if r.levelno >= logging.INFO]
     quiet = [r for r in records if r.levelno < logging.INFO]
     down = [r for r in loud if "unreachable:" in r.getMessage()]

@@ -11,8 +11,8 @@ import psycopg
 import pytest
 
 from memoryd.errors import StoreUnavailableError
-from memoryd.fleet.health import Health, scrub
-from memoryd.store.pg import PgRunner
+from memoryd.store.health import Health, scrub
+from memoryd.store.pg.conn import PgRunner
 from memoryd.store_target import StoreTarget
 
 
@@ -47,7 +47,7 @@ def test_health_backoff_grows_with_jitter_up_to_the_cap():
 
 
 def test_health_logs_once_down_and_once_back(caplog):
-    caplog.set_level(logging.DEBUG, logger="memoryd.fleet.health")
+    caplog.set_level(logging.DEBUG, logger="memoryd.store.health")
     h = Health("store")
     url = "postgresql://m:hunter2@127.0.0.1:1/m"
     for _ in range(50):
@@ -108,7 +108,7 @@ def test_issue_14_a_reply_read_after_the_outage_was_seen_does_not_flap_the_statu
     ended as the shutdown ends it (SIGTERM, pg_terminate_backend); the other thread's
     round trip completes after: the store stays down until a connection made since
     works, and the log has one line down and one back."""
-    caplog.set_level(logging.DEBUG, logger="memoryd.fleet.health")
+    caplog.set_level(logging.DEBUG, logger="memoryd.store.health")
     health = Health("store", base_s=0.05, cap_s=0.1)
     target = StoreTarget(url=pg_url, namespace="flap")
     writer, reader = PgRunner(target, True, health), PgRunner(target, False, health)

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import time
 
-from memoryd.ingest.adapters.base import Record
+from memoryd.models import Record
 from memoryd.store.sessions import session_pk
 from memoryd.store.units import store_record
 from tests.fleet.daemons import fleet_daemons, msg

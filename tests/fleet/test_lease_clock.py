@@ -16,7 +16,9 @@ import time
 
 import pytest
 
-from memoryd.store import Store, memory_docs
+from memoryd.daemon.store_index import open_store
+
+from memoryd.store import memory_docs
 from memoryd.store.jobs import claim_job, get_job
 from memoryd.store_target import StoreTarget
 from tests.fleet.test_fleet_jobs import add
@@ -29,7 +31,7 @@ SKEWED = textwrap.dedent("""
     import json, sys, time
     from memoryd.store import memory_docs
     from memoryd.store.jobs import claim_job
-    from memoryd.store.pg import connect
+    from memoryd.store.pg.conn import connect
     from memoryd.store_target import StoreTarget
 
     url, name = sys.argv[1], sys.argv[2]
@@ -50,7 +52,7 @@ def skewed(url: str, name: str, offset: str) -> dict:
 
 
 async def test_issue_28_a_clock_ten_minutes_ahead_takes_over_no_live_lease(tmp_path, pg_url):
-    a = await Store.open(tmp_path / "a" / "memoryd.db",
+    a = await open_store(tmp_path / "a" / "memoryd.db",
                          target=StoreTarget(url=pg_url, machine="a", namespace="team"))
     try:
         jid = await a.write(lambda c: add(c, "summarize", "session:1"))
@@ -69,7 +71,7 @@ async def test_issue_28_a_clock_ten_minutes_ahead_takes_over_no_live_lease(tmp_p
 
 async def test_issue_28_a_clock_ten_minutes_behind_writes_leases_others_honour(tmp_path,
                                                                              pg_url):
-    a = await Store.open(tmp_path / "a" / "memoryd.db",
+    a = await open_store(tmp_path / "a" / "memoryd.db",
                          target=StoreTarget(url=pg_url, machine="a", namespace="team"))
     try:
         jid = await a.write(lambda c: add(c, "summarize", "session:1"))

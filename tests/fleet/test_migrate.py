@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from memoryd.cli.commands import main as memoryctl
-from memoryd.store import pg
+from memoryd.store.pg import conn as pg
 from memoryd.store.db import connect
 from memoryd.store_target import StoreTarget
 from tests.fleet.history import make_history

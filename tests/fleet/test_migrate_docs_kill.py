@@ -24,7 +24,7 @@ import pytest
 from memoryd.memory.file import hold_lock
 from memoryd.memory.fleet_sync import STATE_FILE, lock_for
 from memoryd.move.ends import open_end
-from memoryd.store import pg
+from memoryd.store.pg import conn as pg
 from memoryd.store_target import StoreTarget
 from tests.fleet.history import make_history
 from tests.fleet.test_migrate import (

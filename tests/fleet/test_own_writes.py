@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from memoryd.ingest.adapters.base import Record
+from memoryd.models import Record
 from memoryd.store import Store
 from memoryd.store.sessions import forget_session, session_pk
 from memoryd.store.summaries import save_one_liners

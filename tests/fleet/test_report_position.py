@@ -12,7 +12,7 @@ import psycopg
 from memoryd.fleet import changefeed as cf
 from memoryd.index import META
 from memoryd.recall.retrieval import retrieve_sync
-from memoryd.store import Store
+from memoryd.daemon.store_index import open_store_sync
 from tests.fleet.test_follow_index import (
     SCHEMA,
     caught,
@@ -64,7 +64,7 @@ def test_issue_14_a_crash_after_the_prune_resumes_without_a_rebuild(tmp_path, pg
     with psycopg.connect(pg_url, autocommit=True) as conn:
         cf.prune(conn, SCHEMA)  # the hourly job, with what b reported
 
-    store = Store.open_sync(tmp_path / "crashed" / "memoryd.db", target=target(pg_url, "b"))
+    store = open_store_sync(tmp_path / "crashed" / "memoryd.db", target=target(pg_url, "b"))
     try:
         until(lambda: caught(store), 30, "the restart caught up")
         assert store.index._indexer.rebuilds == 0

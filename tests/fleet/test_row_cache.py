@@ -115,7 +115,7 @@ async def test_with_the_database_stopped_answers_are_complete_and_stale(
             insert_units(conn, pk, [f"ledger {i} reconciled by the pangolin job"
                                     for i in range(30)])
         until(lambda: caught(b) and len(indexed_ids(b)) == 30, 30, "b follows")
-        assert len(b.recent) == 0  # nothing served yet: RecentHits cannot answer
+        assert len(b.index.recent) == 0  # nothing served yet: RecentHits cannot answer
         own_pg_server.stop("fast")
         until(lambda: not b.health.reachable, 30, "b notices the database is away")
         r = await search(b, SearchRequest(query="pangolin ledger", max_results=5))
@@ -232,7 +232,8 @@ async def test_context_from_the_cache_leaves_the_loops_thread_pool_to_the_files(
             insert_units(conn, pk, ["the narwhal deploy plan is written down"])
         until(lambda: caught(b) and len(indexed_ids(b)) == 1, 30, "b follows")
         asyncio.get_running_loop().set_default_executor(pool)
-        builder = ContextBuilder(b, MemoryFile(memory_dir / "MEMORY.md", poll_interval=0),
+        builder = ContextBuilder(b, b.index,
+                                 MemoryFile(memory_dir / "MEMORY.md", poll_interval=0),
                                  memory_dir)
         req = ContextRequest(query="narwhal deploy",
                              include=["long_term", "recalled", "daily"])

@@ -15,7 +15,7 @@ import pytest
 
 from memoryd.fleet import changefeed as cf
 from memoryd.fleet.follower import Follower
-from memoryd.store import pg_migrations
+from memoryd.store.pg import migrations as pg_migrations
 from tests.fleet.feed import Feed
 
 

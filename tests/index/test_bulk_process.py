@@ -21,13 +21,13 @@ from tests.index.test_indexer import ids_of, put
 
 @pytest.fixture
 async def store(tmp_path, monkeypatch):
-    from memoryd.store import Store
+    from memoryd.daemon.store_index import open_store
 
     # small batches and a commit after each: many passes, commits, segments and merges
     monkeypatch.setattr(indexer_mod, "BATCH", 100)
     monkeypatch.setattr(indexer_mod, "LIVE_UNITS", 20)
     monkeypatch.setattr(indexer_mod, "COMMIT_EVERY_S", 0.0)
-    s = await Store.open(tmp_path / "m.db")
+    s = await open_store(tmp_path / "m.db")
     await s.indexed()
     yield s
     await s.close()
@@ -118,12 +118,12 @@ async def test_a_writer_process_ends_with_the_store(tmp_path, monkeypatch):
     middle of a backlog once its pass is committed and its merges are done: no process
     left, no file left that the index does not hold; the rest is indexed on the next
     start."""
-    from memoryd.store import Store
+    from memoryd.daemon.store_index import open_store
 
     monkeypatch.setattr(indexer_mod, "BATCH", 100)
     monkeypatch.setattr(indexer_mod, "LIVE_UNITS", 20)
     monkeypatch.setattr(indexer_mod, "COMMIT_EVERY_S", 0.0)
-    s = await Store.open(tmp_path / "m.db")
+    s = await open_store(tmp_path / "m.db")
     ixr = s.index._indexer
     ids = await s.write(put([f"history line {i} cobaltword" for i in range(4000)]))
     await until(lambda: ixr.child is not None)
@@ -131,7 +131,7 @@ async def test_a_writer_process_ends_with_the_store(tmp_path, monkeypatch):
     await s.close()
     assert child.proc.poll() == 0 and not alive(child.pid)
     assert stray_files(tmp_path / "index" / "tantivy") == set()
-    s = await Store.open(tmp_path / "m.db")
+    s = await open_store(tmp_path / "m.db")
     try:
         await s.indexed()
         assert await ids_of(s, "cobaltword") == (len(ids), ids)

@@ -7,16 +7,16 @@ import pytest
 from memoryd.api import SearchRequest
 from memoryd.index import Filters
 from memoryd.index.query import estimate
-from memoryd.ingest.adapters.base import Record
+from memoryd.models import Record
 from memoryd.recall.search import search
-from memoryd.store import Store
+from memoryd.daemon.store_index import open_store
 from memoryd.store.sessions import session_pk
 from memoryd.store.units import store_record
 
 
 @pytest.fixture
 async def store(tmp_path):
-    s = await Store.open(tmp_path / "m.db")
+    s = await open_store(tmp_path / "m.db")
 
     def put(c):
         pk = session_pk(c, "generic", "s", project="/p")

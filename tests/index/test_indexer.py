@@ -14,15 +14,15 @@ import pytest
 from memoryd.index import Filters
 from memoryd.index import indexer as indexer_mod
 from memoryd.index.tail import TailPolicy
-from memoryd.ingest.adapters.base import Record
-from memoryd.store import Store
+from memoryd.models import Record
+from memoryd.daemon.store_index import open_store
 from memoryd.store.sessions import forget_units, session_pk
 from memoryd.store.units import store_record
 
 
 @pytest.fixture
 async def store(tmp_path):
-    s = await Store.open(tmp_path / "m.db")
+    s = await open_store(tmp_path / "m.db")
     yield s
     await s.close()
 

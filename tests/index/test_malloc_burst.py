@@ -17,8 +17,8 @@ import asyncio, ctypes, json, sys, time
 from pathlib import Path
 from memoryd.runtime import idle_release as ir
 from memoryd.index import indexer
-from memoryd.ingest.adapters.base import Record
-from memoryd.store import Store
+from memoryd.models import Record
+from memoryd.daemon.store_index import open_store
 from memoryd.store.sessions import session_pk
 from memoryd.store.units import store_record
 
@@ -38,7 +38,7 @@ def mapped(n):
 async def main():
     out = {"tuned": ir.tune_malloc()}
     indexer.WRITER_IDLE_S = 0.2
-    s = await Store.open(Path(sys.argv[1]))
+    s = await open_store(Path(sys.argv[1]))
     try:
         def put(n, base=0):
             def fn(conn):

@@ -21,8 +21,8 @@ from memoryd.index.query import (
 from memoryd.index.schema import ANALYZER, build_analyzer, build_schema, document
 from memoryd.index.tail import TailPolicy
 from memoryd.index.text import index_text, weak_term
-from memoryd.ingest.adapters.base import Record
-from memoryd.store import Store
+from memoryd.models import Record
+from memoryd.daemon.store_index import open_store
 from memoryd.store.sessions import session_pk
 from memoryd.store.summaries import save_one_liners
 from memoryd.store.units import store_record
@@ -184,7 +184,7 @@ async def ranked_alike(store, queries, ask):
 
 
 async def test_a_pruned_search_ranks_as_the_plain_one_with_a_live_tail(tmp_path):
-    store = await Store.open(tmp_path / "m.db")
+    store = await open_store(tmp_path / "m.db")
     store.index.tail_policy = TailPolicy(docs=10**9, seconds=3600.0)
     rng = random.Random(3)
     try:
@@ -269,7 +269,7 @@ async def test_ranked_with_one_liner_clauses_apart_ranks_as_the_one_query(tmp_pa
     query."""
     from memoryd.index.reader import _no_negative_idf
 
-    store = await Store.open(tmp_path / "m.db")
+    store = await open_store(tmp_path / "m.db")
     store.index.tail_policy = TailPolicy(docs=10**9, seconds=3600.0)
     rng = random.Random(5)
     try:

@@ -100,12 +100,12 @@ def test_settle_arms_the_one_shot_release_like_a_query():
 
 
 async def test_the_stores_page_caches_are_released_on_their_threads_and_reads_go_on(tmp_path):
-    from memoryd.ingest.adapters.base import Record
-    from memoryd.store import Store
+    from memoryd.models import Record
+    from memoryd.daemon.store_index import open_store
     from memoryd.store.sessions import session_pk
     from memoryd.store.units import store_record
 
-    s = await Store.open(tmp_path / "m.db")
+    s = await open_store(tmp_path / "m.db")
     try:
         def put(c):
             pk = session_pk(c, "generic", "s", project="/p")

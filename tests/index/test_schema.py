@@ -8,8 +8,8 @@ import tantivy
 import memoryd.index as index_mod
 from memoryd.index import Filters
 from memoryd.index.schema import ANALYZER, SCHEMA_VERSION
-from memoryd.ingest.adapters.base import Record
-from memoryd.store import Store
+from memoryd.models import Record
+from memoryd.daemon.store_index import open_store
 from memoryd.store.sessions import session_pk
 from memoryd.store.units import store_record
 
@@ -64,7 +64,7 @@ async def test_an_index_of_schema_3_is_rebuilt_with_seq_and_ts_as_columns(tmp_pa
     with monkeypatch.context() as m:  # the code before: schema 3
         m.setattr(index_mod, "SCHEMA_VERSION", 3)
         m.setattr(index_mod, "build_schema", schema_3)
-        store = await Store.open(tmp_path / "m.db")
+        store = await open_store(tmp_path / "m.db")
         try:
             pk = await store.write(put)
             await store.indexed()
@@ -74,7 +74,7 @@ async def test_an_index_of_schema_3_is_rebuilt_with_seq_and_ts_as_columns(tmp_pa
     root = tmp_path / "index"
     assert indexed(root, "ts", T0) and indexed(root, "seq", 1)
 
-    store = await Store.open(tmp_path / "m.db")
+    store = await open_store(tmp_path / "m.db")
     try:
         assert store.index.state == "rebuilding"
         assert await found(store, Filters()) == 10  # the fallback scan meanwhile
@@ -93,7 +93,7 @@ async def test_an_index_of_schema_3_is_rebuilt_with_seq_and_ts_as_columns(tmp_pa
 
 @pytest.mark.parametrize("field", ["seq", "ts"])
 async def test_a_new_index_holds_no_terms_of_the_range_fields(tmp_path, field):
-    store = await Store.open(tmp_path / "m.db")
+    store = await open_store(tmp_path / "m.db")
     try:
         await store.write(put)
         await store.indexed()

@@ -10,8 +10,8 @@ import pytest
 
 from memoryd.index import Filters
 from memoryd.index.tail import TailPolicy
-from memoryd.ingest.adapters.base import Record
-from memoryd.store import Store
+from memoryd.models import Record
+from memoryd.daemon.store_index import open_store
 from memoryd.store.sessions import forget_units, session_pk
 from memoryd.store.summaries import save_one_liners
 from memoryd.store.units import store_record
@@ -58,7 +58,7 @@ async def search(store, terms, mode="or", f=Filters()):
 
 async def build(tmp_path, name, *, tail):
     """A store with 600 base units committed and 30 more, in the tail or committed."""
-    store = await Store.open(tmp_path / name / "m.db")
+    store = await open_store(tmp_path / name / "m.db")
     store.index.tail_policy = HOLD
     await store.write(put(texts(600, 1), "base"))  # a bulk pass: committed
     await store.indexed()

@@ -12,15 +12,15 @@ from memoryd.index.text import (
     snippet,
     split_cjk,
 )
-from memoryd.ingest.adapters.base import Record
-from memoryd.store import Store
+from memoryd.models import Record
+from memoryd.daemon.store_index import open_store
 from memoryd.store.sessions import session_pk
 from memoryd.store.units import store_record
 
 
 @pytest.fixture
 async def store(tmp_path):
-    s = await Store.open(tmp_path / "m.db")
+    s = await open_store(tmp_path / "m.db")
     yield s
     await s.close()
 
@@ -204,7 +204,7 @@ async def test_the_index_follows_changes_and_survives_a_restart(tmp_path):
         return (await store.read(lambda c: store.index.candidates(
             c, [term], Filters(), mode="or", limit=10, count=True)))[0]
 
-    store = await Store.open(tmp_path / "m.db")
+    store = await open_store(tmp_path / "m.db")
     try:
         def put(c):
             pk = session_pk(c, "generic", "s")
@@ -222,7 +222,7 @@ async def test_the_index_follows_changes_and_survives_a_restart(tmp_path):
     finally:
         await store.close()
     # units written while the index was closed are indexed on the next start
-    store = await Store.open(tmp_path / "m.db")
+    store = await open_store(tmp_path / "m.db")
     try:
         await store.write(lambda c: store_record(c, pk, Record("user", "walrus late"), "r9",
                                                  None, 0))
@@ -236,7 +236,7 @@ async def test_the_index_follows_changes_and_survives_a_restart(tmp_path):
 
 
 async def test_a_corrupt_index_is_rebuilt_while_search_falls_back(tmp_path):
-    store = await Store.open(tmp_path / "m.db")
+    store = await open_store(tmp_path / "m.db")
     try:
         def put(c):
             pk = session_pk(c, "generic", "s")
@@ -249,7 +249,7 @@ async def test_a_corrupt_index_is_rebuilt_while_search_falls_back(tmp_path):
         await store.close()
     for f in (tmp_path / "index" / "tantivy").glob("meta.json"):
         f.write_text("{not json")
-    store = await Store.open(tmp_path / "m.db")
+    store = await open_store(tmp_path / "m.db")
     try:
         await store.indexed()
         assert store.index.state == "ready" and store.index.docs() == 5
@@ -270,14 +270,14 @@ async def test_an_index_ahead_of_its_database_is_rebuilt(tmp_path):
         for i in range(n):
             store_record(c, pk, Record("user", f"otter {i}"), f"r{i}", None, 0)
 
-    store = await Store.open(tmp_path / "a.db", tmp_path / "index")
+    store = await open_store(tmp_path / "a.db", tmp_path / "index")
     try:
         await store.write(lambda c: put(c, 5))
         await store.indexed()
     finally:
         await store.close()
     # a new database beside the old index: unit ids 1..2 now mean other units
-    store = await Store.open(tmp_path / "b.db", tmp_path / "index")
+    store = await open_store(tmp_path / "b.db", tmp_path / "index")
     try:
         await store.write(lambda c: put(c, 2))
         await store.indexed()

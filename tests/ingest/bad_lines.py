@@ -12,7 +12,7 @@ from pathlib import Path
 
 from memoryd.ingest.ingestor import Ingestor
 from memoryd.ingest.redact import Redactor
-from memoryd.store import Store
+from memoryd.daemon.store_index import open_store
 
 SAMPLE_LINES = 20
 
@@ -89,7 +89,7 @@ def ingest_once(data: bytes, rel: str, agent: str) -> tuple[set[tuple[str, str]]
 
 async def _ingest(db: Path, path: Path, root: Path,
                   agent: str) -> tuple[set[tuple[str, str]], int]:
-    store = await Store.open(db)
+    store = await open_store(db)
     try:
         ing = Ingestor(store, Redactor(), max_line_bytes=16 << 20)
         await ing.ingest_file(path, root, agent)

@@ -14,7 +14,7 @@ import pytest
 
 from memoryd.ingest.ingestor import Ingestor
 from memoryd.ingest.redact import Redactor
-from memoryd.store import Store
+from memoryd.daemon.store_index import open_store
 from tests.ingest.bad_lines import BAD_LINES, deep, ingest_once, samples, with_bad
 
 AGENTS = ("claude-code", "codex", "gemini-cli", "pi", "openclaw", "nanobot", "generic")
@@ -65,7 +65,7 @@ def test_issue_8_bad_first_line_keeps_every_adapters_transcript(agent, corpus, b
 
 
 async def test_issue_8_deep_nesting_line_does_not_fail_the_file(tmp_path, caplog):
-    store = await Store.open(tmp_path / "memoryd.db")
+    store = await open_store(tmp_path / "memoryd.db")
     try:
         ing = Ingestor(store, Redactor(), max_line_bytes=1 << 20)
         root = tmp_path / "src"

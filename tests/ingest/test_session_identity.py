@@ -9,13 +9,13 @@ import pytest
 
 from memoryd.ingest.ingestor import Ingestor
 from memoryd.ingest.redact import Redactor
-from memoryd.store import Store
+from memoryd.daemon.store_index import open_store
 from tests.helpers import write_jsonl
 
 
 @pytest.fixture
 async def store(tmp_path):
-    s = await Store.open(tmp_path / "db" / "memoryd.db")
+    s = await open_store(tmp_path / "db" / "memoryd.db")
     yield s
     await s.close()
 

@@ -72,9 +72,9 @@ async def test_issue_8_a_file_failing_between_batches_still_counts_as_unread(tmp
 
     from memoryd.ingest.ingestor import BATCH_ITEMS, Ingestor
     from memoryd.ingest.redact import Redactor
-    from memoryd.store import Store
+    from memoryd.daemon.store_index import open_store
 
-    store = await Store.open(tmp_path / "db" / "memoryd.db")
+    store = await open_store(tmp_path / "db" / "memoryd.db")
     try:
         ing = Ingestor(store, Redactor(), max_line_bytes=1 << 20)
         root = tmp_path / "src"

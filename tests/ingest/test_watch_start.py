@@ -9,7 +9,7 @@ from memoryd.ingest.ingestor import Ingestor
 from memoryd.ingest.queue import IngestQueue
 from memoryd.ingest.redact import Redactor
 from memoryd.ingest.sources import Candidates, Source
-from memoryd.store import Store
+from memoryd.daemon.store_index import open_store
 from memoryd.ingest.watcher import Watcher
 from tests.helpers import wait_for, write_jsonl
 
@@ -18,7 +18,7 @@ async def test_a_file_written_before_the_watch_began_is_queued_when_it_begins(tm
     root = tmp_path / "src"
     new = root / "made-while-starting" / "s.jsonl"
     write_jsonl(new, [{"role": "user", "content": "written in the gap", "id": "m0"}])
-    store = await Store.open(tmp_path / "db" / "memoryd.db")
+    store = await open_store(tmp_path / "db" / "memoryd.db")
     try:
         ingestor = Ingestor(store, Redactor(), max_line_bytes=1 << 20)
         sources = lambda: [Source("generic", root)]  # noqa: E731

@@ -10,7 +10,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from memoryd.ingest.adapters import Adapter, detect
-from memoryd.ingest.adapters.base import FileState, Record
+from memoryd.ingest.adapters.base import FileState
+from memoryd.models import Record
 
 FIRST_LINE_CAP = 1 << 20
 

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from memoryd.jobs.queue import JobQueue, PermanentJobError
-from memoryd.store import Store
+from memoryd.daemon.store_index import open_store
 from memoryd.store.jobs import claim_job, enqueue_job, job_counts
 from memoryd.store.summaries import get_session, summary_history, usage_by_target
 from tests.fakes import Transcript, fake_llm, settings_with, summaries_service  # noqa: F401
@@ -27,7 +27,7 @@ from tests.helpers import wait_for
 
 @pytest.fixture
 async def store(tmp_path):
-    s = await Store.open(tmp_path / "m.db")
+    s = await open_store(tmp_path / "m.db")
     yield s
     await s.close()
 
@@ -143,7 +143,7 @@ async def test_jobs_retry_with_backoff_then_fail(store):
 
 async def test_jobs_restart_resumes_pending_and_interrupted_jobs(tmp_path):
     db = tmp_path / "m.db"
-    store = await Store.open(db)
+    store = await open_store(db)
     now = time.time()
     for target in ("a", "b", "c"):
         await store.write(lambda c, t=target: enqueue_job(c, "work", t, params={}, reason="x",
@@ -151,7 +151,7 @@ async def test_jobs_restart_resumes_pending_and_interrupted_jobs(tmp_path):
     running = await store.write(lambda c: claim_job(c, now))  # then the process "died"
     assert running.state == "running"
     await store.close()
-    store = await Store.open(db)
+    store = await open_store(db)
     rec = Recorder()
     q = queue(store, rec)
     await q.start()
@@ -252,7 +252,7 @@ RUNNER = textwrap.dedent("""
     sys.stdin.readline()  # the test says go once every process has imported
     from pathlib import Path
     from memoryd.config import load_settings
-    from memoryd.store import Store
+    from memoryd.daemon.store_index import open_store
     from tests.fakes import build_summaries, start_summaries
 
     async def main():
@@ -260,7 +260,7 @@ RUNNER = textwrap.dedent("""
             "llm": {"model": "openai/fake", "api_base": sys.argv[2], "timeout_s": 60,
                     "concurrency": 1},
             "summary": {"workers": 1}})
-        store = await Store.open(Path(sys.argv[1]))
+        store = await open_store(Path(sys.argv[1]))
         svc = build_summaries(settings, store)
         await start_summaries(svc)
         print("started", flush=True)
@@ -274,7 +274,7 @@ RUNNER = textwrap.dedent("""
 @pytest.mark.timeout(900)  # three processes import litellm: minutes on a loaded machine
 async def test_jobs_kill_9_mid_job_then_restart_finishes_each_once(tmp_path, fake_llm):
     db = tmp_path / "m.db"
-    store = await Store.open(db)
+    store = await open_store(db)
     ingest = Ingest(store)
     names = [f"s{i}" for i in range(5)]
     for name in names:
@@ -304,7 +304,7 @@ async def test_jobs_kill_9_mid_job_then_restart_finishes_each_once(tmp_path, fak
         first.send_signal(signal.SIGKILL)
         await asyncio.to_thread(first.wait, 5)
         go(second)
-        store = await Store.open(db)
+        store = await open_store(db)
         try:
             await wait_for(lambda: done(store, 5), timeout=30)
             per_session = await store.read(lambda c: [

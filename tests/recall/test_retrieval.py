@@ -8,8 +8,9 @@ import time
 import pytest
 
 from memoryd.client import ApiError
-from memoryd.ingest.adapters.base import Record
+from memoryd.models import Record
 from memoryd.recall.retrieval import Params, plan_query, query_speaker, retrieve, retrieve_sync
+from memoryd.daemon.store_index import open_store
 from memoryd.store import Store
 from memoryd.store.sessions import session_pk
 from memoryd.store.units import store_record
@@ -21,7 +22,7 @@ DAY = 86400.0
 
 @pytest.fixture
 async def store(tmp_path):
-    s = await Store.open(tmp_path / "memoryd.db")
+    s = await open_store(tmp_path / "memoryd.db")
     yield s
     await s.close()
 
@@ -339,13 +340,13 @@ async def test_units_gone_from_the_database_but_not_the_index_leave_no_hole(stor
 
 
 async def test_project_within_is_a_directory_tree_not_a_pattern(tmp_path):
-    from memoryd.ingest.adapters.base import Record
+    from memoryd.models import Record
     from memoryd.recall.retrieval import retrieve_sync
-    from memoryd.store import Store
+    from memoryd.daemon.store_index import open_store
     from memoryd.store.sessions import session_pk
     from memoryd.store.units import store_record
 
-    store = await Store.open(tmp_path / "db.sqlite")
+    store = await open_store(tmp_path / "db.sqlite")
     try:
         def put(c):
             for sid, project in (("a", "/w/my_proj"), ("b", "/w/my_proj/sub"),

@@ -17,7 +17,7 @@ import pytest
 from memoryd.client import ApiError, quote
 from memoryd.server.app import Services, make_app
 from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
-from memoryd.store import Store
+from memoryd.daemon.store_index import open_store
 from tests.helpers import AsyncClient, fill, running_daemon, short_dir, tmpfs, wait_for, write_jsonl
 
 
@@ -183,7 +183,7 @@ async def test_a_shared_socket_directory_keeps_its_mode(memoryd_home, src):
 @pytest.fixture
 async def guarded(tmp_path):
     """The real app behind the real runner, with short timeouts, on TCP and Unix."""
-    store = await Store.open(tmp_path / "m.db")
+    store = await open_store(tmp_path / "m.db")
 
     async def status():
         return {}

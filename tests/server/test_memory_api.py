@@ -13,14 +13,14 @@ from memoryd.memory import MemoryFile
 from memoryd.server import openapi
 from memoryd.server.app import MAX_BODY, Services, make_app
 from memoryd.server.memory_api import routes
-from memoryd.store import Store
+from memoryd.daemon.store_index import open_store
 
 DAY = date(2025, 3, 14)
 
 
 @pytest.fixture
 async def store(tmp_path):
-    s = await Store.open(tmp_path / "t.db")
+    s = await open_store(tmp_path / "t.db")
     yield s
     await s.close()
 

@@ -14,7 +14,7 @@ from aiohttp import web
 from memoryd.api import SearchResponse
 from memoryd.server.app import Services, make_app
 from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
-from memoryd.store import Store
+from memoryd.daemon.store_index import open_store
 from tests.helpers import AsyncClient, running_daemon, short_dir, wait_for, write_jsonl
 
 
@@ -96,7 +96,7 @@ async def test_a_body_parsed_in_one_pass_answers_as_the_long_way(daemon, sock, b
 async def served(tmp_path):
     """The real app behind the real runner, with a token, on TCP and Unix; one route
     answers whether the server's end of the connection has SO_KEEPALIVE set."""
-    store = await Store.open(tmp_path / "m.db")
+    store = await open_store(tmp_path / "m.db")
 
     async def status():
         return {}

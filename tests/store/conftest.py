@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from memoryd.daemon import store_index
 from memoryd.store import Store
 from memoryd.store_target import StoreTarget
 
@@ -29,7 +30,7 @@ def open_store(tmp_path, target):
 
     async def _open(home: str = "home", **kw) -> Store:
         t = StoreTarget(**{**target.__dict__, **kw}) if kw else target
-        s = await Store.open(tmp_path / home / "memoryd.db", target=t)
+        s = await store_index.open_store(tmp_path / home / "memoryd.db", target=t)
         opened.append(s)
         return s
 

@@ -13,8 +13,8 @@ import memoryd.store as store_mod
 import memoryd.store.compact as compact_mod
 import memoryd.store.db as db_mod
 from memoryd.index import Filters
-from memoryd.ingest.adapters.base import Record
-from memoryd.store import Store
+from memoryd.models import Record
+from memoryd.daemon.store_index import open_store
 from memoryd.store.migrations import MIGRATIONS, migrate
 from memoryd.store.sessions import session_pk
 from memoryd.store.units import store_record
@@ -52,7 +52,7 @@ async def write_old(path, monkeypatch):
     with monkeypatch.context() as m:
         m.setattr(db_mod, "PAGE_SIZE", 16384)
         m.setattr(store_mod, "PAGE_SIZE", 16384)
-        s = await Store.open(path)
+        s = await open_store(path)
         try:
             await s.write(put)
             await s.indexed()
@@ -71,7 +71,7 @@ async def heron_hits(s) -> int:
 
 async def open_and_search(path) -> None:
     """Open the store at `path` (compacting it when due), find every unit, close it."""
-    s = await Store.open(path)
+    s = await open_store(path)
     try:
         assert await heron_hits(s) == ROWS
     finally:
@@ -83,7 +83,7 @@ async def test_a_database_of_16k_pages_is_rewritten_once_in_32k_pages(tmp_path, 
     path = tmp_path / "memoryd.db"
     rows = await write_old(path, monkeypatch)
     caplog.set_level(logging.INFO, logger="memoryd.store.compact")
-    s = await Store.open(path)
+    s = await open_store(path)
     try:
         assert await heron_hits(s) == ROWS
         await s.write(lambda c: store_record(
@@ -96,7 +96,7 @@ async def test_a_database_of_16k_pages_is_rewritten_once_in_32k_pages(tmp_path, 
     assert (page, mode, free, ok) == (32768, "wal", 0, "ok")
     assert after[:ROWS] == rows and after[-1][2] == "r-new"
     caplog.clear()
-    s = await Store.open(path)  # once: nothing to do now
+    s = await open_store(path)  # once: nothing to do now
     await s.close()
     assert "compacted" not in caplog.text
 
@@ -147,7 +147,7 @@ async def test_a_database_another_process_holds_is_compacted_at_a_later_start(
         holder.close()
     assert "not compacted (page size 16384 -> 32768): database is locked" in caplog.text
     assert on_disk(path)[:2] == (16384, "wal")
-    s = await Store.open(path)
+    s = await open_store(path)
     await s.close()
     assert on_disk(path) == (32768, "wal", 0, "ok", rows)
 

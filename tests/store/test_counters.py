@@ -8,10 +8,11 @@ import time
 
 import psycopg
 
-from memoryd.ingest.adapters.base import Record
+from memoryd.models import Record
 from memoryd.ingest.ingestor import Ingestor
 from memoryd.ingest.redact import Redactor
-from memoryd.store import archive, files, jobs, pg_migrations, sessions, summaries, units
+from memoryd.store import archive, files, jobs, sessions, summaries, units
+from memoryd.store.pg import migrations as pg_migrations
 from memoryd.store.counters import fold_pg, read_counters
 from memoryd.store.migrations import MIGRATIONS, migrate
 from tests.helpers import write_jsonl
@@ -152,7 +153,7 @@ def test_counters_start_from_an_existing_sqlite_database(tmp_path):
 def test_counters_start_from_an_existing_postgresql_schema_and_fold(pg_url):
     """The PostgreSQL twin: m009 on a schema holding units counts them once; each
     connection then adds to rows of its own, folded into one when it is gone."""
-    from memoryd.store.pg import PgConn, _configure
+    from memoryd.store.pg.conn import PgConn, _configure
 
     with psycopg.connect(pg_url, autocommit=True) as raw:
         before = pg_migrations.NAMES.index("m009_counters")

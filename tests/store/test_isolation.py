@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from memoryd.errors import StoreError
+from memoryd.daemon.store_index import open_store
 from memoryd.store import Store
 from memoryd.store.sessions import count_sessions, session_pk
 from memoryd.store_target import StoreTarget
@@ -33,17 +34,17 @@ async def test_a_role_confined_to_its_namespace_cannot_read_another(tmp_path, pg
 
     opened: list[Store] = []
     try:
-        b = await Store.open(tmp_path / "b" / "memoryd.db",
+        b = await open_store(tmp_path / "b" / "memoryd.db",
                              target=StoreTarget(url=url("tb"), namespace="tb"))
         opened.append(b)
         await b.write(lambda c: session_pk(c, "codex", "team b's secret session"))
-        a = await Store.open(tmp_path / "a" / "memoryd.db",
+        a = await open_store(tmp_path / "a" / "memoryd.db",
                              target=StoreTarget(url=url("ta"), namespace="ta"))
         opened.append(a)
         assert await a.read(count_sessions) == 0 and await b.read(count_sessions) == 1
         # team a's credentials pointed at team b's namespace: refused by the database
         with pytest.raises(StoreError, match="permission denied for schema memoryd_tb"):
-            await Store.open(tmp_path / "a2" / "memoryd.db",
+            await open_store(tmp_path / "a2" / "memoryd.db",
                              target=StoreTarget(url=url("ta"), namespace="tb"))
         with psycopg.connect(url("ta")) as conn, pytest.raises(
                 psycopg.errors.InsufficientPrivilege, match="memoryd_tb"):

@@ -90,7 +90,7 @@ async def test_an_sqlite_store_keeps_no_copy_of_the_hits_it_served(sqlite_store)
     # the hits served last answer only while a shared (fleet) database is unreachable;
     # kept in SQLite mode they held ~14 MB at rest after 1,000 distinct searches at 1M
     await answers(sqlite_store)
-    assert len(sqlite_store.recent) == 0
+    assert len(sqlite_store.index.recent) == 0
 
 
 async def test_a_reader_lets_go_of_its_mapping_every_so_many_reads(sqlite_store):

@@ -12,9 +12,10 @@ import psycopg
 import pytest
 
 from memoryd.errors import StoreError
+from memoryd.daemon.store_index import open_store, open_store_sync
 from memoryd.store import Store
 from memoryd.store.migrations import MIGRATIONS
-from memoryd.store.pg import Row, translate
+from memoryd.store.pg.conn import Row, translate
 from memoryd.store.sessions import count_sessions, session_pk
 from memoryd.store_target import StoreTarget, masked_url
 
@@ -53,7 +54,7 @@ async def test_missing_driver_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "psycopg", None)  # as if not installed
     monkeypatch.setitem(sys.modules, "psycopg_pool", None)
     with pytest.raises(StoreError, match=r"memoryd\[postgres\]"):
-        await Store.open(tmp_path / "memoryd.db",
+        await open_store(tmp_path / "memoryd.db",
                          target=StoreTarget(url="postgresql://u:pw@127.0.0.1:1/x"))
 
 
@@ -61,7 +62,7 @@ async def test_wrong_password_error_shows_no_password(tmp_path, pg_server, pg_ur
     secret = "Wr0ng-pa55word-xyz"
     url = pg_url.replace(pg_server.password, secret)
     with pytest.raises(StoreError) as e:
-        await Store.open(tmp_path / "memoryd.db", target=StoreTarget(url=url))
+        await open_store(tmp_path / "memoryd.db", target=StoreTarget(url=url))
     msg = str(e.value)
     assert "password authentication failed" in msg and "***" in msg
     assert secret not in msg and pg_server.password not in msg
@@ -79,26 +80,26 @@ async def test_password_from_file_pgpassword_or_pgpass(tmp_path, pg_server, pg_u
     assert pg_server.password not in bare
     pw = tmp_path / "pw"
     pw.write_text(pg_server.password + "\n")
-    s = await Store.open(tmp_path / "a" / "memoryd.db",
+    s = await open_store(tmp_path / "a" / "memoryd.db",
                          target=StoreTarget(url=bare, password_file=pw))
     assert await s.read(count_sessions) == 0
     await s.close()
     monkeypatch.setenv("PGPASSWORD", pg_server.password)
-    s = await Store.open(tmp_path / "b" / "memoryd.db", target=StoreTarget(url=bare))
+    s = await open_store(tmp_path / "b" / "memoryd.db", target=StoreTarget(url=bare))
     await s.close()
     monkeypatch.delenv("PGPASSWORD")
     pgpass = memoryd_home / "userhome" / ".pgpass"
     pgpass.write_text(f"127.0.0.1:{pg_server.port}:*:*:{pg_server.password}\n")
     pgpass.chmod(0o600)
     monkeypatch.setenv("PGPASSFILE", str(pgpass))  # libpq's own default is ~/.pgpass
-    s = await Store.open(tmp_path / "c" / "memoryd.db", target=StoreTarget(url=bare))
+    s = await open_store(tmp_path / "c" / "memoryd.db", target=StoreTarget(url=bare))
     await s.close()
 
 
 async def test_namespaces_are_separate_schemas(tmp_path, pg_url):
-    a = await Store.open(tmp_path / "a" / "memoryd.db",
+    a = await open_store(tmp_path / "a" / "memoryd.db",
                          target=StoreTarget(url=pg_url, namespace="team_a"))
-    b = await Store.open(tmp_path / "b" / "memoryd.db",
+    b = await open_store(tmp_path / "b" / "memoryd.db",
                          target=StoreTarget(url=pg_url, namespace="team_b"))
     try:
         await a.write(lambda c: session_pk(c, "codex", "only-in-a"))
@@ -128,7 +129,7 @@ def test_two_daemons_migrate_a_fresh_namespace_at_once(tmp_path, pg_url):
 
     def open_one(i: int) -> None:
         try:
-            stores.append(Store.open_sync(tmp_path / f"d{i}" / "memoryd.db", target=target))
+            stores.append(open_store_sync(tmp_path / f"d{i}" / "memoryd.db", target=target))
         except BaseException as e:
             errors.append(e)
 
@@ -148,7 +149,7 @@ def test_two_daemons_migrate_a_fresh_namespace_at_once(tmp_path, pg_url):
 
 
 async def test_pg_reads_see_one_snapshot_and_writes_are_one_transaction(tmp_path, pg_url):
-    s = await Store.open(tmp_path / "memoryd.db", target=StoreTarget(url=pg_url))
+    s = await open_store(tmp_path / "memoryd.db", target=StoreTarget(url=pg_url))
     try:
         started, go = asyncio.Event(), threading.Event()
         loop = asyncio.get_running_loop()
@@ -173,12 +174,12 @@ def test_a_second_daemon_starts_while_the_first_holds_a_write_on_units(tmp_path,
     """The change feed's triggers are installed once per version, not at every start:
     reinstalling them while another daemon's ingest held `units` deadlocked with it."""
     target = StoreTarget(url=pg_url, namespace="busy")
-    first = Store.open_sync(tmp_path / "a" / "memoryd.db", target=target)
+    first = open_store_sync(tmp_path / "a" / "memoryd.db", target=target)
     second: list[Store] = []
     with psycopg.connect(pg_url) as ingest:
         ingest.execute('LOCK TABLE "memoryd_busy".units IN ROW EXCLUSIVE MODE')  # mid-batch
         opener = threading.Thread(target=lambda: second.append(
-            Store.open_sync(tmp_path / "b" / "memoryd.db", target=target)), daemon=True)
+            open_store_sync(tmp_path / "b" / "memoryd.db", target=target)), daemon=True)
         opener.start()
         opener.join(30)
         started = bool(second)
@@ -203,11 +204,11 @@ async def test_issue_14_a_daemon_starts_while_another_holds_the_schema_lock(
     to learn there is nothing to migrate. A schema that needs work still waits for it."""
     from memoryd.daemon import Daemon
     from memoryd.paths import resolve_paths
-    from memoryd.store import pg_migrations
+    from memoryd.store.pg import migrations as pg_migrations
     from tests.fleet.daemons import fleet_settings
     from tests.helpers import short_dir
 
-    Store.open_sync(tmp_path / "first" / "memoryd.db",
+    open_store_sync(tmp_path / "first" / "memoryd.db",
                     target=StoreTarget(url=pg_url, namespace="team")).close_sync()
     with short_dir() as d, psycopg.connect(pg_url) as holder:
         # the migration lock: the namespace's own `_migrations` table (issue 28 item 6)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from memoryd.ingest.adapters.base import Record
+from memoryd.models import Record
 from memoryd.ingest.identity import claim_session
 from memoryd.store import archive, files, jobs, memories, served, sessions, summaries, units
 from memoryd.store.files import Cursor

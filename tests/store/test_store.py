@@ -3,7 +3,7 @@ import threading
 import pytest
 
 from memoryd.index import Filters
-from memoryd.ingest.adapters.base import Record
+from memoryd.models import Record
 from memoryd.store.migrations import MIGRATIONS
 from memoryd.store.sessions import list_sessions, session_pk
 from memoryd.store.units import store_record

@@ -8,7 +8,7 @@ import os
 
 from memoryd.ingest.ingestor import Ingestor
 from memoryd.ingest.redact import Redactor
-from memoryd.store import Store
+from memoryd.daemon.store_index import open_store
 from memoryd.store.db import WAL_CHECKPOINT_BYTES, WAL_KEEP
 
 BOUND = WAL_CHECKPOINT_BYTES + WAL_KEEP + (2 << 20)  # a checkpoint's overshoot: one batch
@@ -21,7 +21,7 @@ def _wal(db):
 
 async def test_issue_28_the_wal_is_bounded_while_writing_and_truncated_at_rest(tmp_path):
     db = tmp_path / "db" / "memoryd.db"
-    store = await Store.open(db)
+    store = await open_store(db)
     try:
         root = tmp_path / "src"
         root.mkdir()

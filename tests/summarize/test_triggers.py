@@ -163,11 +163,11 @@ async def test_triggers_one_liners_wait_for_a_full_batch(tmp_path):
 
 
 async def test_triggers_wait_while_the_daemon_is_busy(tmp_path):
-    from memoryd.store import Store
+    from memoryd.daemon.store_index import open_store
     from tests.fakes import Ingest, build_summaries, start_summaries
 
     busy = [True]
-    store = await Store.open(tmp_path / "m.db")
+    store = await open_store(tmp_path / "m.db")
     svc = build_summaries(settings_with(None), store, busy=lambda: busy[0])
     ingest = Ingest(store)
     ingest.ingestor.subscribers.append(svc.on_ingest)

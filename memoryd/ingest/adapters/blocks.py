@@ -15,7 +15,8 @@ import json
 import re
 from typing import Any
 
-from memoryd.ingest.adapters.base import FileState, Kind, Merge, Record, Role, content_id
+from memoryd.ingest.adapters.base import FileState, content_id
+from memoryd.models import Kind, Merge, Record, Role
 
 NO_OUTPUT = "(no output)"  # content of a tool_result whose output is empty
 CALL_PREVIEW_CHARS = 400  # `name(args)` content of a tool_call record is cut here

@@ -27,7 +27,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from memoryd.ingest.adapters.base import FileState, Record, content_id
+from memoryd.ingest.adapters.base import FileState, content_id
+from memoryd.models import Record
 from memoryd.ingest.adapters.blocks import (
     call_record,
     first_object,

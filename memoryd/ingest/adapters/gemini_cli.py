@@ -26,7 +26,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memoryd.ingest.adapters.base import FileState, Kind, Record, Role, content_id
+from memoryd.ingest.adapters.base import FileState, content_id
+from memoryd.models import Kind, Record, Role
 from memoryd.ingest.adapters.blocks import (
     call_record,
     first_object,

@@ -22,7 +22,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memoryd.ingest.adapters.base import FileState, Record, Role, content_id, relative_key
+from memoryd.ingest.adapters.base import FileState, content_id, relative_key
+from memoryd.models import Record, Role
 from memoryd.ingest.adapters.blocks import (
     chat_tool_calls,
     first_object,

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from memoryd.errors import StoreError, StoreUnavailableError
-from memoryd.fleet.health import Health
+from memoryd.store.health import Health
 from memoryd.store_target import StoreTarget
 
 T = TypeVar("T")
@@ -214,7 +214,7 @@ class PgPools:
     when first needed and made again after the server went away. A thread already owns
     its connection, so no pool stands between them; and no pool's own reconnect loop
     logs a warning per attempt during an outage. Every round trip reports to `health`
-    (`memoryd.fleet.health`): while the database is away, calls fail at once with
+    (`memoryd.store.health`): while the database is away, calls fail at once with
     StoreUnavailableError until the backoff allows the next attempt."""
 
     def __init__(self, target: StoreTarget, readers: int, health: Health) -> None:

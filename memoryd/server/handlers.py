@@ -9,7 +9,7 @@ from aiohttp import web
 
 from memoryd.recall import search as search_service
 from memoryd.api import BackupRequest, IngestRequest, SearchRequest, StatusQuery
-from memoryd.cli.output import render_status
+from memoryd.status_text import render_status
 from memoryd.errors import NotFoundError
 from memoryd.server.metrics import CONTENT_TYPE as METRICS_TYPE
 from memoryd.server.app import SERVICES, json_body, json_reply, model_reply, parse_body

@@ -2,8 +2,8 @@
 the triggers, built from Settings and started and stopped together.
 
 The daemon subscribes `on_ingest` to the ingestor, adds `jobs` to the
-`POST /v1/jobs/{name}/run` table, serves `server/summaries_api.routes(self)` and puts
-`await status()` into `GET /v1/status`.
+`POST /v1/jobs/{name}/run` table, hands it to the app as `Services.summaries` (served by
+server/summaries_api.py) and puts `await status()` into `GET /v1/status`.
 """
 
 from __future__ import annotations

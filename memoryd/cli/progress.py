@@ -7,6 +7,7 @@ import sys
 import time
 
 from memoryd.client import MemorydClient
+from memoryd.status_text import backfill_line, human_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -15,36 +16,9 @@ if TYPE_CHECKING:
 BAR = 30
 
 
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GB"
-
-
-def backfill_line(b: dict[str, Any]) -> str:
-    eta = "-" if b.get("eta_s") is None else _duration(b["eta_s"])
-    text = (f"{b['files_done']}/{b['files_total']} files, {human_bytes(b['bytes_done'])}/"
-            f"{human_bytes(b['bytes_total'])} ({b['percent']:.0f}%), "
-            f"{human_bytes(b['rate_bytes_s'])}/s")
-    if b["done"]:
-        return f"{text}, done in {_duration(b['elapsed_s'])}"
-    return f"{text}, ETA {eta}"
-
-
 def bar(b: dict[str, Any]) -> str:
     filled = int(BAR * min(100.0, b["percent"]) / 100)
     return "[" + "#" * filled + "-" * (BAR - filled) + "] " + backfill_line(b)
-
-
-def _duration(s: float) -> str:
-    s = int(round(s))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 def watch(c: MemorydClient, interval: float = 1.0, out: Any = None) -> int:

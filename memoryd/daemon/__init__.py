@@ -45,14 +45,9 @@ from memoryd.memory.fleet_sync import FleetMemory
 from memoryd.paths import Paths, mkdir_private
 from memoryd.daemon.reload import reload_settings
 from memoryd.recall.served_log import ServedLog
-from memoryd.server import consolidate_api, export_api, summaries_api
-from memoryd.server.app import JobFn, Services, make_app
-from memoryd.server.context_api import routes as context_routes
-from memoryd.server.forgetting_api import routes as forgetting_routes
-from memoryd.server.jobs_api import routes as jobs_routes
+from memoryd.server.app import make_app
 from memoryd.server.limiter import QueryLimiter
-from memoryd.server.memory_api import routes as memory_routes
-from memoryd.server.served_api import routes as served_routes
+from memoryd.server.services import JobFn, Services
 from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
 from memoryd.ingest.sources import Candidates, Source, configured_sources, owner, walk
 from memoryd.daemon.store_index import open_index
@@ -63,8 +58,7 @@ from memoryd.store.units import count_units
 from memoryd.summarize.service import Summaries
 from memoryd.summarize.triggers import session_target
 from memoryd.ingest.watcher import Watcher
-from memoryd.web import WebDeps
-from memoryd.web import routes as web_routes
+from memoryd.web.deps import WebDeps
 
 log = logging.getLogger(__name__)
 
@@ -276,9 +270,8 @@ class Daemon:
         assert self.index is not None
         builder = ContextBuilder(self.store, self.index, self.memory, self.paths.memory_dir,
                                  archive_dir=self.paths.data_dir / "archive")
-        page = web_routes(WebDeps(summaries=self.summaries, memory=self.memory, context=builder,
-                                  memory_dir=self.paths.memory_dir,
-                                  tcp_port=lambda: self.tcp_port))
+        page = WebDeps(summaries=self.summaries, memory=self.memory, context=builder,
+                       memory_dir=self.paths.memory_dir, tcp_port=lambda: self.tcp_port)
         served = ServedLog(self.store, self.settings.privacy.served_log_days)
         self._stack.push_async_callback(served.flush)  # after the server stops, before the store
         app = make_app(Services(store=self.store, status=self.status, version=__version__,
@@ -286,14 +279,12 @@ class Daemon:
                                 token=ensure_token(self.paths.token_file),
                                 on_forget=(self._forgotten,), limiter=self.limiter,
                                 backup_roots=(Path.home(), self.paths.home or self.paths.data_dir),
-                                archive_dir=self.paths.data_dir / "archive"),
-                       extra_routes=[summaries_api.routes(self.summaries, self._to_memory),
-                                     consolidate_api.routes(self.consolidator, self.retention),
-                                     memory_routes(self.memory),
-                                     context_routes(builder, served), served_routes(served),
-                                     jobs_routes(self.store, self.summaries.queue),
-                                     forgetting_routes(self.forgetting),
-                                     export_api.add_routes, page])
+                                archive_dir=self.paths.data_dir / "archive",
+                                summaries=self.summaries, to_memory=self._to_memory,
+                                consolidator=self.consolidator, retention=self.retention,
+                                memory=self.memory, context=builder, served=served,
+                                queue=self.summaries.queue, forgetting=self.forgetting,
+                                web=page))
         runner = GuardedRunner(app, shutdown_timeout=1.0, access_log=None)
         await runner.setup()
         self._stack.push_async_callback(runner.cleanup)

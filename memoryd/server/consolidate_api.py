@@ -12,20 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from memoryd.memory import daily
 from memoryd.errors import BadRequestError, NotFoundError
-from memoryd.server import openapi
-from memoryd.server.app import json_body
-
-if TYPE_CHECKING:
-    from memoryd.consolidate.retention import Retention
-    from memoryd.consolidate.service import Consolidator
+from memoryd.memory import daily
+from memoryd.server.json_io import json_body
+from memoryd.server.services import SERVICES, need
 
 
 class ArchiveSearch(BaseModel):
@@ -42,63 +37,46 @@ class ArchiveRestore(BaseModel):
     dry_run: bool = False
 
 
-_DOCS = [
-    ("get", "/v1/memory/why/{line}", "Where a MEMORY.md entry came from (provenance)",
-     None, None, None),
-    ("get", "/v1/daily", "The daily notes (dates)", None, None, None),
-    ("get", "/v1/daily/{date}", "One daily note", None, None, None),
-    ("get", "/v1/archive", "Archive files and the sessions in them", None, None, None),
-    ("post", "/v1/archive/search", "Search archived units", ArchiveSearch, None, None),
-    ("post", "/v1/archive/restore", "Move a session's archived units back into the store",
-     ArchiveRestore, None, None),
-]
-openapi.EXTRA_ROUTES.extend(r for r in _DOCS if r not in openapi.EXTRA_ROUTES)
+async def why(request: web.Request) -> web.Response:
+    raw = request.match_info["line"]
+    # ASCII digits only: isdigit() also accepts "²" and "①", which int() refuses
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 9 or int(raw) < 1:
+        raise BadRequestError("line: expected a positive line number", field="line")
+    return web.json_response(await need(request.app[SERVICES].consolidator).why(int(raw)))
 
 
-def routes(consolidator: Consolidator, retention: Retention
-           ) -> Callable[[web.Application], None]:
-    async def why(request: web.Request) -> web.Response:
-        raw = request.match_info["line"]
-        # ASCII digits only: isdigit() also accepts "²" and "①", which int() refuses
-        if not (raw.isascii() and raw.isdigit()) or len(raw) > 9 or int(raw) < 1:
-            raise BadRequestError("line: expected a positive line number", field="line")
-        return web.json_response(await consolidator.why(int(raw)))
+async def list_daily(request: web.Request) -> web.Response:
+    consolidator = need(request.app[SERVICES].consolidator)
+    days = await asyncio.to_thread(daily.list_notes, consolidator.memory_dir)
+    return web.json_response({"dates": days})
 
-    async def list_daily(request: web.Request) -> web.Response:
-        days = await asyncio.to_thread(daily.list_notes, consolidator.memory_dir)
-        return web.json_response({"dates": days})
 
-    async def read_daily(request: web.Request) -> web.Response:
-        day = request.match_info["date"]
-        try:
-            dt.date.fromisoformat(day)
-        except ValueError:
-            raise BadRequestError("date: expected YYYY-MM-DD", field="date") from None
-        path = daily.note_path(consolidator.memory_dir, day)
-        try:
-            text = await asyncio.to_thread(path.read_text, encoding="utf-8")
-        except FileNotFoundError:
-            raise NotFoundError(f"no daily note for {day}", field="date") from None
-        return web.json_response({"date": day, "path": str(path), "text": text})
+async def read_daily(request: web.Request) -> web.Response:
+    day = request.match_info["date"]
+    try:
+        dt.date.fromisoformat(day)
+    except ValueError:
+        raise BadRequestError("date: expected YYYY-MM-DD", field="date") from None
+    path = daily.note_path(need(request.app[SERVICES].consolidator).memory_dir, day)
+    try:
+        text = await asyncio.to_thread(path.read_text, encoding="utf-8")
+    except FileNotFoundError:
+        raise NotFoundError(f"no daily note for {day}", field="date") from None
+    return web.json_response({"date": day, "path": str(path), "text": text})
 
-    async def archive_list(request: web.Request) -> web.Response:
-        return web.json_response(await retention.archive_list())
 
-    async def archive_search(request: web.Request) -> web.Response:
-        q = ArchiveSearch.model_validate(await json_body(request))
-        return web.json_response(await retention.archive_search(q.q, q.max_results, q.agent))
+async def archive_list(request: web.Request) -> web.Response:
+    return web.json_response(await need(request.app[SERVICES].retention).archive_list())
 
-    async def archive_restore(request: web.Request) -> web.Response:
-        q = ArchiveRestore.model_validate(await json_body(request))
-        body: dict[str, Any] = await retention.restore(q.session_id, q.agent, dry_run=q.dry_run)
-        return web.json_response(body)
 
-    def add(app: web.Application) -> None:
-        app.router.add_get("/v1/memory/why/{line}", why)
-        app.router.add_get("/v1/daily", list_daily)
-        app.router.add_get("/v1/daily/{date}", read_daily)
-        app.router.add_get("/v1/archive", archive_list)
-        app.router.add_post("/v1/archive/search", archive_search)
-        app.router.add_post("/v1/archive/restore", archive_restore)
+async def archive_search(request: web.Request) -> web.Response:
+    q = ArchiveSearch.model_validate(await json_body(request))
+    retention = need(request.app[SERVICES].retention)
+    return web.json_response(await retention.archive_search(q.q, q.max_results, q.agent))
 
-    return add
+
+async def archive_restore(request: web.Request) -> web.Response:
+    q = ArchiveRestore.model_validate(await json_body(request))
+    retention = need(request.app[SERVICES].retention)
+    body: dict[str, Any] = await retention.restore(q.session_id, q.agent, dry_run=q.dry_run)
+    return web.json_response(body)

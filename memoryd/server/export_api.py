@@ -8,10 +8,9 @@ from typing import Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from memoryd.store.export import export_sessions, select_sessions
-from memoryd.server.app import SERVICES
-from memoryd.server.openapi import EXTRA_ROUTES
+from memoryd.server.services import SERVICES
 from memoryd.server.sessions_api import resolve
+from memoryd.store.export import export_sessions, select_sessions
 
 
 class ExportQuery(BaseModel):
@@ -23,11 +22,6 @@ class ExportQuery(BaseModel):
     since: datetime | None = None  # ISO-8601 or Unix seconds; naive = local time
     format: Literal["md", "jsonl"] = "md"
 
-
-_DOC = ("get", "/v1/export", "Sessions as Markdown or JSONL (by session, project, agent, "
-        "since)", None, ExportQuery, None)
-if _DOC not in EXTRA_ROUTES:
-    EXTRA_ROUTES.append(_DOC)
 
 TYPES = {"md": "text/markdown", "jsonl": "application/x-ndjson"}
 
@@ -49,7 +43,3 @@ async def export(request: web.Request) -> web.StreamResponse:
         await resp.write(chunk.encode("utf-8"))
     await resp.write_eof()
     return resp
-
-
-def add_routes(app: web.Application) -> None:
-    app.router.add_get("/v1/export", export)

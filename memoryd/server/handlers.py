@@ -7,14 +7,14 @@ import json
 
 from aiohttp import web
 
-from memoryd.recall import search as search_service
 from memoryd.api import BackupRequest, IngestRequest, SearchRequest, StatusQuery
-from memoryd.cli.output import render_status
 from memoryd.errors import NotFoundError
-from memoryd.server.metrics import CONTENT_TYPE as METRICS_TYPE
-from memoryd.server.app import SERVICES, json_body, json_reply, model_reply, parse_body
+from memoryd.recall import search as search_service
 from memoryd.server.backup_dest import create_backup_file
-from memoryd.server.openapi import document
+from memoryd.server.json_io import json_body, json_reply, model_reply, parse_body
+from memoryd.server.metrics import CONTENT_TYPE as METRICS_TYPE
+from memoryd.server.services import SERVICES
+from memoryd.status_text import render_status
 
 HEARTBEAT_S = 15.0
 
@@ -104,10 +104,6 @@ async def events(request: web.Request) -> web.StreamResponse:
     except ConnectionResetError:
         pass  # the client left: how every event stream ends, not an error
     return resp
-
-
-async def openapi(request: web.Request) -> web.Response:
-    return web.json_response(document(request.app[SERVICES].version))
 
 
 async def metrics(request: web.Request) -> web.Response:

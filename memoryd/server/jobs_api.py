@@ -10,19 +10,15 @@ A job's target `session:<pk>` is shown with the session's agent and id.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from memoryd.errors import NotFoundError
-from memoryd.server.openapi import EXTRA_ROUTES
-from memoryd.store import Store
+from memoryd.server.json_io import error_body
+from memoryd.server.services import SERVICES, need
 from memoryd.store.jobs import JobRow, get_job, job_counts, list_jobs
-
-if TYPE_CHECKING:
-    from memoryd.jobs.queue import JobQueue
 
 
 class QueueQuery(BaseModel):
@@ -37,15 +33,6 @@ class JobQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
     wait: bool = False
     timeout: float = Field(300.0, gt=0, le=3600)
-
-
-_DOCS = [
-    ("get", "/v1/jobs/queue", "Pending, running, failed (and latest done) jobs with reasons",
-     None, QueueQuery, None),
-    ("get", "/v1/jobs/{id}", "One job; wait=true returns once it is done or failed", None,
-     JobQuery, None),
-]
-EXTRA_ROUTES.extend(r for r in _DOCS if r not in EXTRA_ROUTES)
 
 
 def _describe(conn: sqlite3.Connection, jobs: list[JobRow]) -> list[dict[str, Any]]:
@@ -66,44 +53,39 @@ def _describe(conn: sqlite3.Connection, jobs: list[JobRow]) -> list[dict[str, An
     return out
 
 
-def routes(store: Store, queue: JobQueue) -> Callable[[web.Application], None]:
-    async def list_queue(request: web.Request) -> web.Response:
-        q = QueueQuery.model_validate(dict(request.query))
+async def list_queue(request: web.Request) -> web.Response:
+    q = QueueQuery.model_validate(dict(request.query))
 
-        def read(c: sqlite3.Connection) -> dict[str, Any]:
-            if q.state is not None:
-                rows = list_jobs(c, state=q.state, kind=q.kind, limit=q.limit)
-            else:
-                rows = [j for s in ("running", "pending", "failed")
-                        for j in list_jobs(c, state=s, kind=q.kind, limit=q.limit)]
-                rows += list_jobs(c, state="done", kind=q.kind, limit=q.done) if q.done else []
-            return {"jobs": _describe(c, rows), "counts": job_counts(c)}
+    def read(c: sqlite3.Connection) -> dict[str, Any]:
+        if q.state is not None:
+            rows = list_jobs(c, state=q.state, kind=q.kind, limit=q.limit)
+        else:
+            rows = [j for s in ("running", "pending", "failed")
+                    for j in list_jobs(c, state=s, kind=q.kind, limit=q.limit)]
+            rows += list_jobs(c, state="done", kind=q.kind, limit=q.done) if q.done else []
+        return {"jobs": _describe(c, rows), "counts": job_counts(c)}
 
-        return web.json_response(await store.read(read))
+    return web.json_response(await request.app[SERVICES].store.read(read))
 
-    async def one_job(request: web.Request) -> web.Response:
-        q = JobQuery.model_validate(dict(request.query))
-        job_id = int(request.match_info["id"])
-        job = await store.read(lambda c: get_job(c, job_id))
-        if job is None:
-            raise NotFoundError(f"no job #{job_id} (finished jobs are forgotten after a week)",
-                                field="id")
-        if q.wait:
-            job = await queue.wait(job_id, q.timeout)  # TimeoutError -> 504 below
-        return web.json_response((await store.read(lambda c: _describe(c, [job])))[0])
 
-    async def one_job_safe(request: web.Request) -> web.Response:
-        try:
-            return await one_job(request)
-        except TimeoutError:
-            from memoryd.server.app import error_body
+async def one_job(request: web.Request) -> web.Response:
+    q = JobQuery.model_validate(dict(request.query))
+    job_id = int(request.match_info["id"])
+    store = request.app[SERVICES].store
+    job = await store.read(lambda c: get_job(c, job_id))
+    if job is None:
+        raise NotFoundError(f"no job #{job_id} (finished jobs are forgotten after a week)",
+                            field="id")
+    if q.wait:
+        queue = need(request.app[SERVICES].queue)
+        job = await queue.wait(job_id, q.timeout)  # TimeoutError -> 504 below
+    return web.json_response((await store.read(lambda c: _describe(c, [job])))[0])
 
-            return web.json_response(error_body(
-                "timeout", "the job is still running; its result is kept when it is done"),
-                status=504)
 
-    def add(app: web.Application) -> None:
-        app.router.add_get("/v1/jobs/queue", list_queue)
-        app.router.add_get(r"/v1/jobs/{id:\d+}", one_job_safe)
-
-    return add
+async def one_job_safe(request: web.Request) -> web.Response:
+    try:
+        return await one_job(request)
+    except TimeoutError:
+        return web.json_response(error_body(
+            "timeout", "the job is still running; its result is kept when it is done"),
+            status=504)

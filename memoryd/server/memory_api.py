@@ -1,19 +1,17 @@
-"""The memory API: MEMORY.md over HTTP under /v1/memory. Request and response models,
-thin handlers, and `routes(memory)` for `make_app(..., extra_routes=[...])`."""
+"""The memory API: MEMORY.md over HTTP under /v1/memory. Request and response models and
+thin handlers; server/app.py's table mounts them when the daemon hands it the memory file."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Literal
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from memoryd.memory import MAX_ADD_CHARS, MAX_SOURCE_CHARS, Entry, MemoryFile
-from memoryd.server import openapi
-from memoryd.server.app import json_body
-
-MEMORY = web.AppKey("memory", MemoryFile)
+from memoryd.server.json_io import json_body
+from memoryd.server.services import SERVICES, need
 
 _VERSION = Field(None, pattern=r"^[0-9a-f]{16}$",
                  description="the `version` read earlier: refuse (409) if the file changed")
@@ -130,12 +128,16 @@ def _entries(entries: Iterable[Entry]) -> list[EntryOut]:
     return [EntryOut(**e.as_dict()) for e in entries]
 
 
+def _memory(request: web.Request) -> MemoryFile:
+    return need(request.app[SERVICES].memory)
+
+
 def _json(model: BaseModel, status: int = 200) -> web.Response:
     return web.json_response(model.model_dump(), status=status)
 
 
 async def read(request: web.Request) -> web.Response:
-    m = request.app[MEMORY]
+    m = _memory(request)
     snap = await m.snapshot()
     doc = snap.doc  # raises if the file is not UTF-8, so the decode below cannot fail
     return _json(MemoryOut(
@@ -146,65 +148,34 @@ async def read(request: web.Request) -> web.Response:
 
 async def replace(request: web.Request) -> web.Response:
     req = MemoryReplace.model_validate(await json_body(request))
-    snap = await request.app[MEMORY].replace(req.content, req.version)
+    snap = await _memory(request).replace(req.content, req.version)
     return _json(WriteOut(total=len(snap.doc.entries), version=snap.version))
 
 
 async def add_entry(request: web.Request) -> web.Response:
     req = MemoryAdd.model_validate(await json_body(request))
-    r = await request.app[MEMORY].add(req.content, req.source)
+    r = await _memory(request).add(req.content, req.source)
     return _json(AddOut(**r.as_dict()), status=200 if r.duplicate else 201)
 
 
 async def delete_entries(request: web.Request) -> web.Response:
     req = MemoryDelete.model_validate(await json_body(request))
-    snap = await request.app[MEMORY].delete(req.lines, req.version)
+    snap = await _memory(request).delete(req.lines, req.version)
     return _json(WriteOut(total=len(snap.doc.entries), version=snap.version))
 
 
 async def recent(request: web.Request) -> web.Response:
     q = MemoryRecentQuery.model_validate(dict(request.query))
-    entries = await request.app[MEMORY].recent(q.count)
+    entries = await _memory(request).recent(q.count)
     return _json(RecentOut(entries=_entries(entries)))
 
 
 async def stats(request: web.Request) -> web.Response:
-    return _json(StatsOut(**await request.app[MEMORY].stats()))
+    return _json(StatsOut(**await _memory(request).stats()))
 
 
 async def search(request: web.Request) -> web.Response:
     req = MemorySearch.model_validate(await json_body(request))
-    r = await request.app[MEMORY].search(req.keywords, req.match_mode, req.max_results)
+    r = await _memory(request).search(req.keywords, req.match_mode, req.max_results)
     return _json(SearchOut(total=r.total, shown=len(r.results), message=r.message,
                            results=_entries(r.results)))
-
-
-_Model = type[BaseModel] | None
-OPENAPI_ROUTES: list[tuple[str, str, str, _Model, _Model, _Model]] = [
-    ("get", "/v1/memory", "MEMORY.md: its content, version and parsed entries", None, None,
-     MemoryOut),
-    ("put", "/v1/memory", "Replace MEMORY.md (validated; `version` to compare-and-swap)",
-     MemoryReplace, None, WriteOut),
-    ("post", "/v1/memory/entries", "Add an entry dated today (201; 200 if a duplicate)",
-     MemoryAdd, None, AddOut),
-    ("post", "/v1/memory/entries/delete", "Delete entry lines", MemoryDelete, None, WriteOut),
-    ("get", "/v1/memory/recent", "The newest entries", None, MemoryRecentQuery, RecentOut),
-    ("get", "/v1/memory/stats", "Entries per source, first and last date", None, None,
-     StatsOut),
-    ("post", "/v1/memory/search", "Keyword search over entries", MemorySearch, None, SearchOut),
-]
-openapi.EXTRA_ROUTES.extend(r for r in OPENAPI_ROUTES if r not in openapi.EXTRA_ROUTES)
-
-
-def routes(memory: MemoryFile) -> Callable[[web.Application], None]:
-    def add(app: web.Application) -> None:
-        app[MEMORY] = memory
-        app.router.add_get("/v1/memory", read)
-        app.router.add_put("/v1/memory", replace)
-        app.router.add_post("/v1/memory/entries", add_entry)
-        app.router.add_post("/v1/memory/entries/delete", delete_entries)
-        app.router.add_get("/v1/memory/recent", recent)
-        app.router.add_get("/v1/memory/stats", stats)
-        app.router.add_post("/v1/memory/search", search)
-
-    return add

@@ -19,7 +19,7 @@ from memoryd.api import (
     SessionsQuery,
 )
 from memoryd.errors import BadRequestError
-from memoryd.server.app import SERVICES
+from memoryd.server.services import SERVICES
 from memoryd.store import sessions as sql
 
 MAX_INT = (1 << 63) - 1  # SQLite's INTEGER
@@ -112,12 +112,3 @@ async def forget_session(request: web.Request) -> web.Response:
     services.events.publish("session_forgotten", agent=data["agent"],
                             session_id=data["session_id"], machine=data["machine"])
     return web.json_response(Forgotten.model_validate(data).model_dump())
-
-
-def add_routes(app: web.Application) -> None:
-    """Registered after every other /v1/sessions/{id}/... route: session ids may contain
-    '/' (sub-agents, nanobot paths), so these patterns match greedily."""
-    app.router.add_get("/v1/sessions", list_sessions)
-    app.router.add_get(r"/v1/sessions/{id:.+}/messages", session_messages)
-    app.router.add_get(r"/v1/sessions/{id:.+}", show_session)
-    app.router.add_delete(r"/v1/sessions/{id:.+}", forget_session)

@@ -11,16 +11,12 @@ anchored by the action suffix. Register these before any catch-all
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from memoryd.server import openapi
-
-if TYPE_CHECKING:
-    from memoryd.summarize.service import Summaries
+from memoryd.server.services import SERVICES, need
 
 
 class SummaryQuery(BaseModel):
@@ -63,42 +59,27 @@ class SessionSummary(BaseModel):
     job_id: int | None = None
     state: str | None = None
     result: dict[str, Any] | None = None
-    to_memory: dict[str, Any] | None = Field(None, description="with to_memory=true: what "
-                                             "admission added, confirmed, superseded, dropped, and why")
+    to_memory: dict[str, Any] | None = Field(
+        None, description="with to_memory=true: what admission added, confirmed, "
+        "superseded, dropped, and why")
 
 
-_DOCS = [
-    ("get", "/v1/sessions/{id}/summary", "A session's rolling summary and the messages after it",
-     None, SummaryQuery, SessionSummary),
-    ("post", "/v1/sessions/{id}/summarize", "Summarize a session now (202 and a job id; with "
-     "wait=true, 200 and the summary)", None, SummarizeQuery, SessionSummary),
-]
-openapi.EXTRA_ROUTES.extend(r for r in _DOCS if r not in openapi.EXTRA_ROUTES)
+async def get_summary(request: web.Request) -> web.Response:
+    q = SummaryQuery.model_validate(dict(request.query))
+    service = need(request.app[SERVICES].summaries)
+    body = await service.get_summary(request.match_info["id"], q.agent, q.recent,
+                                     machine=q.machine)
+    return web.json_response(body)
 
 
-ToMemory = Callable[[str, "str | None", "str | None"], Awaitable[dict[str, Any]]]
-
-
-def routes(service: Summaries, to_memory: ToMemory | None = None
-           ) -> Callable[[web.Application], None]:
-    async def get_summary(request: web.Request) -> web.Response:
-        q = SummaryQuery.model_validate(dict(request.query))
-        body = await service.get_summary(request.match_info["id"], q.agent, q.recent,
-                                         machine=q.machine)
-        return web.json_response(body)
-
-    async def summarize(request: web.Request) -> web.Response:
-        q = SummarizeQuery.model_validate(dict(request.query))
-        wait = q.wait or (q.to_memory and to_memory is not None)
-        body = await service.summarize(request.match_info["id"], q.agent, wait=wait,
-                                       timeout=q.timeout, machine=q.machine)
-        if q.to_memory and to_memory is not None:
-            body["to_memory"] = (await to_memory(body["session_id"], body["agent"],
-                                                 body.get("machine")))["memory"]
-        return web.json_response(body, status=200 if wait else 202)
-
-    def add(app: web.Application) -> None:
-        app.router.add_get("/v1/sessions/{id:.+}/summary", get_summary)
-        app.router.add_post("/v1/sessions/{id:.+}/summarize", summarize)
-
-    return add
+async def summarize(request: web.Request) -> web.Response:
+    q = SummarizeQuery.model_validate(dict(request.query))
+    service = need(request.app[SERVICES].summaries)
+    to_memory = request.app[SERVICES].to_memory
+    wait = q.wait or (q.to_memory and to_memory is not None)
+    body = await service.summarize(request.match_info["id"], q.agent, wait=wait,
+                                   timeout=q.timeout, machine=q.machine)
+    if q.to_memory and to_memory is not None:
+        body["to_memory"] = (await to_memory(body["session_id"], body["agent"],
+                                             body.get("machine")))["memory"]
+    return web.json_response(body, status=200 if wait else 202)

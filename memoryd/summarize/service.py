@@ -4,8 +4,8 @@ summary jobs' bodies.
 The daemon builds the LLM, the job queue and the schedule and hands them in: this adds
 its job kinds to the queue and its sweeps to the schedule (`Triggers`). The daemon
 subscribes `on_ingest` to the ingestor, adds `jobs` to the `POST /v1/jobs/{name}/run`
-table, serves `server/summaries_api.routes(self)` and puts `await status()` into
-`GET /v1/status`.
+table, hands it to the app as `Services.summaries` (served by server/summaries_api.py)
+and puts `await status()` into `GET /v1/status`.
 """
 
 from __future__ import annotations

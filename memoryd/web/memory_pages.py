@@ -17,12 +17,13 @@ from memoryd.api import ContextRequest
 from memoryd.errors import BadRequestError
 from memoryd.memory import format_entry, format_lines, split_items, split_lines
 from memoryd.memory.document import item_key
-from memoryd.server.app import SERVICES
+from memoryd.server.services import SERVICES
 from memoryd.store import memories
 from memoryd.store import sessions as sql
 from memoryd.web.auth import WebSession
+from memoryd.web.deps import WebDeps
+from memoryd.web.page import render
 from memoryd.web.pages import session_url
-from memoryd.web.routes import WebDeps, render
 
 DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 HISTORY = "HISTORY.md"

@@ -11,15 +11,16 @@ from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
-from memoryd.recall import search as search_service
 from memoryd.api import SearchRequest, SessionsQuery
 from memoryd.errors import BadRequestError
-from memoryd.server.app import SERVICES
+from memoryd.recall import search as search_service
+from memoryd.server.services import SERVICES
 from memoryd.server.sessions_api import resolve
 from memoryd.store import sessions as sql
 from memoryd.web import dashboard
 from memoryd.web.auth import WebSession
-from memoryd.web.routes import WebDeps, render
+from memoryd.web.deps import WebDeps
+from memoryd.web.page import render
 
 # status keys the overview lays out itself; any other key is shown as it comes
 KNOWN = {"version", "pid", "state", "uptime_s", "socket", "tcp_port", "sources", "files",

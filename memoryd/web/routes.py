@@ -1,116 +1,25 @@
-"""Routing and the guard every page goes through: session cookie, Origin and CSRF on
-state-changing requests, HTML errors, security headers. Also the login link, the
-static files and the API route that mints login links (`POST /v1/web/login`)."""
+"""The web page's routes: the login link, logout, the live events, the static files, the API
+route that mints login links (`POST /v1/web/login`), and ROUTES, the page's rows of the
+app's one table (server/app.py adds them in one place)."""
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from pydantic import ValidationError
 
 from memoryd.errors import MemorydError, NotFoundError
-from memoryd.server import openapi
-from memoryd.server.app import SERVICES, validation_error
-from memoryd.web import auth
-
-if TYPE_CHECKING:
-    import jinja2
-
-    from memoryd.recall.context import ContextBuilder
-    from memoryd.memory import MemoryFile
-    from memoryd.summarize.service import Summaries
-
-
-@dataclass
-class WebDeps:
-    summaries: Summaries
-    memory: MemoryFile
-    context: ContextBuilder
-    memory_dir: Path
-    tcp_port: Callable[[], int | None]
-    access: auth.Access = field(default_factory=auth.Access)
-    # templates and static files load on the first request (in a thread), so the page
-    # costs the daemon's start nothing
-    env: jinja2.Environment | None = None
-    static: dict[str, tuple[bytes, str]] = field(default_factory=dict)
-    _loading: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-    async def ready(self) -> None:
-        if self.env is not None:
-            return
-        async with self._loading:
-            if self.env is None:
-                await asyncio.to_thread(_load, self)
-
-
-WEB = web.AppKey("web", WebDeps)
-Page = Callable[[web.Request, WebDeps, auth.WebSession], Awaitable[web.StreamResponse]]
-STATIC = {"htmx.min.js": "application/javascript", "style.css": "text/css",
-          "htmx.LICENSE": "text/plain", "live.js": "application/javascript"}
-TEMPLATES = ("base.html", "macros.html", "login.html", "error.html", "overview.html", "search.html",
-             "sessions.html", "session.html", "forget.html", "memory.html", "context.html",
-             "served.html", "timeline.html")
-
-openapi.EXTRA_ROUTES.append(("post", "/v1/web/login", "A one-time login link for the web page "
-                             "(valid two minutes; `memoryctl open` prints it)", None, None, None))
-
-
-def render(request: web.Request, name: str, status: int = 200, **ctx: Any) -> web.Response:
-    deps = request.app[WEB]
-    session = deps.access.session(request)
-    assert deps.env is not None  # every handler awaits deps.ready() first
-    html = deps.env.get_template(name).render(
-        csrf=session.csrf if session else "", logged_in=session is not None,
-        page_path=request.path, page_url=request.path_qs, **ctx)
-    return web.Response(text=html, status=status, content_type="text/html", charset="utf-8",
-                        headers=auth.SECURITY_HEADERS)
-
-
-def own_auth(fn: Callable[[web.Request], Awaitable[web.StreamResponse]]
-             ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    fn.own_auth = True  # type: ignore[attr-defined]  # read by the API's token middleware
-    return fn
-
-
-def page(fn: Page) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    @functools.wraps(fn)
-    async def guarded(request: web.Request) -> web.StreamResponse:
-        deps = request.app[WEB]
-        await deps.ready()
-        session = deps.access.session(request)
-        if session is None:
-            return render(request, "login.html", status=403)
-        if request.method not in ("GET", "HEAD"):
-            if not auth.same_origin(request):
-                return render(request, "error.html", status=403, title="Forbidden",
-                              message="this request did not come from this page (Origin)")
-            if not await auth.csrf_ok(request, session):
-                return render(request, "error.html", status=403, title="Forbidden",
-                              message="missing or stale form token; reload the page")
-        try:
-            return await fn(request, deps, session)
-        except ValidationError as e:
-            err = validation_error(e)
-            return render(request, "error.html", status=400, title="Bad request",
-                          message=err.message)
-        except MemorydError as e:
-            return render(request, "error.html", status=e.status, title="Error",
-                          message=e.message)
-
-    return own_auth(guarded)
+from memoryd.server.route import Route
+from memoryd.server.services import SERVICES
+from memoryd.web import auth, memory_pages, pages, served_page, session_page, timeline
+from memoryd.web.deps import web_deps
+from memoryd.web.page import own_auth, page, render
 
 
 @own_auth
 async def login(request: web.Request) -> web.StreamResponse:
-    deps = request.app[WEB]
+    deps = web_deps(request)
     await deps.ready()
     sid = deps.access.redeem(request.query.get("token", ""))
     if sid is None:
@@ -124,7 +33,7 @@ async def login(request: web.Request) -> web.StreamResponse:
 
 @own_auth
 async def logout(request: web.Request) -> web.StreamResponse:
-    deps = request.app[WEB]
+    deps = web_deps(request)
     await deps.ready()
     session = deps.access.session(request)
     # a logout is a change like any other: from another site's page (a cross-site logout)
@@ -154,7 +63,7 @@ async def live(request: web.Request) -> web.StreamResponse:
     """The page's server-sent events (static/live.js): the daemon's activity as
     `/v1/events` publishes it, for the page's cookie (a browser cannot send the API's
     token), each event cut to the fields the page uses. Ends when the session does."""
-    deps = request.app[WEB]
+    deps = web_deps(request)
     await deps.ready()
     if deps.access.session(request) is None:
         return render(request, "login.html", status=403)
@@ -184,8 +93,8 @@ async def live(request: web.Request) -> web.StreamResponse:
 
 @own_auth
 async def static(request: web.Request) -> web.StreamResponse:
-    await request.app[WEB].ready()
-    got = request.app[WEB].static.get(request.match_info["name"])
+    await web_deps(request).ready()
+    got = web_deps(request).static.get(request.match_info["name"])
     if got is None:
         raise NotFoundError("no such file")
     body, ctype = got
@@ -196,7 +105,7 @@ async def static(request: web.Request) -> web.StreamResponse:
 
 async def mint_login(request: web.Request) -> web.Response:
     """The API side (bearer token on TCP, socket mode on Unix): a one-time link."""
-    deps = request.app[WEB]
+    deps = web_deps(request)
     port = deps.tcp_port()
     if port is None:
         raise MemorydError("the web page needs the TCP site (server.tcp_enabled = true)")
@@ -205,48 +114,29 @@ async def mint_login(request: web.Request) -> web.Response:
                               "expires_in_s": int(auth.LINK_TTL_S)})
 
 
-def _load(deps: WebDeps) -> None:
-    from memoryd.web.render import make_env  # jinja2: imported by the first visit only
 
-    base = resources.files("memoryd.web") / "static"
-    for name, ctype in STATIC.items():
-        deps.static[name] = ((base / name).read_bytes(), ctype)
-    env = make_env()
-    for name in TEMPLATES:
-        env.get_template(name)  # parse now, not on the loop at the first visit
-    deps.env = env
-
-
-def routes(deps: WebDeps) -> Callable[[web.Application], None]:
-    from memoryd.web import memory_pages, pages, served_page, session_page, timeline
-
-    def add(app: web.Application) -> None:
-        app[WEB] = deps
-        r = app.router
-        r.add_post("/v1/web/login", mint_login)
-        r.add_get("/login", login)
-        r.add_post("/logout", logout)
-        r.add_get("/static/{name}", static)
-        r.add_get("/live", live)
-        r.add_get("/", page(pages.overview))
-        r.add_get("/search", page(pages.search))
-        r.add_get("/sessions", page(pages.sessions))
-        r.add_get(r"/sessions/{id:.+}/export", page(pages.export))
-        r.add_get(r"/sessions/{id:.+}/forget", page(pages.forget_confirm))
-        r.add_post(r"/sessions/{id:.+}/forget", page(pages.forget))
-        r.add_post(r"/sessions/{id:.+}/summarize", page(pages.summarize))
-        r.add_get(r"/sessions/{id:.+}/units/{unit:\d+}", page(session_page.unit_text))
-        r.add_get(r"/sessions/{id:.+}", page(session_page.session))
-        r.add_get("/timeline", page(timeline.timeline))
-        r.add_get("/memory", page(memory_pages.memory))
-        r.add_post("/memory/add", page(memory_pages.add))
-        r.add_post("/memory/edit", page(memory_pages.edit))
-        r.add_post("/memory/delete", page(memory_pages.delete))
-        r.add_get("/context", page(memory_pages.context))
-        r.add_get("/served", page(served_page.served))
-
-    return add
-
-
-def services(request: web.Request) -> Any:
-    return request.app[SERVICES]
+ROUTES: tuple[Route, ...] = (
+    Route("post", "/v1/web/login", mint_login, "A one-time login link for the web page "
+          "(valid two minutes; `memoryctl open` prints it)", needs="web"),
+    Route("get", "/login", login, needs="web"),
+    Route("post", "/logout", logout, needs="web"),
+    Route("get", "/static/{name}", static, needs="web"),
+    Route("get", "/live", live, needs="web"),
+    Route("get", "/", page(pages.overview), needs="web"),
+    Route("get", "/search", page(pages.search), needs="web"),
+    Route("get", "/sessions", page(pages.sessions), needs="web"),
+    Route("get", r"/sessions/{id:.+}/export", page(pages.export), needs="web"),
+    Route("get", r"/sessions/{id:.+}/forget", page(pages.forget_confirm), needs="web"),
+    Route("post", r"/sessions/{id:.+}/forget", page(pages.forget), needs="web"),
+    Route("post", r"/sessions/{id:.+}/summarize", page(pages.summarize), needs="web"),
+    Route("get", r"/sessions/{id:.+}/units/{unit:\d+}", page(session_page.unit_text),
+          needs="web"),
+    Route("get", r"/sessions/{id:.+}", page(session_page.session), needs="web"),
+    Route("get", "/timeline", page(timeline.timeline), needs="web"),
+    Route("get", "/memory", page(memory_pages.memory), needs="web"),
+    Route("post", "/memory/add", page(memory_pages.add), needs="web"),
+    Route("post", "/memory/edit", page(memory_pages.edit), needs="web"),
+    Route("post", "/memory/delete", page(memory_pages.delete), needs="web"),
+    Route("get", "/context", page(memory_pages.context), needs="web"),
+    Route("get", "/served", page(served_page.served), needs="web"),
+)

@@ -10,11 +10,12 @@ from typing import Any
 from aiohttp import web
 
 from memoryd.errors import BadRequestError
-from memoryd.server.app import SERVICES
+from memoryd.server.services import SERVICES
 from memoryd.store.served import daily_totals, list_served
 from memoryd.web.auth import WebSession
+from memoryd.web.deps import WebDeps
+from memoryd.web.page import render
 from memoryd.web.pages import session_url
-from memoryd.web.routes import WebDeps, render
 
 LAST = 100
 MAX_LAST = 1000

@@ -11,13 +11,14 @@ from urllib.parse import quote, urlencode
 from aiohttp import web
 
 from memoryd.errors import BadRequestError, NotFoundError
-from memoryd.server.app import SERVICES
+from memoryd.server.services import SERVICES
 from memoryd.server.sessions_api import resolve
 from memoryd.store import sessions as sql
 from memoryd.web import turns
 from memoryd.web.auth import SECURITY_HEADERS, WebSession
+from memoryd.web.deps import WebDeps
+from memoryd.web.page import render
 from memoryd.web.pages import session_url
-from memoryd.web.routes import WebDeps, render
 
 PAGE = 100  # messages a page
 MAX_INT = 2**62  # page, turn and message numbers: anything larger names nothing

@@ -13,10 +13,11 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from memoryd.errors import BadRequestError
-from memoryd.server.app import SERVICES
+from memoryd.server.services import SERVICES
 from memoryd.web.auth import WebSession
+from memoryd.web.deps import WebDeps
+from memoryd.web.page import render
 from memoryd.web.pages import session_url
-from memoryd.web.routes import WebDeps, render
 
 DAYS = 7
 LINE_CHARS = 200

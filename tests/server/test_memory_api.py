@@ -11,8 +11,9 @@ import pytest
 from memoryd.events import EventBus
 from memoryd.memory import MemoryFile
 from memoryd.server import openapi
-from memoryd.server.app import MAX_BODY, Services, make_app
-from memoryd.server.memory_api import routes
+from memoryd.server.app import ROUTES, make_app
+from memoryd.server.json_io import MAX_BODY
+from memoryd.server.services import Services
 from memoryd.daemon.store_index import open_store
 
 DAY = date(2025, 3, 14)
@@ -45,8 +46,8 @@ async def client(aiohttp_client, store, memory, bus):
     async def status():
         return {}
 
-    app = make_app(Services(store=store, status=status, version="t", events=bus),
-                   extra_routes=[routes(memory)])
+    app = make_app(Services(store=store, status=status, version="t", events=bus,
+                            memory=memory))
     return await aiohttp_client(app)
 
 
@@ -337,7 +338,7 @@ async def test_memory_search_bad_input(filled, body, field):
 
 
 def test_memory_routes_are_in_the_openapi_document():
-    doc = openapi.document("t")
+    doc = openapi.document(ROUTES, "t")
     assert set(doc["paths"]["/v1/memory"]) == {"get", "put"}
     for path in ("/v1/memory/entries", "/v1/memory/entries/delete", "/v1/memory/search"):
         assert "requestBody" in doc["paths"][path]["post"]

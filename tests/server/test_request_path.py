@@ -12,7 +12,8 @@ import pytest
 from aiohttp import web
 
 from memoryd.api import SearchResponse
-from memoryd.server.app import Services, make_app
+from memoryd.server.app import make_app
+from memoryd.server.services import Services
 from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
 from memoryd.daemon.store_index import open_store
 from tests.helpers import AsyncClient, running_daemon, short_dir, wait_for, write_jsonl
@@ -106,8 +107,8 @@ async def served(tmp_path):
         return web.json_response(
             {"keepalive": sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE)})
 
-    app = make_app(Services(store=store, status=status, version="t", token="sekrit"),
-                   [lambda a: a.router.add_get("/t/keepalive", keepalive)])
+    app = make_app(Services(store=store, status=status, version="t", token="sekrit"))
+    app.router.add_get("/t/keepalive", keepalive)  # a test's own route, before the freeze
     runner = GuardedRunner(app, shutdown_timeout=0.5)
     await runner.setup()
     with short_dir() as d:

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from memoryd.server.app import Services, make_app
-from memoryd.server.summaries_api import routes
+from memoryd.server.app import ROUTES, make_app
+from memoryd.server.services import Services
 from memoryd.store.summaries import get_session, summary_history
 from memoryd.summarize.summarizer import load_prompt, trim
 from tests.fakes import (  # noqa: F401
@@ -250,8 +250,8 @@ async def api(tmp_path, fake_llm, aiohttp_client):
         async def status():
             return await svc.status()
 
-        app = make_app(Services(store=svc.store, status=status, version="test", jobs=svc.jobs),
-                       extra_routes=[routes(svc)])
+        app = make_app(Services(store=svc.store, status=status, version="test", jobs=svc.jobs,
+                                summaries=svc))
         yield svc, ingest, await aiohttp_client(app)
 
 
@@ -291,15 +291,15 @@ async def test_summary_api(api, tmp_path):
 def test_summary_routes_are_in_the_openapi_document():
     from memoryd.server import openapi
 
-    paths = openapi.document("test")["paths"]
+    paths = openapi.document(ROUTES, "test")["paths"]
     assert "get" in paths["/v1/sessions/{id}/summary"]
     assert "post" in paths["/v1/sessions/{id}/summarize"]
 
 
 async def test_summarize_wait_times_out_with_a_504(tmp_path, fake_llm, aiohttp_client):
     async with summaries_service(tmp_path / "m.db", settings_with(fake_llm)) as (svc, ingest):
-        app = make_app(Services(store=svc.store, status=svc.status, version="test"),
-                       extra_routes=[routes(svc)])
+        app = make_app(Services(store=svc.store, status=svc.status, version="test",
+                                summaries=svc))
         client = await aiohttp_client(app)
         t = Transcript(tmp_path / "src")
         t.turns(2)

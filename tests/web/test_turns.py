@@ -72,7 +72,7 @@ def test_issue_30_session_pages_the_same_with_or_without_seq_gaps(tmp_path):
 
 
 def test_issue_30_the_page_modules_load_no_markdown_library_at_daemon_start():
-    """routes() imports the page modules when the daemon starts; markdown-it-py (a few
+    """The route table imports the page modules when the daemon starts; markdown-it-py (a few
     hundred ms to import on a busy machine) waits for the first page that shows a turn."""
     code = ("import sys; import memoryd.web.session_page, memoryd.web.timeline; "
             "print('markdown_it' in sys.modules)")

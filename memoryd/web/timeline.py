@@ -14,6 +14,7 @@ from aiohttp import web
 
 from memoryd.errors import BadRequestError
 from memoryd.server.app import SERVICES
+from memoryd.store import unit_hours
 from memoryd.web.auth import WebSession
 from memoryd.web.pages import session_url
 from memoryd.web.routes import WebDeps, render
@@ -52,8 +53,10 @@ def load(c: sqlite3.Connection, agent: str | None, project: str | None,
          until: date | None) -> dict[str, Any]:
     """The days from `until` - DAYS + 1 to `until` (default: the newest day with anything).
     Which sessions, and where the pages before and after start, come from the sessions
-    table; the per-day counts from one pass over the window's messages by the units_ts
-    index (local days as CASE bounds: exact across a DST change)."""
+    table; the per-day counts from the sessions' messages per UTC hour (unit_hours:
+    local days as hour bounds, exact across a DST change; an hour a local midnight
+    splits is counted from its units), so the page reads a row per session-hour, not
+    every message of the week."""
     where, args = _filters(agent, project)
     if until is None:
         until = _day(c.execute(f"SELECT max(s.last_ts) FROM sessions s WHERE 1{where}",
@@ -64,26 +67,18 @@ def load(c: sqlite3.Connection, agent: str | None, project: str | None,
         "SELECT s.id AS pk, s.agent, s.session_id, s.project, s.title, s.summary "
         "FROM sessions s WHERE coalesce(s.last_ts, 0) >= ? AND coalesce(s.first_ts, 0) < ?"
         f"{where}", [lo, hi, *args])}
-    rows: list[sqlite3.Row] = []
+    counts: dict[tuple[int, int], list[Any]] = {}
     if sessions:
-        bounds = [_midnight(first + timedelta(days=i)) for i in range(1, DAYS)]
-        case = ("CASE " + " ".join(f"WHEN u.ts < ? THEN {i}" for i in range(DAYS - 1))
-                + f" ELSE {DAYS - 1} END")
-        only, only_args = "", []
-        if where and len(sessions) <= 500:
-            only, only_args = (f" AND u.session_pk IN ({','.join('?' * len(sessions))})",
-                               list(sessions))
-        rows = c.execute(
-            f"SELECT u.session_pk AS pk, {case} AS d, min(u.ts) AS start, max(u.ts) AS end, "
-            "count(*) AS n FROM units u INDEXED BY units_ts WHERE u.ts >= ? AND u.ts < ?"
-            f"{only} GROUP BY u.session_pk, d", [*bounds, lo, hi, *only_args]).fetchall()
+        bounds = [_midnight(first + timedelta(days=i)) for i in range(DAYS + 1)]
+        only = list(sessions) if where and len(sessions) <= 500 else None
+        counts = unit_hours.day_counts(c, bounds, only)
     days: dict[int, list[dict[str, Any]]] = {}
-    for r in rows:
-        sess = sessions.get(r["pk"])
+    for (pk, d), (start, end, n) in sorted(counts.items()):
+        sess = sessions.get(pk)
         if sess is None:
             continue
-        days.setdefault(r["d"], []).append({
-            **sess, "start": r["start"], "end": r["end"], "n": r["n"],
+        days.setdefault(d, []).append({
+            **sess, "start": start, "end": end, "n": n,
             "line": _one_line(sess["summary"], sess["title"]),
             "url": session_url(sess["agent"], sess["session_id"])})
     # the newest message before the window is in a session that began before it: one

@@ -48,16 +48,16 @@ def sqlite_ddl() -> list[str]:
     return [
         "CREATE TABLE unit_hours (session_pk INTEGER NOT NULL REFERENCES sessions (id) "
         "ON DELETE CASCADE, hour INTEGER NOT NULL, n INTEGER NOT NULL, "
-        "first_ts REAL NOT NULL, last_ts REAL NOT NULL, PRIMARY KEY (session_pk, hour)) "
+        "first_ts REAL NOT NULL, last_ts REAL NOT NULL, PRIMARY KEY (hour, session_pk)) "
         "WITHOUT ROWID",
-        "CREATE INDEX unit_hours_hour ON unit_hours (hour)",
+        "CREATE INDEX unit_hours_session ON unit_hours (session_pk)",
         f"INSERT INTO unit_hours (session_pk, hour, n, first_ts, last_ts) "
         f"SELECT session_pk, {_hour('ts')} AS h, count(*), min(ts), max(ts) FROM units "
         f"WHERE ts IS NOT NULL GROUP BY session_pk, h",
         f"CREATE TRIGGER unit_hours_in AFTER INSERT ON units WHEN NEW.ts IS NOT NULL BEGIN "
         f"INSERT INTO unit_hours (session_pk, hour, n, first_ts, last_ts) "
         f"VALUES (NEW.session_pk, {new}, 1, NEW.ts, NEW.ts) "
-        f"ON CONFLICT (session_pk, hour) DO UPDATE SET n = n + 1, "
+        f"ON CONFLICT (hour, session_pk) DO UPDATE SET n = n + 1, "
         f"first_ts = min(first_ts, excluded.first_ts), "
         f"last_ts = max(last_ts, excluded.last_ts); END",
         f"CREATE TRIGGER unit_hours_out AFTER DELETE ON units WHEN OLD.ts IS NOT NULL BEGIN "
@@ -78,7 +78,7 @@ def sqlite_ddl() -> list[str]:
         f"ELSE last_ts END WHERE {at_old}; "
         f"INSERT INTO unit_hours (session_pk, hour, n, first_ts, last_ts) "
         f"SELECT NEW.session_pk, {new}, 1, NEW.ts, NEW.ts WHERE NEW.ts IS NOT NULL "
-        f"ON CONFLICT (session_pk, hour) DO UPDATE SET n = n + 1, "
+        f"ON CONFLICT (hour, session_pk) DO UPDATE SET n = n + 1, "
         f"first_ts = min(first_ts, excluded.first_ts), "
         f"last_ts = max(last_ts, excluded.last_ts); END",
     ]
@@ -103,7 +103,7 @@ def _pg_moved(bound: str) -> str:
             "IF NEW.ts IS NOT NULL THEN "
             "INSERT INTO unit_hours (session_pk, hour, n, first_ts, last_ts) "
             f"VALUES (NEW.session_pk, {new}, 1, NEW.ts, NEW.ts) "
-            "ON CONFLICT (session_pk, hour) DO UPDATE SET n = unit_hours.n + 1, "
+            "ON CONFLICT (hour, session_pk) DO UPDATE SET n = unit_hours.n + 1, "
             "first_ts = least(unit_hours.first_ts, excluded.first_ts), "
             "last_ts = greatest(unit_hours.last_ts, excluded.last_ts); END IF")
 
@@ -115,17 +115,17 @@ def pg_ddl() -> list[str]:
     delete reads an hour's units again only where it took the first or last one."""
     fn = ("CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql "
           "SET search_path FROM CURRENT AS $memoryd$ BEGIN {body}; RETURN NULL; END $memoryd$")
-    per_hour = (f"SELECT session_pk, {_pg_hour('ts')} AS hour, count(*) AS n, min(ts) AS lo, "
-                f"max(ts) AS hi FROM {{src}} WHERE ts IS NOT NULL GROUP BY 1, 2")
-    upsert = (f"INSERT INTO unit_hours (session_pk, hour, n, first_ts, last_ts) "
+    per_hour = (f"SELECT {_pg_hour('ts')} AS hour, session_pk, count(*) AS n, "
+                f"min(ts) AS lo, max(ts) AS hi FROM {{src}} WHERE ts IS NOT NULL GROUP BY 1, 2")
+    upsert = (f"INSERT INTO unit_hours (hour, session_pk, n, first_ts, last_ts) "
               f"SELECT * FROM ({per_hour.format(src='hours_new')}) x ORDER BY 1, 2 "
-              "ON CONFLICT (session_pk, hour) DO UPDATE SET n = unit_hours.n + excluded.n, "
+              "ON CONFLICT (hour, session_pk) DO UPDATE SET n = unit_hours.n + excluded.n, "
               "first_ts = least(unit_hours.first_ts, excluded.first_ts), "
               "last_ts = greatest(unit_hours.last_ts, excluded.last_ts)")
     bound = ("(SELECT {agg}(u.ts) FROM units u WHERE u.session_pk = h.session_pk "
              f"AND u.ts >= h.hour * {HOUR} AND u.ts < (h.hour + 1) * {HOUR})")
     out = (f"PERFORM 1 FROM unit_hours h JOIN ({per_hour.format(src='hours_old')}) g "
-           "USING (session_pk, hour) ORDER BY 1 FOR UPDATE OF h; "
+           "USING (hour, session_pk) ORDER BY h.hour, h.session_pk FOR UPDATE OF h; "
            f"UPDATE unit_hours h SET n = h.n - g.n, "
            f"first_ts = CASE WHEN g.lo <= h.first_ts THEN {bound.format(agg='min')} "
            "ELSE h.first_ts END, "
@@ -138,10 +138,10 @@ def pg_ddl() -> list[str]:
         "CREATE TABLE unit_hours (session_pk bigint NOT NULL REFERENCES sessions (id) "
         "ON DELETE CASCADE, hour bigint NOT NULL, n bigint NOT NULL, "
         "first_ts double precision NOT NULL, last_ts double precision NOT NULL, "
-        "PRIMARY KEY (session_pk, hour))",
-        "CREATE INDEX unit_hours_hour ON unit_hours (hour)",
+        "PRIMARY KEY (hour, session_pk))",
+        "CREATE INDEX unit_hours_session ON unit_hours (session_pk)",
         "CREATE INDEX unit_hours_empty ON unit_hours (session_pk) WHERE n <= 0",
-        f"INSERT INTO unit_hours (session_pk, hour, n, first_ts, last_ts) "
+        f"INSERT INTO unit_hours (hour, session_pk, n, first_ts, last_ts) "
         f"{per_hour.format(src='units')}",
         fn.format(name="unit_hours_in", body=upsert),
         fn.format(name="unit_hours_out", body=out),

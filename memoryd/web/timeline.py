@@ -77,18 +77,20 @@ def load(c: sqlite3.Connection, agent: str | None, project: str | None,
         sess = sessions.get(pk)
         if sess is None:
             continue
-        days.setdefault(d, []).append({
-            **sess, "start": start, "end": end, "n": n,
-            "line": _one_line(sess["summary"], sess["title"]),
-            "url": session_url(sess["agent"], sess["session_id"])})
+        days.setdefault(d, []).append({**sess, "start": start, "end": end, "n": n})
+    for rows in days.values():
+        rows.sort(key=lambda x: -x["end"])
+        for r in rows[:PER_DAY]:  # the ones the page lists: their line and link
+            r["line"] = _one_line(r["summary"], r["title"])
+            r["url"] = session_url(r["agent"], r["session_id"])
     # the newest message before the window is in a session that began before it: one
     # still running at `lo` had its last before-window message near `lo`
     older = c.execute("SELECT max(min(coalesce(s.last_ts, 0), ? - 1)) FROM sessions s "
                       f"WHERE coalesce(s.first_ts, 0) < ?{where}", [lo, lo, *args]).fetchone()[0]
     newer = c.execute("SELECT min(max(coalesce(s.first_ts, 0), ?)) FROM sessions s "
                       f"WHERE coalesce(s.last_ts, 0) >= ?{where}", [hi, hi, *args]).fetchone()[0]
-    return {"days": [(first + timedelta(days=d), sorted(v, key=lambda x: -x["end"]))
-                     for d, v in sorted(days.items(), reverse=True)],
+    return {"days": [(first + timedelta(days=d), v) for d, v in sorted(days.items(),
+                                                                      reverse=True)],
             "first": first, "until": until, "older": _day(older) if older else None,
             "newer": _day(newer) + timedelta(days=DAYS - 1) if newer else None}
 

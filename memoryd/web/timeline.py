@@ -14,7 +14,7 @@ from aiohttp import web
 
 from memoryd.errors import BadRequestError
 from memoryd.server.app import SERVICES
-from memoryd.store import unit_hours
+from memoryd.store import unit_quarters
 from memoryd.web.auth import WebSession
 from memoryd.web.pages import session_url
 from memoryd.web.routes import WebDeps, render
@@ -53,10 +53,9 @@ def load(c: sqlite3.Connection, agent: str | None, project: str | None,
          until: date | None) -> dict[str, Any]:
     """The days from `until` - DAYS + 1 to `until` (default: the newest day with anything).
     Which sessions, and where the pages before and after start, come from the sessions
-    table; the per-day counts from the sessions' messages per UTC hour (unit_hours:
-    local days as hour bounds, exact across a DST change; an hour a local midnight
-    splits is counted from its units), so the page reads a row per session-hour, not
-    every message of the week."""
+    table; the per-day counts from the sessions' messages per quarter hour
+    (unit_quarters: local days as runs of quarters, exact in every zone and across a DST
+    change), so the page reads a row per session-quarter, not every message of the week."""
     where, args = _filters(agent, project)
     if until is None:
         until = _day(c.execute(f"SELECT max(s.last_ts) FROM sessions s WHERE 1{where}",
@@ -71,7 +70,7 @@ def load(c: sqlite3.Connection, agent: str | None, project: str | None,
     if sessions:
         bounds = [_midnight(first + timedelta(days=i)) for i in range(DAYS + 1)]
         only = list(sessions) if where and len(sessions) <= 500 else None
-        counts = unit_hours.day_counts(c, bounds, only)
+        counts = unit_quarters.day_counts(c, bounds, only)
     days: dict[int, list[dict[str, Any]]] = {}
     for (pk, d), (start, end, n) in sorted(counts.items()):
         sess = sessions.get(pk)

@@ -1,7 +1,8 @@
-"""Units per session per UTC hour (m016, `memoryd.store.unit_hours`) kept by triggers on
-both engines: after every path that stores or removes units the table equals a recount
-of the units, and `day_counts` sums it into exactly the per-day figures a count of the
-units by local day gives, in whole-hour, half-hour and 45-minute zones and across DST."""
+"""Units per session per quarter hour (m016, `memoryd.store.unit_quarters`) kept by
+triggers on both engines: after every path that stores or removes units the table equals
+a recount of the units, and `day_counts` sums it into exactly the per-day figures a
+count of the units by local day gives, in whole-hour, half-hour and 45-minute zones,
+across DST changes, and in a zone off the quarter hour."""
 
 from __future__ import annotations
 
@@ -16,16 +17,16 @@ import pytest
 from memoryd.ingest.adapters.base import Record
 from memoryd.store import archive, pg_migrations, sessions, units
 from memoryd.store.migrations import MIGRATIONS, migrate
-from memoryd.store.unit_hours import HOUR, day_counts
+from memoryd.store.unit_quarters import QUARTER, day_counts
 
 T0 = 1_772_900_000.0  # 2026-03-07 16:13 UTC: a week over the US change to DST (03-08)
 
 
 def recount(c) -> dict:
-    """What unit_hours should hold, from the units themselves."""
+    """What unit_quarters should hold, from the units themselves."""
     out: dict = {}
     for pk, ts in c.execute("SELECT session_pk, ts FROM units WHERE ts IS NOT NULL"):
-        k = (int(pk), int(ts // HOUR))
+        k = (int(pk), int(ts // QUARTER))
         n, lo, hi = out.get(k, (0, ts, ts))
         out[k] = (n + 1, min(lo, ts), max(hi, ts))
     return out
@@ -33,7 +34,7 @@ def recount(c) -> dict:
 
 def table(c) -> dict:
     return {(int(r[0]), int(r[1])): (int(r[2]), r[3], r[4]) for r in c.execute(
-        "SELECT session_pk, hour, n, first_ts, last_ts FROM unit_hours")}
+        "SELECT session_pk, quarter, n, first_ts, last_ts FROM unit_quarters")}
 
 
 def fill(c, sid: str, times: list[float | None], batch: bool = True) -> int:
@@ -60,22 +61,22 @@ async def same(store) -> dict:
     return want
 
 
-async def test_unit_hours_equal_a_recount_after_every_change(store):
-    # batched and one by one; units on an hour's edge, twins at one time, none at all
+async def test_unit_quarters_equal_a_recount_after_every_change(store):
+    # batched and one by one; units on a quarter's edge, twins at one time, none at all
     a = await store.write(lambda c: fill(c, "a", [*spread(40, T0, 397.0), None,
-                                                  T0 + 3 * HOUR, T0 + 3 * HOUR]))
+                                                  T0 + 12 * QUARTER, T0 + 12 * QUARTER]))
     b = await store.write(lambda c: fill(c, "b", spread(30, 1_772_928_000.0, 600.0),
                                          batch=False))
     await store.write(lambda c: fill(c, "c", spread(25, T0 + 86400, 1800.0)))
     assert len(await same(store)) > 20
 
-    # forget by query deletes units one by one: the first and last of hours among them
+    # forget by query deletes units one by one: the first and last of quarters among them
     def edges(c) -> list[int]:
         ids = []
         for pk in (a, b):
             for r in c.execute(
                     "SELECT min(id), max(id) FROM units WHERE session_pk = ? AND ts IS NOT NULL "
-                    "GROUP BY CAST(ts / 3600 AS INTEGER)", (pk,)).fetchall()[::3]:
+                    "GROUP BY CAST(ts / 900 AS INTEGER)", (pk,)).fetchall()[::3]:
                 ids += [r[0], r[1]]
         return sorted(set(ids))
     gone = await store.read(edges)
@@ -131,7 +132,7 @@ def midnights(first: date, days: int) -> list[float]:
 
 @pytest.mark.parametrize("name", ["UTC", "America/New_York", "Asia/Kolkata",
                                   "Asia/Kathmandu", "America/St_Johns",
-                                  "Australia/Lord_Howe"])
+                                  "Australia/Lord_Howe", "ODD-5:20"])
 async def test_day_counts_equal_a_count_by_local_day(store, zone, name):
     zone(name)
     # every 7 minutes for 9 days around 2026-04-05 (Lord Howe leaves its half-hour DST)
@@ -143,6 +144,8 @@ async def test_day_counts_equal_a_count_by_local_day(store, zone, name):
     await store.write(lambda c: fill(c, "sparse", spread(40, T0, 86400.0 / 3)))
     for first, days in ((date(2026, 4, 1), 7), (date(2026, 3, 4), 7), (date(2026, 3, 30), 3)):
         bounds = midnights(first, days)
+        # only the odd zone's midnights split a quarter (counted from its units)
+        assert any(b % QUARTER for b in bounds) == (name == "ODD-5:20")
         got = await store.read(lambda c, b=bounds: day_counts(c, b))
         want = await store.read(lambda c, b=bounds: by_local_day(c, b))
         assert got == want and sum(v[2] for v in want.values()) > 100, (name, first)
@@ -151,12 +154,12 @@ async def test_day_counts_equal_a_count_by_local_day(store, zone, name):
         assert got == {k: v for k, v in want.items() if k[0] in only}
 
 
-def test_unit_hours_start_from_an_existing_sqlite_database(tmp_path):
+def test_unit_quarters_start_from_an_existing_sqlite_database(tmp_path):
     """m016 on a database that already holds units counts them once."""
     conn = sqlite3.connect(tmp_path / "old.db", isolation_level=None)
     conn.row_factory = sqlite3.Row
     conn.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
-    before = [m.__name__ for m in MIGRATIONS].index("m016_unit_hours")
+    before = [m.__name__ for m in MIGRATIONS].index("m016_unit_quarters")
     for m in MIGRATIONS[:before]:  # a database from before the table
         conn.execute("BEGIN")
         m(conn)
@@ -165,24 +168,24 @@ def test_unit_hours_start_from_an_existing_sqlite_database(tmp_path):
     conn.execute("BEGIN")
     fill(conn, "old", [*spread(50, T0, 500.0), None])
     conn.execute("COMMIT")
-    assert migrate(conn) == ["m016_unit_hours"]
+    assert migrate(conn) == ["m016_unit_quarters"]
     want = recount(conn)
     assert table(conn) == want and sum(n for n, _, _ in want.values()) == 50
     conn.close()
 
 
-def test_unit_hours_start_from_an_existing_postgresql_schema(pg_url):
+def test_unit_quarters_start_from_an_existing_postgresql_schema(pg_url):
     from memoryd.store.pg import PgConn, _configure
 
     with psycopg.connect(pg_url, autocommit=True) as raw:
-        before = pg_migrations.NAMES.index("m016_unit_hours")
-        assert pg_migrations.migrate(raw, "memoryd_hours", known=pg_migrations.NAMES[:before])
-        _configure(raw, "memoryd_hours")
+        before = pg_migrations.NAMES.index("m016_unit_quarters")
+        assert pg_migrations.migrate(raw, "memoryd_quarters", known=pg_migrations.NAMES[:before])
+        _configure(raw, "memoryd_quarters")
         raw.autocommit = False
         conn = PgConn(raw)
         fill(conn, "old", [*spread(50, T0, 500.0), None])
         conn.commit()
         raw.autocommit = True
-        assert pg_migrations.migrate(raw, "memoryd_hours") == ["m016_unit_hours"]
+        assert pg_migrations.migrate(raw, "memoryd_quarters") == ["m016_unit_quarters"]
         want = recount(conn)
         assert table(conn) == want and sum(n for n, _, _ in want.values()) == 50

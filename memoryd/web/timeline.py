@@ -58,7 +58,7 @@ def load(c: sqlite3.Connection, agent: str | None, project: str | None,
     change), so the page reads a row per session-quarter, not every message of the week."""
     where, args = _filters(agent, project)
     if until is None:
-        until = _day(c.execute(f"SELECT max(s.last_ts) FROM sessions s WHERE 1{where}",
+        until = _day(c.execute(f"SELECT max(s.last_ts) FROM sessions s WHERE 1 = 1{where}",
                                args).fetchone()[0]) or date.today()
     first = until - timedelta(days=DAYS - 1)
     lo, hi = _midnight(first), _midnight(until + timedelta(days=1))
@@ -84,10 +84,15 @@ def load(c: sqlite3.Connection, agent: str | None, project: str | None,
             r["url"] = session_url(r["agent"], r["session_id"])
     # the newest message before the window is in a session that began before it: one
     # still running at `lo` had its last before-window message near `lo`
-    older = c.execute("SELECT max(min(coalesce(s.last_ts, 0), ? - 1)) FROM sessions s "
-                      f"WHERE coalesce(s.first_ts, 0) < ?{where}", [lo, lo, *args]).fetchone()[0]
-    newer = c.execute("SELECT min(max(coalesce(s.first_ts, 0), ?)) FROM sessions s "
-                      f"WHERE coalesce(s.last_ts, 0) >= ?{where}", [hi, hi, *args]).fetchone()[0]
+    # (CASE, not SQLite's two-argument min and max: the fleet's PostgreSQL reads this too)
+    older = c.execute("SELECT max(CASE WHEN coalesce(s.last_ts, 0) < ? THEN "
+                      "coalesce(s.last_ts, 0) ELSE ? END) FROM sessions s "
+                      f"WHERE coalesce(s.first_ts, 0) < ?{where}",
+                      [lo - 1, lo - 1, lo, *args]).fetchone()[0]
+    newer = c.execute("SELECT min(CASE WHEN coalesce(s.first_ts, 0) > ? THEN "
+                      "coalesce(s.first_ts, 0) ELSE ? END) FROM sessions s "
+                      f"WHERE coalesce(s.last_ts, 0) >= ?{where}",
+                      [hi, hi, hi, *args]).fetchone()[0]
     return {"days": [(first + timedelta(days=d), v) for d, v in sorted(days.items(),
                                                                       reverse=True)],
             "first": first, "until": until, "older": _day(older) if older else None,

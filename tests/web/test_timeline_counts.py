@@ -13,6 +13,7 @@ import pytest
 
 from memoryd.ingest.adapters.base import Record
 from memoryd.store import Store, archive, sessions, units
+from memoryd.store_target import StoreTarget
 from memoryd.web import timeline
 
 DAYS = timeline.DAYS
@@ -20,10 +21,11 @@ DAYS = timeline.DAYS
 
 def old_counts(c, agent: str | None, project: str | None, until: date | None) -> list:
     """The timeline as the old pass made it: (day, [(session id, start, end, n)]) by
-    the newest first, counted from units by the units_ts index with local-day bounds."""
+    the newest first, counted from units by the units_ts index with local-day bounds;
+    and the days the older and newer links go to."""
     where, args = timeline._filters(agent, project)
     if until is None:
-        until = timeline._day(c.execute(f"SELECT max(s.last_ts) FROM sessions s WHERE 1{where}",
+        until = timeline._day(c.execute(f"SELECT max(s.last_ts) FROM sessions s WHERE 1 = 1{where}",
                                         args).fetchone()[0]) or date.today()
     first = until - timedelta(days=DAYS - 1)
     lo, hi = timeline._midnight(first), timeline._midnight(until + timedelta(days=1))
@@ -33,20 +35,29 @@ def old_counts(c, agent: str | None, project: str | None, until: date | None) ->
     bounds = [timeline._midnight(first + timedelta(days=i)) for i in range(1, DAYS)]
     case = ("CASE " + " ".join(f"WHEN u.ts < ? THEN {i}" for i in range(DAYS - 1))
             + f" ELSE {DAYS - 1} END")
+    by_ts = "" if getattr(c, "engine", "sqlite") == "postgresql" else " INDEXED BY units_ts"
     days: dict[int, list] = {}
     for r in c.execute(
             f"SELECT u.session_pk AS pk, {case} AS d, min(u.ts), max(u.ts), count(*) "
-            "FROM units u INDEXED BY units_ts WHERE u.ts >= ? AND u.ts < ? "
+            f"FROM units u{by_ts} WHERE u.ts >= ? AND u.ts < ? "
             "GROUP BY u.session_pk, d", [*bounds, lo, hi]):
         if r[0] in names:
             days.setdefault(r[1], []).append((names[r[0]], r[2], r[3], r[4]))
-    return [(first + timedelta(days=d), sorted(v, key=lambda x: -x[2]))
-            for d, v in sorted(days.items(), reverse=True)]
+    # where the pages before and after start, as SQLite's two-argument min and max said
+    spans = [(r[0] or 0, r[1] or 0) for r in c.execute(
+        f"SELECT s.first_ts, s.last_ts FROM sessions s WHERE 1 = 1{where}", args)]
+    older = max((min(end, lo - 1) for start, end in spans if start < lo), default=None)
+    newer = min((max(start, hi) for start, end in spans if end >= hi), default=None)
+    return [[(first + timedelta(days=d), sorted(v, key=lambda x: -x[2]))
+             for d, v in sorted(days.items(), reverse=True)],
+            timeline._day(older) if older else None,
+            timeline._day(newer) + timedelta(days=DAYS - 1) if newer else None]
 
 
 def new_counts(c, agent: str | None, project: str | None, until: date | None) -> list:
-    return [(day, [(r["session_id"], r["start"], r["end"], r["n"]) for r in rows])
-            for day, rows in timeline.load(c, agent, project, until)["days"]]
+    page = timeline.load(c, agent, project, until)
+    return [[(day, [(r["session_id"], r["start"], r["end"], r["n"]) for r in rows])
+             for day, rows in page["days"]], page["older"], page["newer"]]
 
 
 def fill(c, agent: str, sid: str, project: str, start: datetime, n: int, step_min: float
@@ -76,8 +87,16 @@ def zone(request):
     time.tzset()
 
 
-async def test_issue_30_timeline_counts_same_as_a_pass_over_units(tmp_path, zone):
-    store = await Store.open(tmp_path / "memoryd.db")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def target(request) -> StoreTarget:
+    """The store the page reads: SQLite, or a fleet's PostgreSQL namespace."""
+    if request.param == "sqlite":
+        return StoreTarget()
+    return StoreTarget(url=request.getfixturevalue("pg_url"), machine="m1")
+
+
+async def test_issue_30_timeline_counts_same_as_a_pass_over_units(tmp_path, zone, target):
+    store = await Store.open(tmp_path / "memoryd.db", target=target)
     try:
         def seed(c) -> dict[str, int]:
             return {
@@ -99,7 +118,7 @@ async def test_issue_30_timeline_counts_same_as_a_pass_over_units(tmp_path, zone
             for a, p, u in cases:
                 want = await store.read(lambda c: old_counts(c, a, p, u))  # noqa: B023
                 assert await store.read(lambda c: new_counts(c, a, p, u)) == want  # noqa: B023
-            assert (await store.read(lambda c: new_counts(c, None, None, None)))[0][1]
+            assert (await store.read(lambda c: new_counts(c, None, None, None)))[0][0][1]
 
         await same()
         # forget by query: units one by one, among them a day's first and last

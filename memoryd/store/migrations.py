@@ -419,12 +419,23 @@ def m015_index_pending_derived(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE index_pending ADD COLUMN derived INTEGER NOT NULL DEFAULT 0")
 
 
+def m016_unit_quarters(conn: sqlite3.Connection) -> None:
+    """Units per session per quarter hour, kept by triggers (`memoryd.store.unit_quarters`):
+    the timeline sums them into local days instead of counting every unit of its week
+    (issue 30). Filled here from the units there are."""
+    from memoryd.store.unit_quarters import sqlite_ddl
+
+    for stmt in sqlite_ddl():
+        conn.execute(stmt)
+
+
 MIGRATIONS: list[Migration] = [m001_initial, m002_jobs_and_summaries, m003_units_id_session,
                                m004_memory_provenance, m005_tantivy_index,
                                m006_served_context_and_exclusions,
                                m007_fleet_machines, m008_memory_docs,
                                m009_counters, m010_memory_subject,
-                               m011_consolidation_runs, m015_index_pending_derived]
+                               m011_consolidation_runs, m015_index_pending_derived,
+                               m016_unit_quarters]
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from memoryd.errors import ConflictError, NotFoundError
+from memoryd.store import unit_quarters
 from memoryd.store.counters import counter
 
 
@@ -205,6 +206,7 @@ def delete_session_units(conn: sqlite3.Connection, pk: int) -> int:
     # the search index drops them when its writer next runs (memoryd.index.indexer)
     conn.execute("INSERT INTO index_pending (unit_id) "
                  "SELECT id FROM units WHERE session_pk = ?", (pk,))
+    unit_quarters.drop_session(conn, pk)  # at once, not quarter by quarter as the units go
     conn.execute("DELETE FROM units WHERE session_pk = ?", (pk,))
     return int(n)
 

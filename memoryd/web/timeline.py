@@ -14,6 +14,7 @@ from aiohttp import web
 
 from memoryd.errors import BadRequestError
 from memoryd.server.services import SERVICES
+from memoryd.store import unit_quarters
 from memoryd.web.auth import WebSession
 from memoryd.web.deps import WebDeps
 from memoryd.web.page import render
@@ -53,11 +54,12 @@ def load(c: sqlite3.Connection, agent: str | None, project: str | None,
          until: date | None) -> dict[str, Any]:
     """The days from `until` - DAYS + 1 to `until` (default: the newest day with anything).
     Which sessions, and where the pages before and after start, come from the sessions
-    table; the per-day counts from one pass over the window's messages by the units_ts
-    index (local days as CASE bounds: exact across a DST change)."""
+    table; the per-day counts from the sessions' messages per quarter hour
+    (unit_quarters: local days as runs of quarters, exact in every zone and across a DST
+    change), so the page reads a row per session-quarter, not every message of the week."""
     where, args = _filters(agent, project)
     if until is None:
-        until = _day(c.execute(f"SELECT max(s.last_ts) FROM sessions s WHERE 1{where}",
+        until = _day(c.execute(f"SELECT max(s.last_ts) FROM sessions s WHERE 1 = 1{where}",
                                args).fetchone()[0]) or date.today()
     first = until - timedelta(days=DAYS - 1)
     lo, hi = _midnight(first), _midnight(until + timedelta(days=1))
@@ -65,36 +67,35 @@ def load(c: sqlite3.Connection, agent: str | None, project: str | None,
         "SELECT s.id AS pk, s.agent, s.session_id, s.project, s.title, s.summary "
         "FROM sessions s WHERE coalesce(s.last_ts, 0) >= ? AND coalesce(s.first_ts, 0) < ?"
         f"{where}", [lo, hi, *args])}
-    rows: list[sqlite3.Row] = []
+    counts: dict[tuple[int, int], list[Any]] = {}
     if sessions:
-        bounds = [_midnight(first + timedelta(days=i)) for i in range(1, DAYS)]
-        case = ("CASE " + " ".join(f"WHEN u.ts < ? THEN {i}" for i in range(DAYS - 1))
-                + f" ELSE {DAYS - 1} END")
-        only, only_args = "", []
-        if where and len(sessions) <= 500:
-            only, only_args = (f" AND u.session_pk IN ({','.join('?' * len(sessions))})",
-                               list(sessions))
-        rows = c.execute(
-            f"SELECT u.session_pk AS pk, {case} AS d, min(u.ts) AS start, max(u.ts) AS end, "
-            "count(*) AS n FROM units u INDEXED BY units_ts WHERE u.ts >= ? AND u.ts < ?"
-            f"{only} GROUP BY u.session_pk, d", [*bounds, lo, hi, *only_args]).fetchall()
+        bounds = [_midnight(first + timedelta(days=i)) for i in range(DAYS + 1)]
+        only = list(sessions) if where and len(sessions) <= 500 else None
+        counts = unit_quarters.day_counts(c, bounds, only)
     days: dict[int, list[dict[str, Any]]] = {}
-    for r in rows:
-        sess = sessions.get(r["pk"])
+    for (pk, d), (start, end, n) in sorted(counts.items()):
+        sess = sessions.get(pk)
         if sess is None:
             continue
-        days.setdefault(r["d"], []).append({
-            **sess, "start": r["start"], "end": r["end"], "n": r["n"],
-            "line": _one_line(sess["summary"], sess["title"]),
-            "url": session_url(sess["agent"], sess["session_id"])})
+        days.setdefault(d, []).append({**sess, "start": start, "end": end, "n": n})
+    for rows in days.values():
+        rows.sort(key=lambda x: -x["end"])
+        for r in rows[:PER_DAY]:  # the ones the page lists: their line and link
+            r["line"] = _one_line(r["summary"], r["title"])
+            r["url"] = session_url(r["agent"], r["session_id"])
     # the newest message before the window is in a session that began before it: one
     # still running at `lo` had its last before-window message near `lo`
-    older = c.execute("SELECT max(min(coalesce(s.last_ts, 0), ? - 1)) FROM sessions s "
-                      f"WHERE coalesce(s.first_ts, 0) < ?{where}", [lo, lo, *args]).fetchone()[0]
-    newer = c.execute("SELECT min(max(coalesce(s.first_ts, 0), ?)) FROM sessions s "
-                      f"WHERE coalesce(s.last_ts, 0) >= ?{where}", [hi, hi, *args]).fetchone()[0]
-    return {"days": [(first + timedelta(days=d), sorted(v, key=lambda x: -x["end"]))
-                     for d, v in sorted(days.items(), reverse=True)],
+    # (CASE, not SQLite's two-argument min and max: the fleet's PostgreSQL reads this too)
+    older = c.execute("SELECT max(CASE WHEN coalesce(s.last_ts, 0) < ? THEN "
+                      "coalesce(s.last_ts, 0) ELSE ? END) FROM sessions s "
+                      f"WHERE coalesce(s.first_ts, 0) < ?{where}",
+                      [lo - 1, lo - 1, lo, *args]).fetchone()[0]
+    newer = c.execute("SELECT min(CASE WHEN coalesce(s.first_ts, 0) > ? THEN "
+                      "coalesce(s.first_ts, 0) ELSE ? END) FROM sessions s "
+                      f"WHERE coalesce(s.last_ts, 0) >= ?{where}",
+                      [hi, hi, hi, *args]).fetchone()[0]
+    return {"days": [(first + timedelta(days=d), v) for d, v in sorted(days.items(),
+                                                                      reverse=True)],
             "first": first, "until": until, "older": _day(older) if older else None,
             "newer": _day(newer) + timedelta(days=DAYS - 1) if newer else None}
 

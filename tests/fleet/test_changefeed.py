@@ -302,6 +302,8 @@ def test_changefeed_is_installed_by_the_stores_postgresql_migration(pg_url):
         assert triggers == {"units_changes_insert", "units_changes_update",
                             "units_changes_delete",
                             # m008's status counters (memoryd.store.counters)
-                            "counters_units_in", "counters_units_out", "counters_units_set"}
+                            "counters_units_in", "counters_units_out", "counters_units_set",
+                            # m016's units per session-quarter (memoryd.store.unit_quarters)
+                            "unit_quarters_in", "unit_quarters_out", "unit_quarters_set"}
         c.execute("SET search_path TO public")
         assert cf.read_batch(c, "memoryd_team", cf.join(c, "memoryd_team", "m")).changes == []

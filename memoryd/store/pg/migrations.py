@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from memoryd.errors import StoreError
-from memoryd.store import counters
+from memoryd.store import counters, unit_quarters
 from memoryd.store.migrations import MIGRATIONS as SQLITE_MIGRATIONS
 from memoryd.store.pg.feed_ddl import DDL as FEED_DDL
 
@@ -282,6 +282,7 @@ DDL: dict[str, str | list[str]] = {
     "m015_index_pending_derived": """
         ALTER TABLE index_pending ADD COLUMN derived integer NOT NULL DEFAULT 0
     """,
+    "m016_unit_quarters": unit_quarters.pg_ddl(),
 }
 
 NAMES = [m.__name__ for m in SQLITE_MIGRATIONS]

@@ -208,7 +208,7 @@ RAW = textwrap.dedent("""
 
 
 def at_rest(args: argparse.Namespace, dir: Path) -> None:
-    home = fresh_copy(dir, "idle-rest")
+    home = fresh_copy(dir, f"idle-rest-{os.getpid()}")
     src = dir / "empty-src"
     src.mkdir(exist_ok=True)
     gen = h.TextGen(args.seed)
@@ -220,7 +220,7 @@ def at_rest(args: argparse.Namespace, dir: Path) -> None:
                                           queries=queries)],
         stdout=subprocess.PIPE, text=True)
     with h.short_dir() as sd:
-        d = h.Memoryd(home, src, sd / "m.sock", log_path=dir / "idle-rest.log",
+        d = h.Memoryd(home, src, sd / "m.sock", log_path=dir / f"idle-rest-{os.getpid()}.log",
                       env={"MEMORYD_AUTO_SUMMARY": "0"})
         try:
             d.wait_ready(300)

@@ -120,6 +120,7 @@ class MemoryFile:
 
     async def start(self) -> None:
         try:
+            await self._in_thread(self._clean_temps)
             await self.snapshot()  # the baseline: not reported as a change
         except MemorydError as e:  # a broken file is reported by each request, not fatal
             log.warning("%s: %s", self.path, e.message)
@@ -280,6 +281,20 @@ class MemoryFile:
             raise MemoryIOError(f"cannot read {self.path}: {e}") from None
         old, self._snap = self._snap, Snapshot.of(key, raw)
         return old is not None and old.raw != raw
+
+    def _clean_temps(self) -> None:
+        """Remove the temp files of writes a kill -9 cut short (`.MEMORY.md.*.tmp`). Every
+        write holds the file lock while its temp file exists, so one found under the lock
+        is a dead writer's, never another daemon's sharing the folder."""
+        target = Path(os.path.realpath(self.path))
+        if not target.parent.is_dir():
+            return
+        with self._file_lock():
+            for tmp in target.parent.glob(f".{target.name}.*.tmp"):
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+                    log.info("%s: removed %s, left by a write that was cut short",
+                             self.path, tmp.name)
 
     def _write(self, data: bytes) -> None:
         target = Path(os.path.realpath(self.path))  # keep a symlinked MEMORY.md a symlink

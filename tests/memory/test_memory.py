@@ -647,3 +647,23 @@ async def test_cas_gives_up_if_the_file_never_settles(path):
 
 def test_sep_is_fullwidth_semicolon():
     assert SEP == "\uff1b"
+
+
+async def test_a_write_cut_short_by_kill_9_leaves_no_temp_file_after_the_next_start(tmp_path):
+    """kill -9 between a write's temp file and its rename leaves `.MEMORY.md.*.tmp`; the
+    next start removes it under the file lock (a live writer holds that lock while its temp
+    exists). Other files' temps are theirs to clean."""
+    d = tmp_path / "memory"
+    d.mkdir()
+    (d / "MEMORY.md").write_text("# Memory\n")
+    cut = d / ".MEMORY.md.k9x2ab.tmp"
+    cut.write_text("# Memory\n- half")
+    other = d / ".2025-01-01.md.zz.tmp"
+    other.write_text("x")
+    m = MemoryFile(d / "MEMORY.md", poll_interval=0)
+    await m.start()
+    try:
+        assert not cut.exists() and other.exists()
+        assert (await m.snapshot()).raw == b"# Memory\n"
+    finally:
+        await m.stop()

@@ -14,8 +14,9 @@ from datetime import date, datetime, timedelta
 import psycopg
 import pytest
 
-from memoryd.ingest.adapters.base import Record
-from memoryd.store import archive, pg_migrations, sessions, units
+from memoryd.models import Record
+from memoryd.store import archive, sessions, units
+from memoryd.store.pg import migrations as pg_migrations
 from memoryd.store.migrations import MIGRATIONS, migrate
 from memoryd.store.unit_quarters import QUARTER, day_counts
 
@@ -175,7 +176,7 @@ def test_unit_quarters_start_from_an_existing_sqlite_database(tmp_path):
 
 
 def test_unit_quarters_start_from_an_existing_postgresql_schema(pg_url):
-    from memoryd.store.pg import PgConn, _configure
+    from memoryd.store.pg.conn import PgConn, _configure
 
     with psycopg.connect(pg_url, autocommit=True) as raw:
         before = pg_migrations.NAMES.index("m016_unit_quarters")

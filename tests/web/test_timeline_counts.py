@@ -11,8 +11,9 @@ from datetime import date, datetime, timedelta
 
 import pytest
 
-from memoryd.ingest.adapters.base import Record
-from memoryd.store import Store, archive, sessions, units
+from memoryd.models import Record
+from memoryd.daemon.store_index import open_store
+from memoryd.store import archive, sessions, units
 from memoryd.store_target import StoreTarget
 from memoryd.web import timeline
 
@@ -96,7 +97,7 @@ def target(request) -> StoreTarget:
 
 
 async def test_issue_30_timeline_counts_same_as_a_pass_over_units(tmp_path, zone, target):
-    store = await Store.open(tmp_path / "memoryd.db", target=target)
+    store = await open_store(tmp_path / "memoryd.db", target=target)
     try:
         def seed(c) -> dict[str, int]:
             return {

@@ -2,7 +2,7 @@
 initdb + pg_ctl in a temporary directory), figures against a raw baseline in the same run.
 
 Measured today:
-- `migrate`: `python -m memoryd.move.migrate` (what `memoryctl store migrate` runs) copying
+- `migrate`: `python -m memoryd.move` (what `memoryctl store migrate` runs) copying
   a single-machine SQLite history into a fresh PostgreSQL namespace, units/s: a generated
   history of N units, or with `--store DIR` a built bench store (bench/bigstore.py, the 1M
   one; its database copied first, never written in place). Two floors in the same run,
@@ -193,7 +193,7 @@ def migrate(units: int, store: Path | None = None) -> None:
         schema_s = raw_into_schema(db, server.url(server.create_database()))
         url = server.url(server.create_database())
         cpu0, t0 = server_cpu_s(server), time.perf_counter()
-        out = subprocess.run([sys.executable, "-m", "memoryd.move.migrate", "--home",
+        out = subprocess.run([sys.executable, "-m", "memoryd.move", "--home",
                               str(home), "--to", url], capture_output=True, text=True,
                              check=True, env={**os.environ})
         total_s = time.perf_counter() - t0

@@ -48,12 +48,19 @@ async def test_two_machines_claiming_at_once_never_share_a_job(tmp_path, pg_url)
         ids = await stores["a"].write(lambda c: [add(c, "summarize", f"s{i}")
                                                  for i in range(40)])
         claimed: dict[str, list[int]] = {"a": [], "b": []}
+        # each claimer takes its first job before any takes a second: on a busy machine
+        # one machine's claimers could otherwise take all 40 before the other's first
+        first = asyncio.Barrier(4)
 
         async def claimer(m: str) -> None:
+            waited = False
             while job := await stores[m].write(
                     lambda c: claim_job(c, time.time(), machine=m)):
                 assert job.claimed_by == m
                 claimed[m].append(job.id)
+                if not waited:
+                    waited = True
+                    await first.wait()
 
         await asyncio.gather(claimer("a"), claimer("b"), claimer("a"), claimer("b"))
         got = claimed["a"] + claimed["b"]

@@ -42,7 +42,7 @@ FIRST, BLOCKED = "2026-10-05.md", "HISTORY.md"  # the order migrate takes them i
 
 
 def command(home: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "memoryd.move.migrate", "--home", str(home),
+    return [sys.executable, "-m", "memoryd.move", "--home", str(home),
             "--machine", "laptop", *args]
 
 

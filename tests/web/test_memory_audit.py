@@ -80,6 +80,11 @@ async def test_the_served_log_has_its_page_linked_from_the_overview(site):
     d, base, client = site
     await client.request("POST", "/v1/context", {"query": "数据库迁移 <b>bold</b>",
                                                   "budget_tokens": 400, "agent": "claude-code"})
+
+    async def logged() -> bool:  # the served log is written after the answer, in the background
+        return bool((await client.request("GET", "/v1/context/log"))["entries"])
+
+    await wait_for(logged)
     async with jar() as http:
         await logged_in(http, client)
         async with http.get(base + "/") as r:

@@ -31,13 +31,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from memoryd.config import LLMSettings
 from memoryd.errors import MemorydError
 from memoryd.log import tame_litellm
-from memoryd.store import Store
-from memoryd.store.summaries import record_usage, usage_on
 from memoryd.tokens import estimate_tokens
 
 log = logging.getLogger(__name__)
@@ -180,12 +178,20 @@ def utc_day(ts: float) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(ts))
 
 
+class Ledger(Protocol):
+    """Where the daily token budget is kept (`memoryd.store.usage.Usage`)."""
+
+    async def on(self, day: str) -> dict[str, Any]: ...
+
+    async def record(self, **row: Any) -> None: ...
+
+
 class LLM:
-    def __init__(self, settings: LLMSettings, store: Store, *,
+    def __init__(self, settings: LLMSettings, ledger: Ledger, *,
                  environ: Mapping[str, str] = os.environ,
                  clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
-        self.store = store
+        self.ledger = ledger
         self.clock = clock
         self.choice = resolve_model(settings, environ)
         self.paused: str | None = None
@@ -220,7 +226,7 @@ class LLM:
         return reason
 
     async def budget_left(self) -> int:
-        used = await self.store.read(lambda c: usage_on(c, utc_day(self.clock())))
+        used = await self.ledger.on(utc_day(self.clock()))
         return self.settings.daily_token_budget - used["tokens"] - self._reserved
 
     def resume(self) -> str | None:
@@ -313,9 +319,9 @@ class LLM:
     async def _record(self, purpose: str, target: str, tin: int, tout: int, cost: float,
                       outcome: str, error: str | None) -> None:
         now = self.clock()
-        await self.store.write(lambda c: record_usage(
-            c, ts=now, day=utc_day(now), model=str(self.model), purpose=purpose, target=target,
-            input_tokens=tin, output_tokens=tout, cost=cost, outcome=outcome, error=error))
+        await self.ledger.record(
+            ts=now, day=utc_day(now), model=str(self.model), purpose=purpose, target=target,
+            input_tokens=tin, output_tokens=tout, cost=cost, outcome=outcome, error=error)
 
     def _classify(self, e: BaseException) -> LLMError:
         ex = self._litellm.exceptions
@@ -347,7 +353,7 @@ class LLM:
 
     async def status(self) -> dict[str, Any]:
         now = self.clock()
-        today = await self.store.read(lambda c: usage_on(c, utc_day(now)))
+        today = await self.ledger.on(utc_day(now))
         budget = self.settings.daily_token_budget
         reason = self.unavailable_reason()
         if reason is None and budget - today["tokens"] <= 0:

@@ -43,9 +43,6 @@ KNOWN_WRONG = {
     # the web page's routes sit in the one route table, before the greedy session paths;
     # to go, the table's parts both wings use (Route, Services, json_io) move below both
     "memoryd.server.app -> memoryd.web.routes",
-    # the LLM keeps its daily budget in the store: to go, it is handed a ledger
-    "memoryd.llm -> memoryd.store",
-    "memoryd.llm -> memoryd.store.summaries",
 }
 KNOWN_CIRCLES: list[list[str]] = []
 

@@ -21,6 +21,7 @@ from memoryd.llm import (
 )
 from memoryd.daemon.store_index import open_store
 from memoryd.store import Store
+from memoryd.store.usage import Usage
 from tests.fakes import FakeLLM, fake_llm  # noqa: F401 - the fixture
 
 MSGS = [{"role": "user", "content": "Summarize: the parser now handles quokkas."}]
@@ -36,7 +37,7 @@ async def store(tmp_path):
 def llm_for(fake: FakeLLM, store: Store, **kw) -> LLM:
     settings = LLMSettings(model="openai/fake", api_base=fake.url, timeout_s=kw.pop("timeout", 2),
                            **kw)
-    return LLM(settings, store, environ={})
+    return LLM(settings, Usage(store), environ={})
 
 
 def test_llm_model_resolution_order():
@@ -63,11 +64,11 @@ def test_llm_keys_come_from_the_environment():
 
 
 async def test_llm_no_model_or_no_key_means_extractive_without_a_request(store):
-    llm = LLM(LLMSettings(), store, environ={})
+    llm = LLM(LLMSettings(), Usage(store), environ={})
     assert await llm.available() == "no model configured"
     with pytest.raises(LLMUnavailableError):
         await llm.complete(MSGS, purpose="summary")
-    llm = LLM(LLMSettings(model="anthropic/claude-x"), store, environ={})
+    llm = LLM(LLMSettings(model="anthropic/claude-x"), Usage(store), environ={})
     assert "ANTHROPIC_API_KEY" in await llm.available()
     assert (await llm.status())["in_use"] == "extractive"
 
@@ -108,7 +109,7 @@ async def test_llm_timeout_is_transient(fake_llm, store):
 
 async def test_llm_connection_refused_is_transient(store):
     llm = LLM(LLMSettings(model="openai/fake", api_base="http://127.0.0.1:9/v1", timeout_s=2),
-              store, environ={})
+              Usage(store), environ={})
     with pytest.raises(LLMTransientError):
         await llm.complete(MSGS, purpose="summary")
     await llm.close()

@@ -52,6 +52,7 @@ from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
 from memoryd.ingest.sources import Candidates, Source, configured_sources, owner, walk
 from memoryd.daemon.store_index import open_index
 from memoryd.store import Store
+from memoryd.store.usage import Usage
 from memoryd.store.files import file_stats, files_with_bad_lines
 from memoryd.store.sessions import count_sessions
 from memoryd.store.units import count_units
@@ -158,7 +159,7 @@ class Daemon:
             self._sources = configured_sources(s, self.environ)
             self.ingestor.subscribers.append(self._on_ingest)
             # one LLM, one job queue, one schedule: each service adds its jobs to them
-            self.llm = LLM(s.llm, self.store, environ=self.environ, clock=self.clock)
+            self.llm = LLM(s.llm, Usage(self.store), environ=self.environ, clock=self.clock)
             queue = self.job_queue = JobQueue.from_settings(self.store, s, clock=self.clock,
                                                             busy=self.jobs_wait)
             self.schedule = Schedule()

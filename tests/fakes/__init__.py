@@ -17,6 +17,7 @@ from memoryd.ingest.ingestor import Ingestor
 from memoryd.ingest.redact import Redactor
 from memoryd.daemon.store_index import open_store
 from memoryd.store import Store
+from memoryd.store.usage import Usage
 from tests.fakes.llm_server import FakeLLM
 
 __all__ = ["FakeLLM", "fake_llm", "settings_with", "Transcript", "summaries_service",
@@ -114,7 +115,7 @@ def build_summaries(settings: Settings, store: Store, *, clock: Callable[[], flo
     from memoryd.summarize.service import Summaries
 
     clock = clock or time.time
-    llm = LLM(settings.llm, store, environ=environ or {}, clock=clock)
+    llm = LLM(settings.llm, Usage(store), environ=environ or {}, clock=clock)
     queue = JobQueue.from_settings(store, settings, clock=clock, busy=busy)
     return Summaries(settings, store, llm, queue, Schedule(), clock=clock, busy=busy)
 

@@ -40,9 +40,33 @@ def _deep(top: Path, depth: int) -> None:
         os.close(fd)
 
 
-def test_issue_28_a_deep_tree_neither_recurses_nor_leaks_the_descriptor(tmp_path,
-                                                                        monkeypatch):
+def _undeep(top: Path, depth: int) -> None:
+    """Remove what `_deep` made, deepest first, without recursion: pytest's clean-up of
+    old temporary folders (shutil.rmtree, recursive in Python 3.11) overflowed the stack
+    on it and ended a later session with a RecursionError."""
+    fds = [os.open(top, os.O_RDONLY)]
+    try:
+        for _ in range(depth - 1):
+            fds.append(os.open("d", os.O_RDONLY, dir_fd=fds[-1]))
+        while fds:
+            fd = fds.pop()
+            os.rmdir("d", dir_fd=fd)
+            os.close(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+@pytest.fixture
+def deep_tree(tmp_path):
     _deep(tmp_path, 1000)
+    yield tmp_path
+    _undeep(tmp_path, 1000)
+
+
+def test_issue_28_a_deep_tree_neither_recurses_nor_leaks_the_descriptor(deep_tree,
+                                                                        monkeypatch):
+    tmp_path = deep_tree
     before = _open_fds()
     wake = inotify_wake.arm((tmp_path,))  # os.walk raised RecursionError here
     assert wake is not None and wake.dirs == 1001

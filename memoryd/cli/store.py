@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from typing import Any, TextIO
 
 BAR = 30
-EXIT_OK, EXIT_ERROR = 0, 1
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
 
 def add_parsers(sub: Any) -> None:
@@ -44,6 +44,14 @@ def add_parsers(sub: Any) -> None:
 def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
     import subprocess  # only this verb needs it: memoryctl starts fast
 
+    from memoryd.store_target import refuse_password_in_flag
+
+    try:
+        refuse_password_in_flag(args.to, "--to")
+        refuse_password_in_flag(args.source or "", "--from")
+    except ValueError as e:
+        print(f"memoryctl: store migrate: {e}", file=sys.stderr)
+        return EXIT_USAGE
     cmd = [sys.executable, "-m", "memoryd.move", "--to", args.to]
     for flag, value in (("--home", args.home), ("--from", args.source),
                         ("--namespace", args.namespace), ("--machine", args.machine)):

@@ -40,7 +40,7 @@ from memoryd.errors import StoreError
 from memoryd.move.docs import TABLE as TABLE_DOCS
 from memoryd.move.docs import copy_docs
 from memoryd.move.ends import End, open_end, quote_col
-from memoryd.store_target import StoreTarget, is_postgres
+from memoryd.store_target import StoreTarget, is_postgres, refuse_password_in_flag
 
 BATCH = 2000
 MAP_DDL = ("CREATE TABLE IF NOT EXISTS _migrate_map (src text NOT NULL, tbl text NOT NULL, "
@@ -350,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
 
     paths = resolve_paths(args.home)
     try:
+        refuse_password_in_flag(args.to, "--to")  # readable in /proc/PID/cmdline
+        refuse_password_in_flag(args.source or "", "--from")
         settings = load_settings(args.config or paths.config_file)
         configured = settings.store.target()
         source = args.source or (configured.url if is_postgres(args.to) is False

@@ -88,17 +88,17 @@ def migrate(capsys, home: Path, *args: str) -> tuple[int, str]:
 
 
 def test_migrate_copies_the_history_with_its_references_and_twice_copies_nothing(
-        tmp_path, pg_url, capsys):
+        tmp_path, pg_url, flag_url, capsys):
     home = tmp_path / "home"
     db = home / "data" / "memoryd.db"
     make_history(db, sessions=4, units_per_session=30)
     password = urlsplit(pg_url).password
     assert password
 
-    rc, out = migrate(capsys, home, "--to", pg_url)
+    rc, out = migrate(capsys, home, "--to", flag_url)
     assert rc == 0, out
     assert "done in" in out and "120 units" in out
-    assert password not in out and "***" in out
+    assert password not in out
     want = history_of(sqlite_fn, db)
     assert want["jobs"] == [("failed", None), ("pending", "sess-1")]  # done jobs are not kept
     assert want["consolidation_runs"] == [("2026-11-01", "history", 1, 2, 1)]
@@ -111,7 +111,7 @@ def test_migrate_copies_the_history_with_its_references_and_twice_copies_nothing
     assert provenance_units(pg_fn, pg_url) == provenance_units(sqlite_fn, db) == [
         ("sess-0", "r0"), ("sess-0", "r1")]
 
-    rc, out = migrate(capsys, home, "--to", pg_url)
+    rc, out = migrate(capsys, home, "--to", flag_url)
     assert rc == 0, out
     assert "0 rows copied (nothing new)" in out
     assert pg_rows(pg_url, "SELECT count(*) FROM units") == [(120,)]
@@ -119,12 +119,13 @@ def test_migrate_copies_the_history_with_its_references_and_twice_copies_nothing
     assert pg_rows(pg_url, "SELECT count(*) FROM jobs") == [(2,)]
 
 
-def test_a_killed_migrate_resumes_and_completes_with_nothing_doubled(tmp_path, pg_url):
+def test_a_killed_migrate_resumes_and_completes_with_nothing_doubled(tmp_path, pg_url,
+                                                                   flag_url):
     home = tmp_path / "home"
     db = home / "data" / "memoryd.db"
     make_history(db, sessions=10, units_per_session=1000)
     memory_folder(home)
-    cmd = [sys.executable, "-m", "memoryd.move", "--home", str(home), "--to", pg_url,
+    cmd = [sys.executable, "-m", "memoryd.move", "--home", str(home), "--to", flag_url,
            "--batch", "100"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
@@ -151,11 +152,12 @@ def test_a_killed_migrate_resumes_and_completes_with_nothing_doubled(tmp_path, p
                             "HISTORY.md": (HISTORY, 1)}  # the memory folder, once
 
 
-def test_the_way_back_to_sqlite_returns_the_same_history(tmp_path, pg_url, capsys):
+def test_the_way_back_to_sqlite_returns_the_same_history(tmp_path, pg_url, flag_url,
+                                                         capsys):
     home = tmp_path / "home"
     db = home / "data" / "memoryd.db"
     make_history(db, sessions=3, units_per_session=20)
-    assert migrate(capsys, home, "--to", pg_url, "--machine", "laptop")[0] == 0
+    assert migrate(capsys, home, "--to", flag_url, "--machine", "laptop")[0] == 0
     # the one machine's rows become this machine's: its daemon must not read its
     # transcripts again as another machine's (every unit would be stored twice)
     for table in ("sessions", "files", "exclusions"):
@@ -163,7 +165,7 @@ def test_the_way_back_to_sqlite_returns_the_same_history(tmp_path, pg_url, capsy
         assert pg_rows(pg_url, f"SELECT DISTINCT machine FROM {table}") == [("laptop",)]
 
     back = tmp_path / "back"
-    rc, out = migrate(capsys, back, "--to", "sqlite", "--from", pg_url, "--machine", "laptop")
+    rc, out = migrate(capsys, back, "--to", "sqlite", "--from", flag_url, "--machine", "laptop")
     assert rc == 0, out
     assert urlsplit(pg_url).password not in out
     returned = back / "data" / "memoryd.db"
@@ -171,7 +173,7 @@ def test_the_way_back_to_sqlite_returns_the_same_history(tmp_path, pg_url, capsy
         assert sqlite_rows(returned, f"SELECT DISTINCT machine FROM {table}") == [("",)]
     assert history_of(sqlite_fn, returned) == history_of(sqlite_fn, db)
     assert provenance_units(sqlite_fn, returned) == [("sess-0", "r0"), ("sess-0", "r1")]
-    rc, out = migrate(capsys, back, "--to", "sqlite", "--from", pg_url, "--machine", "laptop")
+    rc, out = migrate(capsys, back, "--to", "sqlite", "--from", flag_url, "--machine", "laptop")
     assert rc == 0 and "0 rows copied" in out
 
 
@@ -196,25 +198,25 @@ def docs(url: str) -> dict[str, tuple[str, int]]:
 
 
 def test_migrate_moves_the_memory_folder_both_ways_and_twice_changes_nothing(
-        tmp_path, pg_url, capsys):
+        tmp_path, pg_url, flag_url, capsys):
     home = tmp_path / "home"
     make_history(home / "data" / "memoryd.db", sessions=2, units_per_session=5)
     memory_folder(home)
     want = {"MEMORY.md": MEMORY, "2026-10-05.md": NOTE, "HISTORY.md": HISTORY}
-    rc, out = migrate(capsys, home, "--to", pg_url, "--machine", "laptop")
+    rc, out = migrate(capsys, home, "--to", flag_url, "--machine", "laptop")
     assert rc == 0 and "3 memory_docs" in out, out
     assert docs(pg_url) == {n: (t, 1) for n, t in want.items()}
     # this machine agrees with the store on each: its first fleet pass moves nothing
     bases = json.loads((home / "state" / "fleet-memory.json").read_text())
     assert bases == {n: {"text": t, "version": 1} for n, t in want.items()}
-    rc, out = migrate(capsys, home, "--to", pg_url, "--machine", "laptop")
+    rc, out = migrate(capsys, home, "--to", flag_url, "--machine", "laptop")
     assert rc == 0 and "0 rows copied" in out and docs(pg_url) == {
         n: (t, 1) for n, t in want.items()}
 
     # the way back: a new home gets the files; an edit there and another machine's
     # change in the store meanwhile are merged by a second run, the edit kept
     back = tmp_path / "back"
-    rc, out = migrate(capsys, back, "--to", "sqlite", "--from", pg_url, "--machine", "laptop")
+    rc, out = migrate(capsys, back, "--to", "sqlite", "--from", flag_url, "--machine", "laptop")
     assert rc == 0 and "3 memory_docs" in out, out
     mdir = back / "data" / "memory"
     assert {p.name: p.read_text(encoding="utf-8") for p in mdir.glob("*.md")} == want
@@ -227,28 +229,49 @@ def test_migrate_moves_the_memory_folder_both_ways_and_twice_changes_nothing(
         conn.commit()
     finally:
         conn.close()
-    rc, out = migrate(capsys, back, "--to", "sqlite", "--from", pg_url, "--machine", "laptop")
+    rc, out = migrate(capsys, back, "--to", "sqlite", "--from", flag_url, "--machine", "laptop")
     assert rc == 0 and "1 memory_docs" in out, out
     merged = (mdir / "MEMORY.md").read_text(encoding="utf-8")
     assert "ship on Thursdays" in merged and "cache covers for a day" in merged
     assert merged.count("周五不部署") == 1
-    rc, out = migrate(capsys, back, "--to", "sqlite", "--from", pg_url, "--machine", "laptop")
+    rc, out = migrate(capsys, back, "--to", "sqlite", "--from", flag_url, "--machine", "laptop")
     assert rc == 0 and "0 rows copied" in out
     assert (mdir / "MEMORY.md").read_text(encoding="utf-8") == merged
 
 
-def test_bad_requests_say_what_is_wrong_and_never_print_the_password(tmp_path, pg_url,
-                                                                     capsys):
+def test_bad_requests_say_what_is_wrong_and_never_print_the_password(
+        tmp_path, pg_url, flag_url, capsys, monkeypatch):
     home = tmp_path / "empty"
-    rc, out = migrate(capsys, home, "--to", pg_url)
+    rc, out = migrate(capsys, home, "--to", flag_url)
     assert rc == 1 and "no history to copy" in out
     rc, out = migrate(capsys, home, "--to", "sqlite")
     assert rc == 1 and "--to sqlite copies from PostgreSQL" in out
-    wrong = pg_url.replace(urlsplit(pg_url).password, "not-the-password")
+    monkeypatch.setenv("PGPASSWORD", "not-the-password")
     make_history(home / "data" / "memoryd.db", 1, 1)
-    rc, out = migrate(capsys, home, "--to", wrong)
+    rc, out = migrate(capsys, home, "--to", flag_url)
     assert rc == 1 and "cannot connect" in out
     assert "not-the-password" not in out
+
+
+def test_a_password_on_the_command_line_is_refused_before_anything_runs(tmp_path, pg_url,
+                                                                       capsys):
+    """Issue 28 item 5, for migrate too: argv is readable by every local user
+    (/proc/PID/cmdline), so a URL carrying a password is refused, in memoryctl (exit 2,
+    before the copy starts) and in the copy's own entry; neither quotes it."""
+    home = tmp_path / "home"
+    make_history(home / "data" / "memoryd.db", 1, 1)
+    password = urlsplit(pg_url).password
+    for args in (["--to", pg_url], ["--to", "sqlite", "--from", pg_url]):
+        rc, out = migrate(capsys, home, *args)
+        assert rc == 2, out
+        assert "carries a password" in out and "PGPASSWORD" in out
+        assert password not in out
+        done = subprocess.run([sys.executable, "-m", "memoryd.move", "--home", str(home),
+                               *args], capture_output=True, text=True)
+        assert done.returncode == 1 and "carries a password" in done.stdout
+        assert password not in done.stdout + done.stderr
+    assert pg_rows(pg_url, "SELECT count(*) FROM information_schema.tables WHERE "
+                           "table_name = 'units'") == [(0,)]
 
 
 @pytest.mark.parametrize("argv", [["store"], ["store", "migrate"]])
@@ -259,7 +282,7 @@ def test_store_needs_its_verb_and_target(argv, capsys):
 
 
 def test_the_same_history_from_another_path_is_mapped_onto_the_rows_already_there(
-        tmp_path, pg_url, capsys):
+        tmp_path, pg_url, flag_url, capsys):
     """Migrated again from a moved home (another source label, so no id map to resume
     from), every batch meets rows the destination holds: they are mapped by their
     natural keys and nothing keyed is doubled."""
@@ -268,12 +291,12 @@ def test_the_same_history_from_another_path_is_mapped_onto_the_rows_already_ther
     home = tmp_path / "home"
     db = home / "data" / "memoryd.db"
     make_history(db, sessions=3, units_per_session=50)
-    assert migrate(capsys, home, "--to", pg_url, "--machine", "laptop")[0] == 0
+    assert migrate(capsys, home, "--to", flag_url, "--machine", "laptop")[0] == 0
     moved = tmp_path / "moved"
     (moved / "data").mkdir(parents=True)
     shutil.copyfile(db, moved / "data" / "memoryd.db")
     cmd = [sys.executable, "-m", "memoryd.move", "--home", str(moved), "--to",
-           pg_url, "--machine", "laptop"]
+           flag_url, "--machine", "laptop"]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
     last = json.loads(done.stdout.strip().splitlines()[-1])
     assert last["event"] == "done"
@@ -288,6 +311,7 @@ def test_the_same_history_from_another_path_is_mapped_onto_the_rows_already_ther
 
 
 def test_issue_14_a_moved_home_and_the_way_back_double_no_keyless_row(tmp_path, pg_url,
+                                                                     flag_url,
                                                                       capsys):
     """Summaries, the served-context log, LLM usage and owed jobs have no unique key:
     the same history migrated again from a moved home (another source label, no id map
@@ -311,7 +335,7 @@ def test_issue_14_a_moved_home_and_the_way_back_double_no_keyless_row(tmp_path, 
     assert before == {"summaries": 3, "served_context": 1, "llm_usage": 2, "jobs": 3}
     # one row per batch: the twins meet in two batches, and stay two
     subprocess.run([sys.executable, "-m", "memoryd.move", "--home", str(home),
-                    "--to", pg_url, "--machine", "laptop", "--batch", "1"],
+                    "--to", flag_url, "--machine", "laptop", "--batch", "1"],
                    capture_output=True, check=True)
     moved_in = counts(pg_fn, pg_url)
     assert moved_in == {**before, "jobs": 2}  # the done job stays behind
@@ -319,12 +343,12 @@ def test_issue_14_a_moved_home_and_the_way_back_double_no_keyless_row(tmp_path, 
     moved = tmp_path / "moved"
     (moved / "data").mkdir(parents=True)
     shutil.copyfile(db, moved / "data" / "memoryd.db")
-    rc, out = migrate(capsys, moved, "--to", pg_url, "--machine", "laptop")
+    rc, out = migrate(capsys, moved, "--to", flag_url, "--machine", "laptop")
     assert rc == 0 and "0 rows copied (nothing new)" in out, out
     assert counts(pg_fn, pg_url) == moved_in
 
     # the way back, into the home it all came from: everything is there already
-    rc, out = migrate(capsys, home, "--to", "sqlite", "--from", pg_url, "--machine", "laptop")
+    rc, out = migrate(capsys, home, "--to", "sqlite", "--from", flag_url, "--machine", "laptop")
     assert rc == 0 and "0 rows copied (nothing new)" in out, out
     assert counts(sqlite_fn, db) == before
     assert history_of(sqlite_fn, db)["summaries"] == history_of(pg_fn, pg_url)["summaries"]

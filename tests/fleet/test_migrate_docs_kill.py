@@ -96,7 +96,7 @@ WANT_MEMORY = [("用 uv 管理依赖", "sess-0", [("sess-0", "r0"), ("sess-0", "
 
 
 def test_a_migrate_killed_between_memory_files_on_the_way_in_resumes_with_each_once(
-        tmp_path, pg_url):
+        tmp_path, pg_url, flag_url):
     home = tmp_path / "home"
     make_history(home / "data" / "memoryd.db", sessions=3, units_per_session=20)
     memory_folder(home)
@@ -109,7 +109,7 @@ def test_a_migrate_killed_between_memory_files_on_the_way_in_resumes_with_each_o
         return bool(pg_rows(pg_url, "SELECT 1 FROM pg_stat_activity WHERE wait_event_type "
                                     "= 'Lock' AND query LIKE 'INSERT INTO memory_docs%'"))
 
-    cmd = command(home, "--to", pg_url)
+    cmd = command(home, "--to", flag_url)
     try:
         kill_after_first_file(cmd, waiting)
     finally:
@@ -139,16 +139,16 @@ def test_a_migrate_killed_between_memory_files_on_the_way_in_resumes_with_each_o
 
 
 def test_a_migrate_killed_between_memory_files_on_the_way_back_resumes_with_each_once(
-        tmp_path, pg_url):
+        tmp_path, pg_url, flag_url):
     home = tmp_path / "home"
     make_history(home / "data" / "memoryd.db", sessions=3, units_per_session=20)
     memory_folder(home)
-    resume(command(home, "--to", pg_url))
+    resume(command(home, "--to", flag_url))
 
     back = tmp_path / "back"
     mdir = back / "data" / "memory"
     mdir.mkdir(parents=True)
-    cmd = command(back, "--to", "sqlite", "--from", pg_url)
+    cmd = command(back, "--to", "sqlite", "--from", flag_url)
     with hold_lock(lock_for(mdir, BLOCKED), timeout=5):
         # it waits on the lock as soon as it reaches the file: reported means there
         kill_after_first_file(cmd, lambda: True)

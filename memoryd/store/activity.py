@@ -1,27 +1,37 @@
 """What the store did per day, for the overview's charts: messages stored per agent,
 context served per agent, LLM tokens and cost, what consolidation did to memory. Sync
-functions taking `conn`, as every store module; days are counted in a fixed UTC offset
-(`offset_s`, the user's zone at the time of the request), by integer division so the
-SQL is the same on SQLite and PostgreSQL, and the day index is turned into a date by
-the caller."""
+functions taking `conn`, as every store module, the same SQL on SQLite and PostgreSQL.
+
+Messages are counted from `unit_quarters` between the local midnights the caller gives,
+as the timeline counts them (every stored record of a transcript, tool calls and results
+too), so the two pages agree and the overview reads a row per session-quarter instead of
+every unit of 30 days (6.5 s on the 1M-unit bench store)."""
 
 from __future__ import annotations
 
 import sqlite3
 from typing import Any
 
-DAY = 86400
+from memoryd.store import unit_quarters
 
 
-def messages_per_day(conn: sqlite3.Connection, since: float, offset_s: int
+def messages_per_day(conn: sqlite3.Connection, bounds: list[float]
                      ) -> list[tuple[int, str, int]]:
-    """(day index, agent, messages) for user and assistant messages stored since `since`
-    (by their time). The day index is (ts + offset) // 86400."""
-    rows = conn.execute(
-        "SELECT (CAST(u.ts AS BIGINT) + ?) / 86400 AS d, s.agent, count(*) FROM units u "
-        "JOIN sessions s ON s.id = u.session_pk WHERE u.ts >= ? AND u.kind = 'message' "
-        "GROUP BY d, s.agent ORDER BY d", (offset_s, since)).fetchall()
-    return [(int(r[0]), str(r[1]), int(r[2])) for r in rows]
+    """(day index, agent, messages) for the days [bounds[i], bounds[i+1]) (local
+    midnights, increasing); the day index is i."""
+    counts = unit_quarters.day_counts(conn, bounds)
+    pks = sorted({pk for pk, _ in counts})
+    agents: dict[int, str] = {}
+    for i in range(0, len(pks), 500):
+        chunk = pks[i:i + 500]
+        agents.update((int(r[0]), str(r[1])) for r in conn.execute(
+            f"SELECT id, agent FROM sessions WHERE id IN ({','.join('?' * len(chunk))})",
+            chunk))
+    per: dict[tuple[int, str], int] = {}
+    for (pk, d), (_first, _last, n) in counts.items():
+        key = (d, agents.get(pk, "-"))
+        per[key] = per.get(key, 0) + int(n)
+    return [(d, agent, n) for (d, agent), n in sorted(per.items())]
 
 
 def served_per_day(conn: sqlite3.Connection, since_day: str) -> list[tuple[str, str, int, int]]:

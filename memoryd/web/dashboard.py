@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from markupsafe import Markup
@@ -41,24 +41,22 @@ def _series(days: list[str], rows: list[tuple[str, str, float]]) -> list[Series]
 async def charts(store: Store, budget_tokens: int | None, *, now: float | None = None
                  ) -> list[Chart]:
     now = time.time() if now is None else now
-    local = datetime.fromtimestamp(now).astimezone()
-    offset = int(local.utcoffset().total_seconds()) if local.utcoffset() else 0
-    today = local.date()
+    today = datetime.fromtimestamp(now).astimezone().date()
     first = today - timedelta(days=DAYS - 1)
     days = [(first + timedelta(days=i)).isoformat() for i in range(DAYS)]
-    start = datetime.combine(first, datetime.min.time()).astimezone().timestamp()
-    utc_first = (datetime.fromtimestamp(start).astimezone().date() - timedelta(days=1))
+    # each local midnight on its own: a DST change inside the 30 days moves the offset
+    bounds = [datetime.combine(first + timedelta(days=i), datetime.min.time())
+              .astimezone().timestamp() for i in range(DAYS + 1)]
+    utc_first = first - timedelta(days=1)
 
     def read(c: Any) -> tuple[Any, Any, Any, Any]:
-        return (sql.messages_per_day(c, start, offset),
+        return (sql.messages_per_day(c, bounds),
                 sql.served_per_day(c, first.isoformat()),
                 sql.llm_per_day(c, utc_first.isoformat()),
                 sql.memory_per_day(c, first.isoformat()))
 
     msgs, served, llm, mem = await store.read(read)
-    epoch = date(1970, 1, 1)
-    msg_rows = [((epoch + timedelta(days=d)).isoformat(), agent, float(n))
-                for d, agent, n in msgs]
+    msg_rows = [(days[d], agent, float(n)) for d, agent, n in msgs]
     out = []
     s = _series(days, msg_rows)
     out.append(Chart("messages", "Messages stored per day, by agent",

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from memoryd.models import Record
-from memoryd.store import archive, sessions, units
+from memoryd.store import activity, archive, sessions, units
 from memoryd.store.pg import migrations as pg_migrations
 from memoryd.store.migrations import MIGRATIONS, migrate
 from memoryd.store.unit_quarters import QUARTER, day_counts
@@ -153,6 +153,39 @@ async def test_day_counts_equal_a_count_by_local_day(store, zone, name):
         only = sorted({pk for pk, _ in want})[:1]
         got = await store.read(lambda c, b=bounds: day_counts(c, b, only))
         assert got == {k: v for k, v in want.items() if k[0] in only}
+
+
+async def test_the_overviews_messages_per_day_are_a_count_by_local_day_and_agent(store,
+                                                                                zone):
+    """The overview's chart (store.activity.messages_per_day) reads unit_quarters: its
+    figures per day and agent equal a count of the units, across the US change to DST."""
+    zone("America/New_York")
+    start = datetime(2026, 3, 5).timestamp()
+    await store.write(lambda c: fill(c, "a1", spread(700, start, 613.0)))
+    await store.write(lambda c: fill(c, "a2", spread(90, start + 3000, 4001.0)))
+
+    def other_agent(c) -> None:
+        pk = sessions.session_pk(c, "codex", "b1", project="/q")
+        w = units.SessionWriter(c, pk)
+        for i, ts in enumerate(spread(300, start + 777, 1999.0)):
+            w.add(Record(role="user", content=f"b {i}", ts=ts), f"b-{i}", None, None)
+        w.flush()
+    await store.write(other_agent)
+    bounds = midnights(date(2026, 3, 4), 8)
+
+    def by_agent(c) -> list:
+        out: dict = {}
+        for agent, ts in c.execute("SELECT s.agent, u.ts FROM units u JOIN sessions s "
+                                   "ON s.id = u.session_pk WHERE u.ts >= ? AND u.ts < ?",
+                                   (bounds[0], bounds[-1])):
+            d = max(i for i in range(len(bounds) - 1) if bounds[i] <= ts)
+            out[(d, agent)] = out.get((d, agent), 0) + 1
+        return sorted((d, a, n) for (d, a), n in out.items())
+
+    got = await store.read(lambda c: activity.messages_per_day(c, bounds))
+    want = await store.read(by_agent)
+    assert got == want and {a for _, a, _ in want} == {"generic", "codex"}
+    assert sum(n for *_, n in want) == 1090
 
 
 def test_unit_quarters_start_from_an_existing_sqlite_database(tmp_path):

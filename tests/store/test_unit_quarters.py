@@ -6,6 +6,8 @@ across DST changes, and in a zone off the quarter hour."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import sqlite3
 import time
@@ -14,11 +16,13 @@ from datetime import date, datetime, timedelta
 import psycopg
 import pytest
 
+from memoryd.daemon import store_index
 from memoryd.models import Record
 from memoryd.store import activity, archive, sessions, units
 from memoryd.store.pg import migrations as pg_migrations
 from memoryd.store.migrations import MIGRATIONS, migrate
 from memoryd.store.unit_quarters import QUARTER, day_counts
+from memoryd.store_target import StoreTarget
 
 T0 = 1_772_900_000.0  # 2026-03-07 16:13 UTC: a week over the US change to DST (03-08)
 
@@ -186,6 +190,48 @@ async def test_the_overviews_messages_per_day_are_a_count_by_local_day_and_agent
     want = await store.read(by_agent)
     assert got == want and {a for _, a, _ in want} == {"generic", "codex"}
     assert sum(n for *_, n in want) == 1090
+
+
+async def test_a_forget_while_another_machine_ingests_the_same_quarters_completes(
+        tmp_path, pg_url, caplog):
+    """Two daemons of a fleet on one namespace: one stores units of two sessions in
+    batches (a transaction upserts session x's quarters, then y's) while the other
+    forgets units of the same sessions and quarters (its trigger locks them in key
+    order). They can wait on each other's rows in a circle; PostgreSQL then ends one
+    write, which the store runs again (issue 30): both complete, and the table equals a
+    recount."""
+    caplog.set_level(logging.INFO, logger="memoryd.store.pg.conn")
+    one = await store_index.open_store(tmp_path / "h1" / "memoryd.db",
+                                       target=StoreTarget(url=pg_url, machine="m1"))
+    two = await store_index.open_store(tmp_path / "h2" / "memoryd.db",
+                                       target=StoreTarget(url=pg_url, machine="m2"))
+    pks = [await one.write(lambda c, s=s: fill(c, s, spread(40, T0, 300.0))) for s in "xy"]
+
+    async def ingest() -> None:
+        for r in range(25):
+            def batch(c, r=r) -> None:
+                for n, pk in enumerate(pks):
+                    w = units.SessionWriter(c, pk)
+                    for i in range(12):
+                        w.add(Record(role="user", content=f"r{r} {i}",
+                                     ts=T0 + (i * 7 + r + n) * 150.0), f"r{r}-{n}-{i}",
+                              None, None)
+                    w.flush()
+            await one.write(batch)
+
+    async def forget() -> None:
+        for _ in range(25):
+            ids = await two.read(lambda c: [r[0] for r in c.execute(
+                "SELECT id FROM units WHERE session_pk IN (?, ?) ORDER BY random() LIMIT 9",
+                pks)])
+            await two.write(lambda c, ids=ids: sessions.forget_units(c, ids))
+
+    try:
+        await asyncio.gather(ingest(), forget())
+        await same(one)
+    finally:
+        await one.close()
+        await two.close()
 
 
 def test_unit_quarters_start_from_an_existing_sqlite_database(tmp_path):

@@ -17,7 +17,10 @@ The driver is the optional extra `memoryd[postgres]`.
 from __future__ import annotations
 
 import functools
+import logging
+import random
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -26,6 +29,8 @@ from memoryd.store.health import Health
 from memoryd.store_target import StoreTarget
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+DEADLOCK_TRIES = 8  # a write PostgreSQL ended as a deadlock's victim is run this often
 INSTALL_HINT = ("the PostgreSQL store needs the psycopg driver: install memoryd[postgres] "
                 "(uv tool install 'memoryd[postgres]' or pip install 'memoryd[postgres]')")
 
@@ -242,7 +247,9 @@ class _Stale(Exception):
 class PgRunner:
     """Runs `fn(conn)` in one transaction on this thread's connection (committed when
     `fn` returns, rolled back when it raises). A connection lost to the server going
-    away is dropped, reported to `health`, and made again on a later call."""
+    away is dropped, reported to `health`, and made again on a later call. `fn` may run
+    more than once (after a stale connection, or as a deadlock's victim), each time in a
+    fresh transaction: it touches nothing but the database."""
 
     def __init__(self, target: StoreTarget, write: bool, health: Health) -> None:
         self.target = target
@@ -282,6 +289,21 @@ class PgRunner:
             # while down, only a new connection says the server is back: one made
             # before the outage may have outlived a shutdown's first moments
             self._drop()
+        psycopg, _ = driver()
+        for attempt in range(1, DEADLOCK_TRIES):
+            try:
+                return self._once(fn)
+            except psycopg.errors.DeadlockDetected:
+                # two machines' writes waited on each other's rows (a forget while
+                # another daemon stores units of the same session-quarters, issue 30):
+                # the server rolled this one back; as PostgreSQL's manual says, run it
+                # again (the other has gone on by now)
+                log.info("store: a write met another machine's in a deadlock; "
+                         "running it again (%d of %d)", attempt + 1, DEADLOCK_TRIES)
+                time.sleep(random.uniform(0.02, 0.1) * attempt)  # out of step
+        return self._once(fn)
+
+    def _once(self, fn: Callable[[Any], T]) -> T:
         try:
             return self._run(fn)
         except _Stale:

@@ -31,7 +31,7 @@ from memoryd.daemon.db_guard import watch_identity
 from memoryd.errors import AlreadyRunningError, BadRequestError, StoreUnavailableError
 from memoryd.events import EventBus
 from memoryd.consolidate.forgetting import Forgetting
-from memoryd.runtime.idle_release import RELEASE
+from memoryd.runtime.idle_release import RELEASE, tune_malloc
 from memoryd.index.protocol import Index
 from memoryd.index.tail import TailPolicy
 from memoryd.ingest.ingestor import IngestEvent, Ingestor
@@ -591,6 +591,7 @@ class Daemon:
         self.state = "stopped"
 
     async def run(self) -> int:
+        tune_malloc()  # before any thread: flat memory after writing (memoryd.runtime.idle_release)
         # handlers first: the socket answers before start() returns, and a SIGTERM in
         # between must still stop cleanly (it is acted on once start() is done)
         loop = asyncio.get_running_loop()

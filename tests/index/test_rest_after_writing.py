@@ -124,3 +124,21 @@ async def test_the_stores_page_caches_are_released_on_their_threads_and_reads_go
     t0 = time.monotonic()
     await asyncio.to_thread(s.release_caches)  # a closed store: no thread runs it
     assert time.monotonic() - t0 < 30
+
+
+def test_malloc_is_tuned_unless_the_operator_tuned_it_himself():
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json; from memoryd.runtime.idle_release import tune_malloc; "
+            "print(json.dumps(tune_malloc()))")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    assert json.loads(out) == {"arena_max": 2}
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "MALLOC_ARENA_MAX": "8"},
+                         capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == {}

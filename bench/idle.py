@@ -130,8 +130,8 @@ def mem_split(pid: int) -> str:
 
 
 def files_mb(pid: int, db: Path, index: Path) -> tuple[float, float]:
-    """Resident MB of a process's mappings of the database file (and its -wal, -shm:
-    SQLite's readers map the file, `memoryd.store.MMAP_SIZE`) and of the index files."""
+    """Resident MB of a process's mappings of the database file (its -shm: SQLite's
+    readers read the file through their page caches) and of the index files."""
     out = [0, 0]
     which = -1
     with open(f"/proc/{pid}/smaps") as f:

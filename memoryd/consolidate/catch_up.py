@@ -21,7 +21,6 @@ import datetime as dt
 import logging
 from typing import Any
 
-from memoryd.runtime.background import QUERIES
 from memoryd.consolidate.clock import parse_day
 from memoryd.consolidate.service import Consolidator, flag
 from memoryd.errors import BadRequestError
@@ -75,7 +74,6 @@ class CatchUp:
         if not days:
             self.last_day = None
             return {"day": None, "left": 0, "days_with_sessions": total}
-        await QUERIES.quiet()  # a query running now goes first
         day = days[0]
         report = await self.cons.consolidate(parse_day(day), trigger="history")
         self.done_days += 1

@@ -69,7 +69,6 @@ class SearchIndex(IndexReader):
         self.tail = Tail(self.analyzer)  # added since the last commit: searched beside it
         self.tail_policy = TailPolicy.from_env()
         self._stats: MainStats | None = None  # the committed index's BM25 statistics
-        self.force_prune = False  # tests: prune top-k searches whenever possible, cost aside
         self._session_clauses: dict[tuple[int, ...], tantivy.Query] = {}
         self._gen = 0  # the searchers' generation: one more at every reload or reset
         self._quiet_reset = self._quiet_ready = False  # a new, empty store's first build

@@ -282,7 +282,6 @@ class Indexer(IndexWriterThread):
             return False
         lag_trace.stage("index_read", len(first[1]))
         if rebuild or len(first[1]) + len(first[2]) > LIVE_UNITS:
-            RELEASE.burst(True)  # large buffers mapped, not left in the heaps
             self.backlogged = not rebuild
             self._reap(wait=True)  # the writer is needed
             if self.bulk_process and not self._child_failed:
@@ -293,7 +292,6 @@ class Indexer(IndexWriterThread):
                 upto, done = self._add(conn, pos, first)
             self._bulk_committed(pos, upto, done)
             return True
-        RELEASE.burst(False)  # a live pass: the backlog is done
         self.backlogged = False
         upto, done = self._live(pos, first)
         if done > pos[1]:

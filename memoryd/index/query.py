@@ -239,8 +239,8 @@ def _may_match(searcher: tantivy.Searcher, fname: str, term: str, tokens: list[s
     document's field (most units have no one-liner). Leaving out a clause that can match
     nothing changes no score, and the search got faster without it: 5.6 ms -> 1.5 ms
     per search on a 200k-unit store (measured then). Not by block skipping, as was
-    thought: tantivy-py's search scores every match whatever the query's shape
-    (`memoryd.index.maxscore`); why is not measured again."""
+    thought: tantivy-py's search scores every match whatever the query's shape (its
+    `MultiCollector`); why is not measured again."""
     if not tokens or (is_cjk(term) and len(term) == 1):
         return True  # a prefix: its terms are not known here
     return all(searcher.doc_freq(fname, t) > 0 for t in dict.fromkeys(tokens))

@@ -14,7 +14,7 @@ from typing import Any
 
 import tantivy
 
-from memoryd.index import fallback, maxscore
+from memoryd.index import fallback
 from memoryd.index.bm25 import Freqs, MainStats, main_stats
 from memoryd.index.helper import Helper
 from memoryd.index.matching import TermMatches
@@ -49,7 +49,6 @@ class IndexReader(TermMatches):
     analyzer: Any
     state: str
     tail: Tail
-    force_prune: bool
     _index: tantivy.Index | None
     _stats: MainStats | None
     _session_clauses: dict[tuple[int, ...], tantivy.Query]
@@ -157,22 +156,13 @@ class IndexReader(TermMatches):
             if not parts:
                 return 0, [], False
             q = either(parts)
-            prune = mode == "or" and not exact and len(terms) > 1
-            if prune:  # the top k without scoring every match
-                body, always = maxscore.parts(
-                    self.schema, self.analyzer, scoring, freqs, terms,
-                    n_docs=(stats or self._main_stats(s, terms)).docs, w_body=w_body,
-                    w_one_liner=w_one_liner, boost=boost, one_liners=ones is None)
         n = limit + len(replaced)
         # the one-liners' search on the helper thread while this one runs the body's
         both = None if ones is None else self.helper.start(
             lambda: _one_liner_hits(s, q, ones, clauses, n))
-        hits = maxscore.top(s, body, always, clauses, n, force=self.force_prune) \
-            if prune else None
-        res_count = None
-        if hits is None and len(parts) > 1 and not clauses:
+        if len(parts) > 1 and not clauses:
             hits, res_count = _side_by_side(self.helper, s, parts, n, exact)
-        elif hits is None:
+        else:
             res = s.search(restricted(q, clauses), n, count=exact)
             hits, res_count = res.hits, res.count
         if both is not None:

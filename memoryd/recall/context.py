@@ -23,7 +23,6 @@ from typing import Any
 from memoryd.index.protocol import Index
 from memoryd.recall import archived as archive_recall
 from memoryd.api import ContextRequest
-from memoryd.runtime.background import QUERIES
 from memoryd.errors import StoreUnavailableError
 from memoryd.recall.fence import CLOSE, OPEN, defuse
 from memoryd.recall.fit import Counts, fit_counted
@@ -107,9 +106,9 @@ class ContextBuilder:
 
     async def build(self, req: ContextRequest) -> dict[str, Any]:
         RELEASE.touch()  # what this loads (the tokenizer, index pages) goes when idle
-        # background work waits meanwhile; no search hands its parts to the index's
-        # helper while a context runs (`memoryd.index.helper`)
-        with QUERIES.running_query(), self.index.helper.asking():
+        # no search hands its parts to the index's helper while a context runs
+        # (`memoryd.index.helper`)
+        with self.index.helper.asking():
             return await self._build(req)
 
     async def _build(self, req: ContextRequest) -> dict[str, Any]:

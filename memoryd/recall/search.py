@@ -8,7 +8,6 @@ from typing import Any
 
 from memoryd.recall import archived as archive_recall
 from memoryd.api import SearchRequest, SearchResponse, SearchResult
-from memoryd.runtime.background import QUERIES
 from memoryd.errors import StoreUnavailableError
 from memoryd.runtime.idle_release import RELEASE
 from memoryd.index.protocol import Index
@@ -27,9 +26,9 @@ async def search(store: Store, req: SearchRequest,
     # the search index the daemon built and handed the store to wake after writes
     # (`memoryd.daemon.store_index`); the server passes the store alone
     index = store.index
-    # background work waits meanwhile; the index's helper takes this search's parts only
-    # while no other search or context runs (`memoryd.index.helper`)
-    with QUERIES.running_query(), index.helper.asking():
+    # the index's helper takes this search's parts only while no other search or
+    # context runs (`memoryd.index.helper`)
+    with index.helper.asking():
         resp = await _search(store, index, req)
         if archive_dir is None or resp.stale or resp.shown >= req.max_results:
             return resp

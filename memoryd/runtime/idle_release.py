@@ -60,28 +60,19 @@ class IdleRelease:
                 if self._timer is None:
                     self._arm(self.after_s)
 
-    def burst(self, on: bool) -> None:
-        """The index writer works through a backlog (`on`: a backfill's or a rebuild's
-        batches) or no longer (a live pass, or it rests: `settle`): during a burst glibc
-        serves large blocks from mappings of their own (`malloc_burst`), so its
-        transient buffers leave no holes between the long-lived blocks."""
-        malloc_burst(on)
-
     def settle(self) -> None:
-        """A burst of writing ended (a backfill, an index catch-up, live appends): glibc
-        back to serving large blocks from its heaps (`malloc_burst`); what the burst left
-        (freed heap in the writing threads' arenas) goes once `after_s` pass with no
+        """A burst of writing ended (a backfill, an index catch-up, live appends): what it
+        left (freed heap in the writing threads' arenas) goes once `after_s` pass with no
         query and no other write."""
-        malloc_burst(False)
         self.settles += 1
         self.touch()
 
     def status(self) -> dict[str, object]:
         """For /v1/status: releases run, when the last ran and what it gave back, the
-        process's resident memory now, what `tune_malloc` and `malloc_burst` set."""
+        process's resident memory now."""
         return {"rss_mb": rss_mb(), "idle_releases": self.runs,
                 "last_release": self.last_run, "last_freed_mb": self.last_freed_mb,
-                "armed": self._timer is not None, "malloc": dict(_tuned)}
+                "armed": self._timer is not None}
 
     def _arm(self, delay: float) -> None:
         t = threading.Timer(delay, self._fire)
@@ -122,67 +113,27 @@ class IdleRelease:
                 self._timer = None
 
 
-M_MMAP_THRESHOLD = -3
 M_ARENA_MAX = -8
 ARENA_MAX = 2
-BURST_MMAP_THRESHOLD = 128 << 10  # glibc's starting threshold, held for a burst
-REST_MMAP_THRESHOLD = 32 << 20  # the ceiling glibc's own threshold rises to
-_MALLOC_ENV = ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES", "MALLOC_MMAP_THRESHOLD_",
-               "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_")
-_tuned: dict[str, int] = {}
+_MALLOC_ENV = ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES")
 
 
 def tune_malloc(environ: dict[str, str] | None = None) -> dict[str, int]:
-    """How glibc's malloc serves the daemon, set once at its start before any thread
-    (`Daemon.run`); what was set. Measured on a daemon that backfilled 30k-200k lines
-    itself (bench/README, "idle RSS after a self-backfill"): with glibc's defaults each
-    writing thread (index writer, tantivy's, the store's, ingest) ends up with an arena
-    of its own (16 on 2 cores), each keeping 2-4 MB of a backfill's leftovers that
-    `malloc_trim` cannot give back. `M_ARENA_MAX` 2: the threads share two arenas, so
-    what one freed another reuses. (A fixed 1 MiB `M_MMAP_THRESHOLD` did as well for
-    memory but made every search map and unmap tantivy's large buffers: +1.3 ms a
-    search, +12 ms an append that reopens the writer; it is held only during a burst of
-    writing: `malloc_burst`.) An operator's own malloc settings (`_MALLOC_ENV`) leave
-    all of it as glibc has it. glibc only; elsewhere nothing is set."""
+    """glibc's malloc arenas, set once at the daemon's start before any thread
+    (`Daemon.run`); what was set. With glibc's defaults each thread that allocates (the
+    store's, the index's, tantivy's, the helper) ends up with an arena of its own (16 on
+    2 cores), each keeping freed blocks that `malloc_trim` cannot give back.
+    `M_ARENA_MAX` 2: the threads share two arenas, so what one freed another reuses. At
+    1M units after 500 searches and 500 contexts: 83 MB at rest against 95 without,
+    peak 237 against 254 (bench/mechanisms.md). An operator's own setting
+    (`_MALLOC_ENV`) is left as it is. glibc only; elsewhere nothing is set."""
     env = os.environ if environ is None else environ
     c = libc()
     if c is None or not hasattr(c, "mallopt") or any(k in env for k in _MALLOC_ENV):
         return {}
     if c.mallopt(ctypes.c_int(M_ARENA_MAX), ctypes.c_int(ARENA_MAX)) == 1:
-        _tuned.update(arena_max=ARENA_MAX)
         return {"arena_max": ARENA_MAX}
     return {}
-
-
-def malloc_burst(on: bool) -> int | None:
-    """glibc's mmap threshold for a burst of writing (`on`) or after it; the threshold
-    set, or None when nothing was (an operator's own malloc settings, not glibc, or
-    already so). glibc raises its threshold each time a mapped block is freed, up to
-    32 MiB, so during a backfill the writing threads' 0.1-32 MiB buffers (file reads,
-    tantivy's indexing pages, SQLite's batches) come from the heaps, and between the
-    long-lived blocks allocated meanwhile they leave holes that `malloc_trim` cannot
-    return (bench/README, "idle RSS after a self-backfill"). During a burst the threshold
-    is held at glibc's starting 128 KiB, so these buffers are mappings unmapped when
-    freed (the peak during a 200k-line backfill fell 205-212 -> 156-191 MB, the rest
-    2-3 MB). After it, 32 MiB (glibc's ceiling for its own threshold): a search's large
-    buffers are reused rather than mapped each time, as once glibc's own threshold has
-    risen (a fixed 1 MiB cost a search 1.3 ms). The trim threshold is left as it is: at
-    64 MiB (glibc's own rule, twice the mmap threshold) a thread arena's top is not
-    shrunk, and what the tokenizer's load left there may stay resident. Only where
-    `tune_malloc` tuned malloc: an operator's own settings are left as they are."""
-    want = BURST_MMAP_THRESHOLD if on else REST_MMAP_THRESHOLD
-    c = libc()
-    with _burst_lock:
-        now = _tuned.get("mmap_threshold")  # None: glibc's own, never burst
-        if not _tuned or now == want or (now is None and not on):
-            return None
-        if c is None or c.mallopt(ctypes.c_int(M_MMAP_THRESHOLD), ctypes.c_int(want)) != 1:
-            return None
-        _tuned["mmap_threshold"] = want
-        return want
-
-
-_burst_lock = threading.Lock()
 
 
 def trim_heap() -> None:

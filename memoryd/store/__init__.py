@@ -35,17 +35,6 @@ T = TypeVar("T")
 __all__ = ["Store"]
 
 READERS = 2
-# SQLite reads the reader connections' pages through a shared read-only mapping of the
-# file instead of copying each 32 KiB page into its page cache: the hits' rows of a
-# search cost 0.15 ms instead of 0.25 at 1M units (bench/README, `reader3` and `smmap`).
-# SQLite maps min(file, this) and follows the file as it grows; this is its compiled
-# ceiling in the standard builds (SQLITE_MAX_MMAP_SIZE 0x7fff0000, to which it clamps
-# any larger request): a mapping costs address space, not memory. What counts in RSS is
-# the pages reads touched (clean pages of the OS page cache), until the reader lets go
-# of them: every `REMAP_EVERY` transactions, after any commit, and at rest
-# (`release_caches`). The writer keeps mmap off (writes go through its page cache).
-MMAP_SIZE = 0x7FFF0000
-REMAP_EVERY = 32  # a reader's transactions between two unmaps (`_MappedReader`)
 
 
 def store_health(target: StoreTarget) -> Health:
@@ -110,7 +99,7 @@ class Store:
             writer.start()
             readers = []
             for i in range(READERS):
-                reader = DBThread(lambda: _MappedReader(path),
+                reader = DBThread(lambda: SqliteRunner(path, False),
                                   name=f"memoryd-db-reader-{i}")
                 reader.start()
                 readers.append(reader)
@@ -241,25 +230,22 @@ class Store:
 
     def release_caches(self) -> None:
         """Have each SQLite connection give back its page cache (`PRAGMA shrink_memory`)
-        and each reader its mapping of the file (`_unmap`), on the connection's own
-        thread (waits for it): the idle release calls it from its timer thread once the
-        daemon rests (memoryd.runtime.idle_release). A backfill leaves the writer's cache full
-        (16 MB), the last searches up to `REMAP_EVERY` transactions' pages of the file
-        mapped in each reader (16-18 MB at 1M units); the next reads fill them again from
-        the OS page cache. SQLite mode only."""
+        on the connection's own thread (waits for it), and the writer truncate the WAL:
+        the idle release calls it from its timer thread once the daemon rests
+        (memoryd.runtime.idle_release). A backfill leaves the writer's cache full (16 MB),
+        searches the readers' (8 MB each); the next reads fill them again from the OS
+        page cache. SQLite mode only."""
         if self.kind != "sqlite":
             return
         for t in (self._writer, *self._readers):
             done = threading.Event()
 
             def release(conn: sqlite3.Connection, done: threading.Event = done,
-                        unmap: bool = t is not self._writer) -> None:
+                        writer: bool = t is self._writer) -> None:
                 try:
-                    if not unmap:  # the writer: the WAL a burst of writing left goes
-                        truncate_wal(conn)  # too (it kept its peak size on disk)
+                    if writer:  # the WAL a burst of writing left goes too (it kept
+                        truncate_wal(conn)  # its peak size on disk)
                     conn.execute("PRAGMA shrink_memory")
-                    if unmap:
-                        _unmap(conn)
                 finally:
                     done.set()
 
@@ -288,42 +274,6 @@ class Store:
         self._writer.stop()
         if self._pools is not None:
             self._pools.close()
-
-
-class _MappedReader(SqliteRunner):
-    """A reader connection whose reads go through a mapping of the file (`MMAP_SIZE`),
-    let go every `REMAP_EVERY` transactions: what a burst of distinct searches with no
-    write in between keeps mapped stays bounded (1,000 of them at 1M units mapped 550 MB
-    of the file; unmapping costs ~12 us per MB resident, the pages then fault back in
-    from the OS page cache)."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path, False)
-        self.conn.execute(f"PRAGMA mmap_size={MMAP_SIZE}")
-        self._reads = 0
-
-    def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        try:
-            return super().run(fn)
-        finally:
-            self._reads += 1
-            if self._reads >= REMAP_EVERY:
-                self._reads = 0
-                _unmap(self.conn)
-
-
-def _unmap(conn: sqlite3.Connection) -> None:
-    """Let go of a reader's mapping of the database file, so the pages its reads touched
-    leave the process's RSS (they stay in the OS page cache). On the connection's own
-    thread, between transactions or before a transaction has read anything (a deferred
-    BEGIN takes no lock): SQLite owns the mapping and remaps it on that thread at will,
-    so nothing else may touch it. A limit of 0 unmaps the file when no page is fetched
-    out of it (`unixFileControl`, `SQLITE_FCNTL_MMAP_SIZE`); the limit put back maps
-    nothing until the next read maps the file again (`unixFetch`). (A reader also
-    unmaps by itself when its next transaction finds the database changed: after any
-    commit.)"""
-    conn.execute("PRAGMA mmap_size=0")
-    conn.execute(f"PRAGMA mmap_size={MMAP_SIZE}")
 
 
 # what the index follows (memoryd.index.indexer): units by id, and `index_pending`'s

@@ -5,20 +5,19 @@ transaction through a runner: `SqliteRunner` owns one SQLite connection (`BEGIN
 IMMEDIATE` for the writer, a deferred read transaction for a reader, so a read sees one
 consistent snapshot; WAL lets readers run while the writer commits); for PostgreSQL,
 `memoryd.store.pg.conn.PgRunner` takes a pooled connection per call. An answer reaches the
-event loop through `LoopWake`.
+event loop through `loop.call_soon_threadsafe`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import queue
 import sqlite3
 import threading
 import time
-import weakref
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -152,19 +151,19 @@ class DBThread:
     def submit(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[T] = loop.create_future()
-        self._queue.put((fn, fut, LoopWake.of(loop)))
+        self._queue.put((fn, fut))
         return fut
 
     def post(self, fn: Callable[[sqlite3.Connection], Any]) -> None:
         """Queue `fn` and return at once: nothing is delivered back (an error only rolls
         its transaction back; `fn` logs it)."""
-        self._queue.put((fn, None, None))
+        self._queue.put((fn, None))
 
     def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn` from a thread that is not the event loop (tests, tools); blocks until
         its transaction has committed (or rolled back)."""
         done = _Done()
-        self._queue.put((fn, done, None))
+        self._queue.put((fn, done))
         done.wait()
         if done.error is not None:
             raise done.error
@@ -201,7 +200,7 @@ class DBThread:
             runner.close()
 
     def _answer(self, runner: Runner, fn: Callable[[Any], Any],
-                fut: asyncio.Future[Any] | _Done | None, wake: LoopWake | None) -> None:
+                fut: asyncio.Future[Any] | _Done | None) -> None:
         self.busy_since = time.monotonic()
         error: BaseException | None = None
         result = None
@@ -212,8 +211,8 @@ class DBThread:
         self.busy_since = None
         if isinstance(fut, _Done):
             fut.settle(result, error)
-        elif fut is not None and wake is not None:
-            wake.deliver(fut, result, error)
+        elif fut is not None:
+            _deliver(fut, result, error)
 
 
 class _Done(threading.Event):
@@ -227,64 +226,12 @@ class _Done(threading.Event):
         self.set()
 
 
-class LoopWake:
-    """Answers from the store's threads to one event loop, which a byte written to a
-    pipe it watches wakes.
-
-    `loop.call_soon_threadsafe` (uvloop's) wakes the loop while the answering thread
-    holds the GIL. On a busy machine the loop is often woken onto that thread's core and
-    runs at once, finds the GIL held, sleeps, and is woken again when the thread lets go
-    of it: 3.1-3.7 wake-ups of the loop per search instead of 2, each a wait for a core
-    (bench/README, branch `sload`). `os.write` lets go of the GIL before it writes, so a
-    loop woken this way finds it free. One per loop (`of`), its pipe closed with the
-    loop's last reference."""
-
-    _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopWake] = \
-        weakref.WeakKeyDictionary()
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._r, self._w = os.pipe()
-        os.set_blocking(self._r, False)
-        os.set_blocking(self._w, False)
-        self._answers: deque[tuple[asyncio.Future[Any], Any, BaseException | None]] = deque()
-        loop.add_reader(self._r, self._drain)
-        weakref.finalize(loop, _close_fds, self._r, self._w)
-
-    @classmethod
-    def of(cls, loop: asyncio.AbstractEventLoop) -> LoopWake:
-        """The running loop's (call on its thread)."""
-        wake = cls._by_loop.get(loop)
-        if wake is None:
-            wake = cls._by_loop[loop] = cls(loop)
-        return wake
-
-    def deliver(self, fut: asyncio.Future[Any], result: Any,
-                error: BaseException | None) -> None:
-        """From any thread: settle `fut` on its loop."""
-        self._answers.append((fut, result, error))
-        try:
-            os.write(self._w, b"\0")
-        except BlockingIOError:  # a full pipe: the loop has a wake-up pending already
-            pass
-        except OSError:  # the loop is gone
-            self._answers.clear()
-
-    def _drain(self) -> None:
-        try:
-            os.read(self._r, 4096)
-        except (BlockingIOError, InterruptedError):
-            pass
-        answers = self._answers
-        while answers:
-            _settle(*answers.popleft())
-
-
-def _close_fds(*fds: int) -> None:
-    for fd in fds:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+def _deliver(fut: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    """From a store thread: settle `fut` on its event loop. An answer for a loop closed
+    meanwhile (a tool's, another thread's) is dropped: `call_soon_threadsafe`'s
+    RuntimeError would end the store's thread."""
+    with contextlib.suppress(RuntimeError):
+        fut.get_loop().call_soon_threadsafe(_settle, fut, result, error)
 
 
 def _settle(fut: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

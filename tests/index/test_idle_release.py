@@ -68,6 +68,37 @@ async def test_index_pages_leave_rss_and_searches_answer_the_same(store):
     assert after.total == before.total > 0
 
 
+
+QUERIES = ["deployment service42 迁移", "retries step", "service7 数据库", "note 1234"]
+
+
+async def answers(s) -> list[tuple[int, list[int]]]:
+    out = []
+    for q in QUERIES:
+        r = await search(s, SearchRequest(query=q))
+        out.append((r.total, [hit.unit_id for hit in r.results]))
+    return out
+
+
+async def test_searches_answer_the_same_after_the_stores_release(store):
+    """The store's part of the release (`Store.release_caches`: each connection's page
+    cache, on the connection's own thread, and the WAL): searches answer the same
+    afterwards, their pages read again."""
+    before = await answers(store)
+    assert all(total > 0 and ids for total, ids in before)
+    release = IdleRelease(after_s=60)  # the daemon registers it so (memoryd.daemon)
+    release.register(store.release_caches)
+    release.release_now()
+    assert release.runs == 1
+    assert await answers(store) == before
+
+
+async def test_an_sqlite_store_keeps_no_copy_of_the_hits_it_served(store):
+    # the hits served last answer only while a shared (fleet) database is unreachable;
+    # kept in SQLite mode they held ~14 MB at rest after 1,000 distinct searches at 1M
+    await answers(store)
+    assert len(store.index.recent) == 0
+
 async def test_no_release_while_the_writer_is_open(store):
     await search(store, SearchRequest(query="deployment"))
     store.index.writer()  # what the indexer holds while it writes

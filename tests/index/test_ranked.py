@@ -1,13 +1,15 @@
-"""Pruned top-k OR searches (`memoryd.index.maxscore`, issue 11): the same hits with the
-same scores as the plain query, in a real tantivy index and through a real store whose
-live tail shifts the statistics; and the pruning does happen."""
+"""The shapes of a ranked search (`memoryd.index.reader`, `memoryd.index.query`): an OR
+query's one-liner clauses searched apart, an AND query's disjoint parts searched side by
+side, give the same hits with the same scores as the one plain query that scores every
+match, in a real tantivy index and through a real store whose live tail shifts the
+statistics."""
 
 import random
 
 import pytest
 import tantivy
 
-from memoryd.index import Filters, maxscore
+from memoryd.index import Filters
 from memoryd.index.bm25 import main_stats
 from memoryd.index.query import (
     WEAK,
@@ -46,10 +48,6 @@ def text(rng: random.Random) -> str:
     return " ".join(words)
 
 
-def plain(s, schema, analyzer, terms, k, **kw):
-    return s.search(text_query(schema, analyzer, s, terms, "or", **kw), k, count=False).hits
-
-
 def built(tmp_path):
     """4,000 documents in several segments, one in 11 with a one-liner: (schema,
     analyzer, searcher)."""
@@ -68,29 +66,6 @@ def built(tmp_path):
     w.wait_merging_threads()
     idx.reload()
     return schema, analyzer, idx.searcher()
-
-
-def test_pruned_top_k_is_the_plain_top_k(tmp_path):
-    schema, analyzer, s = built(tmp_path)
-    n = main_stats(s, schema).docs
-    pruned = 0
-    for terms in QUERIES:
-        for k in (5, 20):
-            body, always = maxscore.parts(schema, analyzer, s, s, terms, n_docs=n,
-                                          w_body=1.0, w_one_liner=3.0, boost=None)
-            got = maxscore.top(s, body, always, [], k, force=True)
-            want = plain(s, schema, analyzer, terms, k)
-            if got is None:
-                continue
-            pruned += 1
-            assert [(d.segment_ord, d.doc) for _, d in got] == \
-                [(d.segment_ord, d.doc) for _, d in want], (terms, k)
-            assert [sc for sc, _ in got] == pytest.approx([sc for sc, _ in want], rel=1e-5)
-            # not forced: the cost model may decline, never change the answer
-            free = maxscore.top(s, body, always, [], k)
-            assert free is None or [sc for sc, _ in free] == pytest.approx(
-                [sc for sc, _ in want], rel=1e-5)
-    assert pruned >= 12  # pruning ran for most two-or-more-term queries
 
 
 def per_term(schema, analyzer, s, terms, occur):
@@ -181,31 +156,6 @@ async def ranked_alike(store, queries, ask):
             assert [c["unit_id"] for c in a[1]] == [c["unit_id"] for c in b[1]], terms
             assert [c["bm25"] for c in a[1]] == pytest.approx([c["bm25"] for c in b[1]],
                                                               rel=1e-5)
-
-
-async def test_a_pruned_search_ranks_as_the_plain_one_with_a_live_tail(tmp_path):
-    store = await open_store(tmp_path / "m.db")
-    store.index.tail_policy = TailPolicy(docs=10**9, seconds=3600.0)
-    rng = random.Random(3)
-    try:
-        await store.write(put([text(rng) for _ in range(1500)], "base"))  # committed
-        await store.indexed()
-        new = await store.write(put([text(rng) for _ in range(40)], "live"))
-        await store.indexed()
-        await store.write(lambda c: save_one_liners(
-            c, [(u, "deploy rare3 summary", "test", "v1") for u in new[::4]]))
-        await store.indexed()
-        assert len(store.index.tail) == 40  # the tail's statistics count in the scores
-        ix = store.index
-
-        def ask(c, terms, f, force):
-            ix.force_prune = force
-            return ix.ranked(c, terms, f, mode="or", limit=15, count=False)
-
-        await ranked_alike(store, QUERIES, ask)
-    finally:
-        store.index.force_prune = False
-        await store.close()
 
 
 def test_the_statistics_are_read_through_the_rarest_probe_a_live_document_holds(tmp_path):

@@ -216,8 +216,8 @@ class Daemon:
             else:
                 self._spawn(watch_identity(self.paths.db, self._db_gone), "db-guard")
             self._schedule_fleet()
-            # the jobs last, the exit stack stops them first: the schedule, the workers,
-            # the summaries' triggers, then the LLM they all use
+            # the jobs last, the exit stack stops them first: the schedule (and its tasks,
+            # the summaries' triggers among them), the workers, then the LLM they all use
             self._stack.push_async_callback(self.llm.close)
             await self.summaries.start()
             self._stack.push_async_callback(self.summaries.stop)

@@ -18,7 +18,6 @@ from typing import Any
 
 from memoryd import __version__
 from memoryd.runtime import sdnotify
-from memoryd.api import IngestRequest, IngestResponse
 from memoryd.ingest.backfill import Backfill, JobsWait
 from memoryd.config import Settings, settings_summary
 from memoryd.consolidate.catch_up import CatchUp
@@ -28,7 +27,7 @@ from memoryd.consolidate.retention import Retention
 from memoryd.consolidate.service import Consolidator
 from memoryd.recall.context import ContextBuilder
 from memoryd.daemon.db_guard import watch_identity
-from memoryd.errors import AlreadyRunningError, BadRequestError, StoreUnavailableError
+from memoryd.errors import AlreadyRunningError, StoreUnavailableError
 from memoryd.events import EventBus
 from memoryd.consolidate.forgetting import Forgetting
 from memoryd.runtime.idle_release import RELEASE, tune_malloc
@@ -49,7 +48,8 @@ from memoryd.server.app import make_app
 from memoryd.server.limiter import QueryLimiter
 from memoryd.server.services import JobFn, Services
 from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
-from memoryd.ingest.sources import Candidates, Source, configured_sources, owner, walk
+from memoryd.ingest.on_demand import OnDemandIngest
+from memoryd.ingest.sources import Candidates, Source, configured_sources
 from memoryd.daemon.store_index import open_index
 from memoryd.store import Store
 from memoryd.store.usage import Usage
@@ -57,7 +57,6 @@ from memoryd.store.files import file_stats, files_with_bad_lines
 from memoryd.store.sessions import count_sessions
 from memoryd.store.units import count_units
 from memoryd.summarize.service import Summaries
-from memoryd.summarize.triggers import session_target
 from memoryd.ingest.watcher import Watcher
 from memoryd.web.deps import WebDeps
 
@@ -109,12 +108,11 @@ class Daemon:
         self._stop_requested = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._sources: list[Source] = []
-        self._adhoc: list[Source] = []  # folders given to POST /v1/ingest
         self.events = EventBus()
-        self.candidate: Candidates | None = None
         self.store: Store | None = None
         self.ingestor: Ingestor | None = None
         self.queue: IngestQueue | None = None
+        self.on_demand: OnDemandIngest | None = None  # POST /v1/ingest
         self.watcher: Watcher | None = None
         self.memory: MemoryFile | None = None
         self.llm: LLM | None = None
@@ -130,7 +128,7 @@ class Daemon:
         self.index: Index | None = None
 
     def sources(self) -> list[Source]:
-        return self._sources + self._adhoc
+        return self._sources + (self.on_demand.added if self.on_demand else [])
 
     async def start(self) -> None:
         self.state = "starting"
@@ -170,7 +168,9 @@ class Daemon:
             # a fleet index applies the others' writes in spaced batches meanwhile: own
             # transcripts first, the fleet's after (a local index follows only its own)
             index.busy = lambda: not self.backfill_done
-            candidate = self.candidate = Candidates(s.watch.exclude, self.paths.owned_dirs())
+            candidate = Candidates(s.watch.exclude, self.paths.owned_dirs())
+            self.on_demand = OnDemandIngest(self.store, self.ingestor, self.queue, candidate,
+                                            self.sources, self.paths.owned_dirs())
             # MEMORY.md's folder exists before the watch starts, or the watch covers it only
             # from the next reconciliation and a user's first edit waits for the poll
             await asyncio.to_thread(mkdir_private, self.paths.memory_dir)
@@ -196,7 +196,8 @@ class Daemon:
             self.retention.hold = catch_up.pending
             self.crons = Crons(s, self.consolidator, self.retention, catch_up)
             self.crons.register(self.schedule)
-            self.forgetting = Forgetting(self.store, candidate, self.memory, self._resummarize,
+            self.forgetting = Forgetting(self.store, candidate, self.memory,
+                                         self.summaries.triggers.resummarize,
                                          self.consolidator.on_forget, index=index)
             if target.kind == "postgresql":  # one memory folder for the namespace
                 self.fleet_memory = FleetMemory(
@@ -268,7 +269,7 @@ class Daemon:
     async def _serve(self) -> None:
         assert self.store is not None and self.memory is not None
         assert self.summaries is not None and self.forgetting is not None
-        assert self.index is not None
+        assert self.index is not None and (on_demand := self.on_demand) is not None
         builder = ContextBuilder(self.store, self.index, self.memory, self.paths.memory_dir,
                                  archive_dir=self.paths.data_dir / "archive")
         page = WebDeps(summaries=self.summaries, memory=self.memory, context=builder,
@@ -276,7 +277,7 @@ class Daemon:
         served = ServedLog(self.store, self.settings.privacy.served_log_days)
         self._stack.push_async_callback(served.flush)  # after the server stops, before the store
         app = make_app(Services(store=self.store, status=self.status, version=__version__,
-                                events=self.events, jobs=self.jobs(), ingest=self.ingest,
+                                events=self.events, jobs=self.jobs(), ingest=on_demand.ingest,
                                 token=ensure_token(self.paths.token_file),
                                 on_forget=(self._forgotten,), limiter=self.limiter,
                                 backup_roots=(Path.home(), self.paths.home or self.paths.data_dir),
@@ -342,64 +343,6 @@ class Daemon:
                          machine: str | None = None) -> dict[str, Any]:
         assert self.consolidator is not None
         return await self.consolidator.admit_session(session_id, agent, machine=machine)
-
-    async def ingest(self, req: IngestRequest) -> IngestResponse:
-        """Backfill a file or folder now (POST /v1/ingest)."""
-        assert self.queue is not None and self.ingestor is not None
-        assert self.candidate is not None
-        raw = Path(req.path)
-        if not raw.is_absolute() or "\x00" in req.path:
-            raise BadRequestError("path must be an absolute path", field="path")
-        path = await asyncio.to_thread(raw.resolve)
-        if not await asyncio.to_thread(path.exists):
-            raise BadRequestError(f"no such file or folder: {path}", field="path")
-        if any(path.is_relative_to(d) or d.is_relative_to(path) for d in self.paths.owned_dirs()):
-            raise BadRequestError("that path holds memoryd's own files", field="path")
-        is_dir = await asyncio.to_thread(path.is_dir)
-        if owner(self.sources(), path) is None:
-            self._adhoc.append(Source(req.agent, path if is_dir else path.parent))
-        if is_dir:
-            files = [p for p, _ in await asyncio.to_thread(
-                lambda: list(walk(path, self.candidate)))]  # type: ignore[arg-type]
-        else:
-            files = [path]
-        before = self.ingestor.stats.units
-        if req.wait:
-            await self.queue.process(files)
-            await self.store.indexed()  # waited for: searchable, not only stored
-            return IngestResponse(path=str(path), files=len(files),
-                                  new_units=self.ingestor.stats.units - before,
-                                  ignored=await asyncio.to_thread(self._ignored, files, req.agent))
-        for f in files:
-            self.queue.submit(f, urgent=True)
-        return IngestResponse(path=str(path), files=len(files), new_units=None)
-
-    async def _resummarize(self, pk: int) -> None:
-        """A session lost units to `forget`: its summary is rebuilt from what is left."""
-        assert self.summaries is not None
-        await self.summaries.queue.enqueue("summarize", session_target(pk), {"mode": "all"},
-                                           reason="forget")
-
-    def _ignored(self, files: list[Path], agent: str) -> list[dict[str, str]]:
-        """Files just read that were not taken as transcripts, and why (POST /v1/ingest
-        with wait: "1 files read, 0 new units" alone leaves a user guessing)."""
-        assert self.ingestor is not None
-        out = []
-        for f in files:
-            seen = self.ingestor.seen.get(str(f))
-            if seen is not None and seen.transcript:
-                continue
-            if seen is None and f.stat().st_size == 0:
-                why = "empty file (read again once it has a complete line)"
-            elif seen is None:
-                continue
-            elif agent == "auto":
-                why = ("not a transcript of a known agent: its first line matches none of "
-                       "the formats (pass --agent to force one)")
-            else:
-                why = f"not a {agent} transcript: its first line does not match that format"
-            out.append({"path": str(f), "reason": why})
-        return out
 
     @property
     def backfill_done(self) -> bool:

@@ -8,7 +8,8 @@
   The sweep is paced: it tops the queue up to `SWEEP_BATCH` idle sessions, newest first,
   so a first start on a big history works through it a few sessions a sweep instead of
   queueing thousands of jobs at once;
-- upgrade: a periodic pass that redoes extractive artifacts once a model is usable.
+- upgrade: a periodic pass that redoes extractive artifacts once a model is usable;
+- forget: a session that lost units to `forget` is summarized again from what is left.
 
 Threshold and interval are driven by the ingestor's events: `on_ingest` only marks
 sessions dirty; one task checks them in batches (not while `busy()`, the daemon's
@@ -153,6 +154,12 @@ class Triggers:
         for pk in lines:
             await self.enqueue("one_liners", session_target(pk), {}, "batch")
         return [(b.pk, reason) for b, reason in fire]
+
+    # -- forget --------------------------------------------------------------------------
+
+    async def resummarize(self, pk: int) -> None:
+        """A session lost units to `forget`: its summary is rebuilt from what is left."""
+        await self.enqueue("summarize", session_target(pk), {"mode": "all"}, "forget")
 
     # -- sweeps --------------------------------------------------------------------------
 

@@ -50,12 +50,10 @@ from memoryd.server.services import JobFn, Services
 from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
 from memoryd.ingest.on_demand import OnDemandIngest
 from memoryd.ingest.sources import Candidates, Source, configured_sources
+from memoryd.daemon.status import Status
 from memoryd.daemon.store_index import open_index
 from memoryd.store import Store
 from memoryd.store.usage import Usage
-from memoryd.store.files import file_stats, files_with_bad_lines
-from memoryd.store.sessions import count_sessions
-from memoryd.store.units import count_units
 from memoryd.summarize.service import Summaries
 from memoryd.ingest.watcher import Watcher
 from memoryd.web.deps import WebDeps
@@ -103,7 +101,6 @@ class Daemon:
         # background jobs wait for the backfill and an index's backlog (memoryd.ingest.backfill)
         self.jobs_wait = JobsWait(lambda: self.backfill_done, lambda: (
             self.store is not None and self.store.index.backlog()))
-        self._last_store_status: tuple[Any, ...] | None = None  # for a store gone away
         self._stack = contextlib.AsyncExitStack()
         self._stop_requested = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
@@ -126,6 +123,7 @@ class Daemon:
         self.forgetting: Forgetting | None = None
         self.fleet_memory: FleetMemory | None = None
         self.index: Index | None = None
+        self.status: Status | None = None  # GET /v1/status
 
     def sources(self) -> list[Source]:
         return self._sources + (self.on_demand.added if self.on_demand else [])
@@ -207,6 +205,9 @@ class Daemon:
             if n := await self.forgetting.load_exclusions():
                 log.info("%d exclusions (memoryctl exclude --list)", n)
 
+            self.status = Status(self._process, self.store, self.ingestor, self.queue,
+                                 self.backfill, self.watcher, self.limiter, self.summaries,
+                                 self.crons)
             await self._serve()
             self._spawn(self.queue.run(), "ingest")
             self._spawn(self._backfill(), "backfill")
@@ -270,6 +271,7 @@ class Daemon:
         assert self.store is not None and self.memory is not None
         assert self.summaries is not None and self.forgetting is not None
         assert self.index is not None and (on_demand := self.on_demand) is not None
+        assert self.status is not None
         builder = ContextBuilder(self.store, self.index, self.memory, self.paths.memory_dir,
                                  archive_dir=self.paths.data_dir / "archive")
         page = WebDeps(summaries=self.summaries, memory=self.memory, context=builder,
@@ -405,84 +407,12 @@ class Daemon:
             sdnotify.notify("WATCHDOG=1")
             await asyncio.sleep(period)
 
-    async def status(self) -> dict[str, Any]:
-        assert self.store is not None and self.ingestor is not None and self.queue is not None
-        assert self.crons is not None and self.backfill is not None
-        machine = self.store.machine
-
-        def counts(conn: Any) -> dict[str, int]:
-            return {**file_stats(conn, machine), "sessions": count_sessions(conn),
-                    "units": count_units(conn),
-                    "bad_files": files_with_bad_lines(conn, machine=machine)}
-
-        # progress first, counts second: once this says caught_up, the counts below
-        # include everything read so far (read the other way round, the last file could
-        # commit in between and a caught_up status would carry the count from before it)
-        backfill_done = self.backfill_done
-        depth = self.queue.depth()
-        unread = await self.backfill.unread_bytes(update=not backfill_done)
-        depth = max(depth, self.queue.depth())
-        # the shared database may be away (fleet mode): then status answers with the
-        # counts last read, says since when the store is unreachable, and is not caught up
-        try:
-            index = await self.store.read(self.store.index.status)
-            c = await self.store.read(counts)
-            machines = await self._machines()
-            extra = await self.summaries.status() if self.summaries else {}
-            self._last_store_status = (index, dict(c), extra, machines)
-        except StoreUnavailableError:
-            index, c, extra, machines = self._last_store_status or (
-                {"caught_up": False}, {"files": 0, "ignored_files": 0, "bad_lines": 0,
-                                       "sessions": 0, "units": 0, "bad_files": []}, {}, None)
-            index, c = {**index, "caught_up": False}, dict(c)
-        health = self.store.health.status()
-        lag_ms = self.ingestor.stats.last_lag_ms
-        ingest = self.ingestor.status(c.pop("bad_files", []))
-        failing = bool(self.ingestor.failures.blocking())
-        return {
-            "version": __version__,
-            "pid": os.getpid(),
-            "state": self.state,
-            "uptime_s": round(time.time() - self.started_at, 1),
-            "socket": str(self.socket_path),
-            "tcp_port": self.tcp_port,
-            "sources": [x.as_dict() for x in self._sources],
-            "store": {"kind": self.store.kind, "url": self.store.target.masked(),
-                      "namespace": self.store.target.namespace,
-                      "machine": self.store.target.machine,
-                      "path": str(self.store.path) if self.store.kind == "sqlite" else None,
-                      "machines": machines,
-                      # reachable, unreachable_since, last_error (password-free), failures
-                      **health, "stale": not health["reachable"]},
-            **c,
-            "unread_bytes": unread,
-            "queue_depth": depth,
-            "backfill_done": backfill_done,
-            # never true while a file is failing or the index is behind: scripts wait on it
-            "caught_up": (backfill_done and depth == 0 and unread == 0 and not failing
-                          and index["caught_up"] and health["reachable"]
-                          and not self.ingestor.parked),
-            "index": index,
-            "backfill": self.backfill.progress.snapshot(),
-            "ingest_lag_ms": None if lag_ms is None else round(lag_ms, 1),
-            "ingest": ingest,
-            "queries": self.limiter.as_dict(),  # search/context: running, waiting, 503s
-            # RSS now, idle releases run (memoryd.runtime.idle_release)
-            "memory": RELEASE.status(),
-            "watcher": (self.watcher.status() if self.watcher
-                        else {"batches": 0, "errors": 0, "warning": None}),
-            **extra,
-            "consolidation": await self.crons.status(),
-        }
-
-    async def _machines(self) -> list[dict[str, Any]] | None:
-        """Fleet mode: the machines seen in the namespace (memoryd.fleet.machines)."""
-        assert self.store is not None
-        if self.store.kind != "postgresql":
-            return None
-        from memoryd.fleet.machines import machines_seen
-
-        return await self.store.read(machines_seen)
+    def _process(self) -> dict[str, Any]:
+        """The daemon's own part of status: the process, its sockets, its sources."""
+        return {"version": __version__, "pid": os.getpid(), "state": self.state,
+                "uptime_s": round(time.time() - self.started_at, 1),
+                "socket": str(self.socket_path), "tcp_port": self.tcp_port,
+                "sources": [x.as_dict() for x in self._sources]}
 
     def _db_gone(self, reason: str) -> None:
         self.exit_code = 1

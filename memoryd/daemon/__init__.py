@@ -44,7 +44,7 @@ from memoryd.memory.fleet_sync import FleetMemory
 from memoryd.paths import Paths, mkdir_private
 from memoryd.daemon.reload import reload_settings
 from memoryd.recall.served_log import ServedLog
-from memoryd.server.app import make_app
+from memoryd.server.app import make_app, route_table
 from memoryd.server.limiter import QueryLimiter
 from memoryd.server.services import JobFn, Services
 from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
@@ -56,6 +56,7 @@ from memoryd.store import Store
 from memoryd.store.usage import Usage
 from memoryd.summarize.service import Summaries
 from memoryd.ingest.watcher import Watcher
+from memoryd.web import routes as web_routes
 from memoryd.web.deps import WebDeps
 
 log = logging.getLogger(__name__)
@@ -288,7 +289,9 @@ class Daemon:
                                 consolidator=self.consolidator, retention=self.retention,
                                 memory=self.memory, context=builder, served=served,
                                 queue=self.summaries.queue, forgetting=self.forgetting,
-                                web=page))
+                                web=page),
+                       # the one table: the API's rows and the web page's
+                       route_table(pages=web_routes.ROUTES))
         runner = GuardedRunner(app, shutdown_timeout=1.0, access_log=None)
         await runner.setup()
         self._stack.push_async_callback(runner.cleanup)

@@ -45,8 +45,8 @@ from memoryd.paths import Paths, mkdir_private
 from memoryd.daemon.reload import reload_settings
 from memoryd.recall.served_log import ServedLog
 from memoryd.server.app import make_app, route_table
-from memoryd.server.limiter import QueryLimiter
-from memoryd.server.services import JobFn, Services
+from memoryd.http.limiter import QueryLimiter
+from memoryd.http.services import JobFn, Services
 from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
 from memoryd.ingest.on_demand import OnDemandIngest
 from memoryd.ingest.sources import Candidates, Source, configured_sources

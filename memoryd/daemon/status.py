@@ -15,12 +15,12 @@ from typing import Any
 from memoryd.consolidate.crons import Crons
 from memoryd.errors import StoreUnavailableError
 from memoryd.fleet.machines import machines_seen
+from memoryd.http.limiter import QueryLimiter
 from memoryd.ingest.backfill import Backfill
 from memoryd.ingest.ingestor import Ingestor
 from memoryd.ingest.queue import IngestQueue
 from memoryd.ingest.watcher import Watcher
 from memoryd.runtime.idle_release import RELEASE
-from memoryd.server.limiter import QueryLimiter
 from memoryd.store import Store
 from memoryd.store.totals import NO_TOTALS, status_totals
 from memoryd.summarize.service import Summaries

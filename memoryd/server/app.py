@@ -27,11 +27,11 @@ from memoryd.server import (
     sessions_api,
     summaries_api,
 )
-from memoryd.server.json_io import MAX_BODY
+from memoryd.http.json_io import MAX_BODY
 from memoryd.server.middleware import BODY_TIMEOUT, request_middleware
 from memoryd.server.openapi import document
-from memoryd.server.route import Route
-from memoryd.server.services import SERVICES, Services
+from memoryd.http.route import Route
+from memoryd.http.services import SERVICES, Services
 
 # the table the application was made from: its OpenAPI document is built from it
 TABLE = web.AppKey("route_table", tuple[Route, ...])

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from memoryd.server.route import Route
+from memoryd.http.route import Route
 
 
 def document(routes: Iterable[Route], version: str) -> dict[str, Any]:

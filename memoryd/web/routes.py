@@ -11,8 +11,8 @@ import json
 from aiohttp import web
 
 from memoryd.errors import MemorydError, NotFoundError
-from memoryd.server.route import Route
-from memoryd.server.services import SERVICES
+from memoryd.http.route import Route
+from memoryd.http.services import SERVICES
 from memoryd.web import auth, memory_pages, pages, served_page, session_page, timeline
 from memoryd.web.deps import web_deps
 from memoryd.web.page import own_auth, page, render

@@ -14,7 +14,7 @@ from memoryd.client import ApiError, MemorydClient
 from memoryd.config import load_settings
 from memoryd.daemon import Daemon
 from memoryd.paths import resolve_paths
-from memoryd.server.limiter import QueryLimiter
+from memoryd.http.limiter import QueryLimiter
 from tests.helpers import AsyncClient, caught_up, ctl, wait_for, write_jsonl
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from memoryd.server.app import route_table
-from memoryd.server.services import Services
+from memoryd.http.services import Services
 from memoryd.web.routes import ROUTES as PAGES
 from tests.helpers import AsyncClient, running_daemon
 

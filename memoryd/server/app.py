@@ -15,6 +15,9 @@ from collections.abc import Sequence
 from aiohttp import web
 
 from memoryd import api
+from memoryd.http.json_io import MAX_BODY
+from memoryd.http.route import Route
+from memoryd.http.services import SERVICES, Services
 from memoryd.server import (
     consolidate_api,
     context_api,
@@ -27,11 +30,8 @@ from memoryd.server import (
     sessions_api,
     summaries_api,
 )
-from memoryd.http.json_io import MAX_BODY
 from memoryd.server.middleware import BODY_TIMEOUT, request_middleware
 from memoryd.server.openapi import document
-from memoryd.http.route import Route
-from memoryd.http.services import SERVICES, Services
 
 # the table the application was made from: its OpenAPI document is built from it
 TABLE = web.AppKey("route_table", tuple[Route, ...])

@@ -6,8 +6,8 @@ from aiohttp import web
 
 from memoryd.api import ContextRequest
 from memoryd.http.json_io import json_reply, parse_body
-from memoryd.server.middleware import via_tcp
 from memoryd.http.services import SERVICES, need
+from memoryd.server.middleware import via_tcp
 
 
 async def respond(req: ContextRequest, request: web.Request) -> web.Response:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from memoryd.server.app import route_table
 from memoryd.http.services import Services
+from memoryd.server.app import route_table
 from memoryd.web.routes import ROUTES as PAGES
 from tests.helpers import AsyncClient, running_daemon
 

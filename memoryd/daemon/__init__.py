@@ -18,7 +18,6 @@ from typing import Any
 
 from memoryd import __version__
 from memoryd.runtime import sdnotify
-from memoryd.api import IngestRequest, IngestResponse
 from memoryd.ingest.backfill import Backfill, JobsWait
 from memoryd.config import Settings, settings_summary
 from memoryd.consolidate.catch_up import CatchUp
@@ -28,7 +27,7 @@ from memoryd.consolidate.retention import Retention
 from memoryd.consolidate.service import Consolidator
 from memoryd.recall.context import ContextBuilder
 from memoryd.daemon.db_guard import watch_identity
-from memoryd.errors import AlreadyRunningError, BadRequestError, StoreUnavailableError
+from memoryd.errors import AlreadyRunningError, StoreUnavailableError
 from memoryd.events import EventBus
 from memoryd.consolidate.forgetting import Forgetting
 from memoryd.runtime.idle_release import RELEASE, tune_malloc
@@ -45,20 +44,19 @@ from memoryd.memory.fleet_sync import FleetMemory
 from memoryd.paths import Paths, mkdir_private
 from memoryd.daemon.reload import reload_settings
 from memoryd.recall.served_log import ServedLog
-from memoryd.server.app import make_app
-from memoryd.server.limiter import QueryLimiter
-from memoryd.server.services import JobFn, Services
+from memoryd.server.app import make_app, route_table
+from memoryd.http.limiter import QueryLimiter
+from memoryd.http.services import JobFn, Services
 from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
-from memoryd.ingest.sources import Candidates, Source, configured_sources, owner, walk
+from memoryd.ingest.on_demand import OnDemandIngest
+from memoryd.ingest.sources import Candidates, Source, configured_sources
+from memoryd.daemon.status import Status
 from memoryd.daemon.store_index import open_index
 from memoryd.store import Store
 from memoryd.store.usage import Usage
-from memoryd.store.files import file_stats, files_with_bad_lines
-from memoryd.store.sessions import count_sessions
-from memoryd.store.units import count_units
 from memoryd.summarize.service import Summaries
-from memoryd.summarize.triggers import session_target
 from memoryd.ingest.watcher import Watcher
+from memoryd.web import routes as web_routes
 from memoryd.web.deps import WebDeps
 
 log = logging.getLogger(__name__)
@@ -104,17 +102,15 @@ class Daemon:
         # background jobs wait for the backfill and an index's backlog (memoryd.ingest.backfill)
         self.jobs_wait = JobsWait(lambda: self.backfill_done, lambda: (
             self.store is not None and self.store.index.backlog()))
-        self._last_store_status: tuple[Any, ...] | None = None  # for a store gone away
         self._stack = contextlib.AsyncExitStack()
         self._stop_requested = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._sources: list[Source] = []
-        self._adhoc: list[Source] = []  # folders given to POST /v1/ingest
         self.events = EventBus()
-        self.candidate: Candidates | None = None
         self.store: Store | None = None
         self.ingestor: Ingestor | None = None
         self.queue: IngestQueue | None = None
+        self.on_demand: OnDemandIngest | None = None  # POST /v1/ingest
         self.watcher: Watcher | None = None
         self.memory: MemoryFile | None = None
         self.llm: LLM | None = None
@@ -128,9 +124,10 @@ class Daemon:
         self.forgetting: Forgetting | None = None
         self.fleet_memory: FleetMemory | None = None
         self.index: Index | None = None
+        self.status: Status | None = None  # GET /v1/status
 
     def sources(self) -> list[Source]:
-        return self._sources + self._adhoc
+        return self._sources + (self.on_demand.added if self.on_demand else [])
 
     async def start(self) -> None:
         self.state = "starting"
@@ -170,7 +167,9 @@ class Daemon:
             # a fleet index applies the others' writes in spaced batches meanwhile: own
             # transcripts first, the fleet's after (a local index follows only its own)
             index.busy = lambda: not self.backfill_done
-            candidate = self.candidate = Candidates(s.watch.exclude, self.paths.owned_dirs())
+            candidate = Candidates(s.watch.exclude, self.paths.owned_dirs())
+            self.on_demand = OnDemandIngest(self.store, self.ingestor, self.queue, candidate,
+                                            self.sources, self.paths.owned_dirs())
             # MEMORY.md's folder exists before the watch starts, or the watch covers it only
             # from the next reconciliation and a user's first edit waits for the poll
             await asyncio.to_thread(mkdir_private, self.paths.memory_dir)
@@ -196,7 +195,8 @@ class Daemon:
             self.retention.hold = catch_up.pending
             self.crons = Crons(s, self.consolidator, self.retention, catch_up)
             self.crons.register(self.schedule)
-            self.forgetting = Forgetting(self.store, candidate, self.memory, self._resummarize,
+            self.forgetting = Forgetting(self.store, candidate, self.memory,
+                                         self.summaries.triggers.resummarize,
                                          self.consolidator.on_forget, index=index)
             if target.kind == "postgresql":  # one memory folder for the namespace
                 self.fleet_memory = FleetMemory(
@@ -206,6 +206,9 @@ class Daemon:
             if n := await self.forgetting.load_exclusions():
                 log.info("%d exclusions (memoryctl exclude --list)", n)
 
+            self.status = Status(self._process, self.store, self.ingestor, self.queue,
+                                 self.backfill, self.watcher, self.limiter, self.summaries,
+                                 self.crons)
             await self._serve()
             self._spawn(self.queue.run(), "ingest")
             self._spawn(self._backfill(), "backfill")
@@ -216,8 +219,8 @@ class Daemon:
             else:
                 self._spawn(watch_identity(self.paths.db, self._db_gone), "db-guard")
             self._schedule_fleet()
-            # the jobs last, the exit stack stops them first: the schedule, the workers,
-            # the summaries' triggers, then the LLM they all use
+            # the jobs last, the exit stack stops them first: the schedule (and its tasks,
+            # the summaries' triggers among them), the workers, then the LLM they all use
             self._stack.push_async_callback(self.llm.close)
             await self.summaries.start()
             self._stack.push_async_callback(self.summaries.stop)
@@ -268,7 +271,8 @@ class Daemon:
     async def _serve(self) -> None:
         assert self.store is not None and self.memory is not None
         assert self.summaries is not None and self.forgetting is not None
-        assert self.index is not None
+        assert self.index is not None and (on_demand := self.on_demand) is not None
+        assert self.status is not None
         builder = ContextBuilder(self.store, self.index, self.memory, self.paths.memory_dir,
                                  archive_dir=self.paths.data_dir / "archive")
         page = WebDeps(summaries=self.summaries, memory=self.memory, context=builder,
@@ -276,7 +280,7 @@ class Daemon:
         served = ServedLog(self.store, self.settings.privacy.served_log_days)
         self._stack.push_async_callback(served.flush)  # after the server stops, before the store
         app = make_app(Services(store=self.store, status=self.status, version=__version__,
-                                events=self.events, jobs=self.jobs(), ingest=self.ingest,
+                                events=self.events, jobs=self.jobs(), ingest=on_demand.ingest,
                                 token=ensure_token(self.paths.token_file),
                                 on_forget=(self._forgotten,), limiter=self.limiter,
                                 backup_roots=(Path.home(), self.paths.home or self.paths.data_dir),
@@ -285,7 +289,9 @@ class Daemon:
                                 consolidator=self.consolidator, retention=self.retention,
                                 memory=self.memory, context=builder, served=served,
                                 queue=self.summaries.queue, forgetting=self.forgetting,
-                                web=page))
+                                web=page),
+                       # the one table: the API's rows and the web page's
+                       route_table(pages=web_routes.ROUTES))
         runner = GuardedRunner(app, shutdown_timeout=1.0, access_log=None)
         await runner.setup()
         self._stack.push_async_callback(runner.cleanup)
@@ -342,64 +348,6 @@ class Daemon:
                          machine: str | None = None) -> dict[str, Any]:
         assert self.consolidator is not None
         return await self.consolidator.admit_session(session_id, agent, machine=machine)
-
-    async def ingest(self, req: IngestRequest) -> IngestResponse:
-        """Backfill a file or folder now (POST /v1/ingest)."""
-        assert self.queue is not None and self.ingestor is not None
-        assert self.candidate is not None
-        raw = Path(req.path)
-        if not raw.is_absolute() or "\x00" in req.path:
-            raise BadRequestError("path must be an absolute path", field="path")
-        path = await asyncio.to_thread(raw.resolve)
-        if not await asyncio.to_thread(path.exists):
-            raise BadRequestError(f"no such file or folder: {path}", field="path")
-        if any(path.is_relative_to(d) or d.is_relative_to(path) for d in self.paths.owned_dirs()):
-            raise BadRequestError("that path holds memoryd's own files", field="path")
-        is_dir = await asyncio.to_thread(path.is_dir)
-        if owner(self.sources(), path) is None:
-            self._adhoc.append(Source(req.agent, path if is_dir else path.parent))
-        if is_dir:
-            files = [p for p, _ in await asyncio.to_thread(
-                lambda: list(walk(path, self.candidate)))]  # type: ignore[arg-type]
-        else:
-            files = [path]
-        before = self.ingestor.stats.units
-        if req.wait:
-            await self.queue.process(files)
-            await self.store.indexed()  # waited for: searchable, not only stored
-            return IngestResponse(path=str(path), files=len(files),
-                                  new_units=self.ingestor.stats.units - before,
-                                  ignored=await asyncio.to_thread(self._ignored, files, req.agent))
-        for f in files:
-            self.queue.submit(f, urgent=True)
-        return IngestResponse(path=str(path), files=len(files), new_units=None)
-
-    async def _resummarize(self, pk: int) -> None:
-        """A session lost units to `forget`: its summary is rebuilt from what is left."""
-        assert self.summaries is not None
-        await self.summaries.queue.enqueue("summarize", session_target(pk), {"mode": "all"},
-                                           reason="forget")
-
-    def _ignored(self, files: list[Path], agent: str) -> list[dict[str, str]]:
-        """Files just read that were not taken as transcripts, and why (POST /v1/ingest
-        with wait: "1 files read, 0 new units" alone leaves a user guessing)."""
-        assert self.ingestor is not None
-        out = []
-        for f in files:
-            seen = self.ingestor.seen.get(str(f))
-            if seen is not None and seen.transcript:
-                continue
-            if seen is None and f.stat().st_size == 0:
-                why = "empty file (read again once it has a complete line)"
-            elif seen is None:
-                continue
-            elif agent == "auto":
-                why = ("not a transcript of a known agent: its first line matches none of "
-                       "the formats (pass --agent to force one)")
-            else:
-                why = f"not a {agent} transcript: its first line does not match that format"
-            out.append({"path": str(f), "reason": why})
-        return out
 
     @property
     def backfill_done(self) -> bool:
@@ -462,84 +410,12 @@ class Daemon:
             sdnotify.notify("WATCHDOG=1")
             await asyncio.sleep(period)
 
-    async def status(self) -> dict[str, Any]:
-        assert self.store is not None and self.ingestor is not None and self.queue is not None
-        assert self.crons is not None and self.backfill is not None
-        machine = self.store.machine
-
-        def counts(conn: Any) -> dict[str, int]:
-            return {**file_stats(conn, machine), "sessions": count_sessions(conn),
-                    "units": count_units(conn),
-                    "bad_files": files_with_bad_lines(conn, machine=machine)}
-
-        # progress first, counts second: once this says caught_up, the counts below
-        # include everything read so far (read the other way round, the last file could
-        # commit in between and a caught_up status would carry the count from before it)
-        backfill_done = self.backfill_done
-        depth = self.queue.depth()
-        unread = await self.backfill.unread_bytes(update=not backfill_done)
-        depth = max(depth, self.queue.depth())
-        # the shared database may be away (fleet mode): then status answers with the
-        # counts last read, says since when the store is unreachable, and is not caught up
-        try:
-            index = await self.store.read(self.store.index.status)
-            c = await self.store.read(counts)
-            machines = await self._machines()
-            extra = await self.summaries.status() if self.summaries else {}
-            self._last_store_status = (index, dict(c), extra, machines)
-        except StoreUnavailableError:
-            index, c, extra, machines = self._last_store_status or (
-                {"caught_up": False}, {"files": 0, "ignored_files": 0, "bad_lines": 0,
-                                       "sessions": 0, "units": 0, "bad_files": []}, {}, None)
-            index, c = {**index, "caught_up": False}, dict(c)
-        health = self.store.health.status()
-        lag_ms = self.ingestor.stats.last_lag_ms
-        ingest = self.ingestor.status(c.pop("bad_files", []))
-        failing = bool(self.ingestor.failures.blocking())
-        return {
-            "version": __version__,
-            "pid": os.getpid(),
-            "state": self.state,
-            "uptime_s": round(time.time() - self.started_at, 1),
-            "socket": str(self.socket_path),
-            "tcp_port": self.tcp_port,
-            "sources": [x.as_dict() for x in self._sources],
-            "store": {"kind": self.store.kind, "url": self.store.target.masked(),
-                      "namespace": self.store.target.namespace,
-                      "machine": self.store.target.machine,
-                      "path": str(self.store.path) if self.store.kind == "sqlite" else None,
-                      "machines": machines,
-                      # reachable, unreachable_since, last_error (password-free), failures
-                      **health, "stale": not health["reachable"]},
-            **c,
-            "unread_bytes": unread,
-            "queue_depth": depth,
-            "backfill_done": backfill_done,
-            # never true while a file is failing or the index is behind: scripts wait on it
-            "caught_up": (backfill_done and depth == 0 and unread == 0 and not failing
-                          and index["caught_up"] and health["reachable"]
-                          and not self.ingestor.parked),
-            "index": index,
-            "backfill": self.backfill.progress.snapshot(),
-            "ingest_lag_ms": None if lag_ms is None else round(lag_ms, 1),
-            "ingest": ingest,
-            "queries": self.limiter.as_dict(),  # search/context: running, waiting, 503s
-            # RSS now, idle releases run (memoryd.runtime.idle_release)
-            "memory": RELEASE.status(),
-            "watcher": (self.watcher.status() if self.watcher
-                        else {"batches": 0, "errors": 0, "warning": None}),
-            **extra,
-            "consolidation": await self.crons.status(),
-        }
-
-    async def _machines(self) -> list[dict[str, Any]] | None:
-        """Fleet mode: the machines seen in the namespace (memoryd.fleet.machines)."""
-        assert self.store is not None
-        if self.store.kind != "postgresql":
-            return None
-        from memoryd.fleet.machines import machines_seen
-
-        return await self.store.read(machines_seen)
+    def _process(self) -> dict[str, Any]:
+        """The daemon's own part of status: the process, its sockets, its sources."""
+        return {"version": __version__, "pid": os.getpid(), "state": self.state,
+                "uptime_s": round(time.time() - self.started_at, 1),
+                "socket": str(self.socket_path), "tcp_port": self.tcp_port,
+                "sources": [x.as_dict() for x in self._sources]}
 
     def _db_gone(self, reason: str) -> None:
         self.exit_code = 1

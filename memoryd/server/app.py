@@ -1,13 +1,23 @@
 """The aiohttp application: the one table of the HTTP surface (every route, its handler and
 what its OpenAPI entry says), the OpenAPI document built from it, and `make_app`, which
 mounts the table over the services the daemon hands it. One application is served on both
-the Unix socket and loopback TCP."""
+the Unix socket and loopback TCP.
+
+The web page's rows (memoryd.web.routes) sit in the table too, but the web page stands on
+the server, not the other way round: `route_table(pages)` puts the rows it is given in
+their one place, before the greedy session paths, and the daemon hands it the page's.
+`ROUTES` is the API's table alone (tests of the routes without the page)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from aiohttp import web
 
 from memoryd import api
+from memoryd.http.json_io import MAX_BODY
+from memoryd.http.route import Route
+from memoryd.http.services import SERVICES, Services
 from memoryd.server import (
     consolidate_api,
     context_api,
@@ -20,22 +30,21 @@ from memoryd.server import (
     sessions_api,
     summaries_api,
 )
-from memoryd.server.json_io import MAX_BODY
 from memoryd.server.middleware import BODY_TIMEOUT, request_middleware
 from memoryd.server.openapi import document
-from memoryd.server.route import Route
-from memoryd.server.services import SERVICES, Services
-from memoryd.web import routes as web_routes
+
+# the table the application was made from: its OpenAPI document is built from it
+TABLE = web.AppKey("route_table", tuple[Route, ...])
 
 
 async def openapi(request: web.Request) -> web.Response:
-    return web.json_response(document(ROUTES, request.app[SERVICES].version))
+    return web.json_response(document(request.app[TABLE], request.app[SERVICES].version))
 
 
 ma, sa, ca = memory_api, summaries_api, consolidate_api
 
 # In the router's order: a more specific pattern before a greedy one (`{id:.+}`).
-ROUTES: tuple[Route, ...] = (
+_API: tuple[Route, ...] = (
     Route("get", "/v1/health", handlers.health, "Liveness and version",
           response=api.Health),
     Route("get", "/v1/status", handlers.status, "What is watched, read, queued "
@@ -110,9 +119,9 @@ ROUTES: tuple[Route, ...] = (
           body=forgetting_api.ExcludeRequest, needs="forgetting"),
     Route("get", "/v1/export", export_api.export, "Sessions as Markdown or JSONL (by "
           "session, project, agent, since)", query=export_api.ExportQuery),
-    # the web page (memoryd.web), with its API route POST /v1/web/login
-    *web_routes.ROUTES,
-    # last: session ids may contain '/' (sub-agents, nanobot paths), so these match greedily
+)
+# last: session ids may contain '/' (sub-agents, nanobot paths), so these match greedily
+_SESSIONS: tuple[Route, ...] = (
     Route("get", "/v1/sessions", sessions_api.list_sessions, "Sessions, newest first "
           "(keyset paging)", query=api.SessionsQuery, response=api.SessionsPage),
     Route("get", "/v1/sessions/{id:.+}/messages", sessions_api.session_messages,
@@ -125,15 +134,26 @@ ROUTES: tuple[Route, ...] = (
 )
 
 
-def make_app(services: Services, *, body_timeout: float = BODY_TIMEOUT) -> web.Application:
-    """The application over `services`: every route of ROUTES whose service is there."""
+def route_table(pages: Sequence[Route] = ()) -> tuple[Route, ...]:
+    """The one table: the API's rows, then `pages` (the web page's, with its API route
+    POST /v1/web/login), then the greedy session paths."""
+    return (*_API, *pages, *_SESSIONS)
+
+
+ROUTES = route_table()
+
+
+def make_app(services: Services, routes: Sequence[Route] = ROUTES, *,
+             body_timeout: float = BODY_TIMEOUT) -> web.Application:
+    """The application over `services`: every route of `routes` whose service is there."""
     app = web.Application(
         # the body is read before a query takes a slot: a half-sent request must not
         # hold one of the few query slots for the whole body timeout
         middlewares=[request_middleware(services, body_timeout)],
         client_max_size=MAX_BODY)
     app[SERVICES] = services
-    for route in ROUTES:
+    app[TABLE] = tuple(routes)
+    for route in routes:
         if route.needs is None or getattr(services, route.needs) is not None:
             route.mount(app)
     return app

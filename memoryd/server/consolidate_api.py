@@ -18,9 +18,9 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from memoryd.errors import BadRequestError, NotFoundError
+from memoryd.http.json_io import json_body
+from memoryd.http.services import SERVICES, need
 from memoryd.memory import daily
-from memoryd.server.json_io import json_body
-from memoryd.server.services import SERVICES, need
 
 
 class ArchiveSearch(BaseModel):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from memoryd.api import ContextRequest
-from memoryd.server.json_io import json_reply, parse_body
+from memoryd.http.json_io import json_reply, parse_body
+from memoryd.http.services import SERVICES, need
 from memoryd.server.middleware import via_tcp
-from memoryd.server.services import SERVICES, need
 
 
 async def respond(req: ContextRequest, request: web.Request) -> web.Response:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from memoryd.server.services import SERVICES
+from memoryd.http.services import SERVICES
 from memoryd.server.sessions_api import resolve
 from memoryd.store.export import export_sessions, select_sessions
 

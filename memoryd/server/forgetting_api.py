@@ -7,8 +7,8 @@ from typing import Literal
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from memoryd.server.json_io import json_body
-from memoryd.server.services import SERVICES, need
+from memoryd.http.json_io import json_body
+from memoryd.http.services import SERVICES, need
 
 
 class ForgetRequest(BaseModel):

@@ -9,11 +9,11 @@ from aiohttp import web
 
 from memoryd.api import BackupRequest, IngestRequest, SearchRequest, StatusQuery
 from memoryd.errors import NotFoundError
+from memoryd.http.json_io import json_body, json_reply, model_reply, parse_body
+from memoryd.http.metrics import CONTENT_TYPE as METRICS_TYPE
+from memoryd.http.services import SERVICES
 from memoryd.recall import search as search_service
 from memoryd.server.backup_dest import create_backup_file
-from memoryd.server.json_io import json_body, json_reply, model_reply, parse_body
-from memoryd.server.metrics import CONTENT_TYPE as METRICS_TYPE
-from memoryd.server.services import SERVICES
 from memoryd.status_text import render_status
 
 HEARTBEAT_S = 15.0

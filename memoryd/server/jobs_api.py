@@ -16,8 +16,8 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from memoryd.errors import NotFoundError
-from memoryd.server.json_io import error_body
-from memoryd.server.services import SERVICES, need
+from memoryd.http.json_io import error_body
+from memoryd.http.services import SERVICES, need
 from memoryd.store.jobs import JobRow, get_job, job_counts, list_jobs
 
 

@@ -9,9 +9,9 @@ from typing import Literal
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
+from memoryd.http.json_io import json_body
+from memoryd.http.services import SERVICES, need
 from memoryd.memory import MAX_ADD_CHARS, MAX_SOURCE_CHARS, Entry, MemoryFile
-from memoryd.server.json_io import json_body
-from memoryd.server.services import SERVICES, need
 
 _VERSION = Field(None, pattern=r"^[0-9a-f]{16}$",
                  description="the `version` read earlier: refuse (409) if the file changed")

@@ -17,9 +17,9 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from memoryd.errors import BadRequestError, MemorydError, StorageFullError
-from memoryd.server.json_io import MAX_BODY, error_body, json_reply, validation_error
-from memoryd.server.limiter import QUERY_PATHS
-from memoryd.server.services import Services
+from memoryd.http.json_io import MAX_BODY, error_body, json_reply, validation_error
+from memoryd.http.limiter import QUERY_PATHS
+from memoryd.http.services import Services
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The OpenAPI document, built from the route table (server/app.py ROUTES) and the same
+"""The OpenAPI document, built from the route table (server/app.py route_table) and the same
 pydantic models the handlers use."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from memoryd.server.route import Route
+from memoryd.http.route import Route
 
 
 def document(routes: Iterable[Route], version: str) -> dict[str, Any]:

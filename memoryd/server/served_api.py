@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from memoryd.server.services import SERVICES, need
+from memoryd.http.services import SERVICES, need
 
 
 class ServedQuery(BaseModel):

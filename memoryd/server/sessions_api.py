@@ -19,7 +19,7 @@ from memoryd.api import (
     SessionsQuery,
 )
 from memoryd.errors import BadRequestError
-from memoryd.server.services import SERVICES
+from memoryd.http.services import SERVICES
 from memoryd.store import sessions as sql
 
 MAX_INT = (1 << 63) - 1  # SQLite's INTEGER

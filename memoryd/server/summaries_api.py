@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from memoryd.server.services import SERVICES, need
+from memoryd.http.services import SERVICES, need
 
 
 class SummaryQuery(BaseModel):

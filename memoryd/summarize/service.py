@@ -98,10 +98,9 @@ class Summaries:
     async def start(self) -> None:
         """Before the queue starts: its workers may resume a summary job at once."""
         await self.summarizer.load_prompts()
-        await self.triggers.start()
         self.started = True
-        if self.llm.model is not None:
-            self.triggers.spawn(self._warm_up_and_upgrade(), "llm-warm-up")
+        if self.llm.model is not None:  # a task of the schedule's, run and stopped by it
+            self.schedule.loop(self._warm_up_and_upgrade, "llm-warm-up")
         why = self.llm.unavailable_reason()
         log.info("summaries: %s", f"model {self.llm.model}" if why is None
                  else f"extractive ({why})")
@@ -111,12 +110,10 @@ class Summaries:
         await self.request_upgrade()
 
     async def stop(self) -> None:
-        """The triggers' checks and the model's warm-up (the schedule and the queue are
-        stopped by whoever started them). Bounded: about a second at worst."""
-        if not self.started:
-            return
+        """Marks the service stopped: the triggers' checks and the model's warm-up are
+        the schedule's tasks, stopped with it (the schedule and the queue are stopped by
+        whoever started them)."""
         self.started = False
-        await self.triggers.stop()
 
     def on_ingest(self, event: IngestEvent) -> None:
         self.triggers.on_ingest(event)

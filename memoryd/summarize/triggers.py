@@ -8,7 +8,8 @@
   The sweep is paced: it tops the queue up to `SWEEP_BATCH` idle sessions, newest first,
   so a first start on a big history works through it a few sessions a sweep instead of
   queueing thousands of jobs at once;
-- upgrade: a periodic pass that redoes extractive artifacts once a model is usable.
+- upgrade: a periodic pass that redoes extractive artifacts once a model is usable;
+- forget: a session that lost units to `forget` is summarized again from what is left.
 
 Threshold and interval are driven by the ingestor's events: `on_ingest` only marks
 sessions dirty; one task checks them in batches (not while `busy()`, the daemon's
@@ -16,7 +17,8 @@ backfill: the dirty sessions wait, coalesced). A threshold or interval summary c
 at least `message_buffer_min` messages (so a run of long messages is not summarized
 two at a time), and one-liners are asked for a full `one_liner_batch` at a time (the
 idle sweep and manual runs take whatever is left). The sweeps are registered on the
-daemon's one schedule (`memoryd.jobs.schedule`), which runs them. Time comes from `clock`.
+daemon's one schedule (`memoryd.jobs.schedule`), which runs them, the check's task too:
+one set of background tasks, started and stopped in one place. Time comes from `clock`.
 """
 
 from __future__ import annotations
@@ -59,8 +61,9 @@ class Triggers:
                  schedule: Schedule, *, clock: Callable[[], float] = time.time,
                  upgrade: Callable[[], Coroutine[Any, Any, Any]] | None = None,
                  busy: Callable[[], bool] | None = None) -> None:
-        """Registers the idle sweep (`summary.enabled`) and the upgrade pass on
-        `schedule`; a step of the wall clock is noticed within one sweep period."""
+        """Registers the check of dirty sessions, the idle sweep (`summary.enabled`)
+        and the upgrade pass on `schedule`, which runs them; a step of the wall clock is
+        noticed within one sweep period."""
         self.store = store
         self.enqueue = enqueue
         self.settings = settings
@@ -73,7 +76,8 @@ class Triggers:
         self._checking = False
         self._active: dict[int, float] = {}  # session -> when this process last saw units
         self._wake = asyncio.Event()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        # the check runs as the schedule's task, started and stopped with it
+        schedule.loop(self._check_loop, "summary-triggers")
         if settings.enabled:
             schedule.every("idle_sweep", settings.sweep_seconds, self.sweep_idle,
                            task="idle-sweep")
@@ -151,6 +155,12 @@ class Triggers:
             await self.enqueue("one_liners", session_target(pk), {}, "batch")
         return [(b.pk, reason) for b, reason in fire]
 
+    # -- forget --------------------------------------------------------------------------
+
+    async def resummarize(self, pk: int) -> None:
+        """A session lost units to `forget`: its summary is rebuilt from what is left."""
+        await self.enqueue("summarize", session_target(pk), {"mode": "all"}, "forget")
+
     # -- sweeps --------------------------------------------------------------------------
 
     async def sweep_idle(self, now: float | None = None) -> list[int]:
@@ -179,25 +189,3 @@ class Triggers:
         if pks:
             log.info("idle sweep: %d sessions to summarize", len(pks))
         return pks
-
-    # -- lifecycle -----------------------------------------------------------------------
-
-    async def start(self) -> None:
-        self.spawn(self._check_loop(), "summary-triggers")
-
-    async def stop(self) -> None:
-        tasks = list(self._tasks)
-        for t in tasks:
-            t.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=1.0)
-
-    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
-        task = asyncio.create_task(coro, name=f"memoryd-{name}")
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("%s failed", task.get_name(), exc_info=task.exception())

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from memoryd.server.services import SERVICES, need
+from memoryd.http.services import SERVICES, need
 from memoryd.web import auth
 
 if TYPE_CHECKING:

@@ -15,9 +15,9 @@ from aiohttp import web
 
 from memoryd.api import ContextRequest
 from memoryd.errors import BadRequestError
+from memoryd.http.services import SERVICES
 from memoryd.memory import format_entry, format_lines, split_items, split_lines
 from memoryd.memory.document import item_key
-from memoryd.server.services import SERVICES
 from memoryd.store import memories
 from memoryd.store import sessions as sql
 from memoryd.web.auth import WebSession

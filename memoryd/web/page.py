@@ -13,7 +13,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from memoryd.errors import MemorydError
-from memoryd.server.json_io import validation_error
+from memoryd.http.json_io import validation_error
 from memoryd.web import auth
 from memoryd.web.deps import WebDeps, web_deps
 

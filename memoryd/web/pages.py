@@ -13,9 +13,8 @@ from aiohttp import web
 
 from memoryd.api import SearchRequest, SessionsQuery
 from memoryd.errors import BadRequestError
+from memoryd.http.services import SERVICES
 from memoryd.recall import search as search_service
-from memoryd.server.services import SERVICES
-from memoryd.server.sessions_api import resolve
 from memoryd.store import sessions as sql
 from memoryd.web import dashboard
 from memoryd.web.auth import WebSession
@@ -114,7 +113,7 @@ async def export(request: web.Request, deps: WebDeps, s: WebSession) -> web.Resp
     sid, agent = request.match_info["id"], _opt(request, "agent")
 
     def load(c: sqlite3.Connection) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        row = resolve(c, sid, agent)
+        row = sql.resolve_session(c, sid, agent)
         out: list[dict[str, Any]] = []
         after = 0
         while batch := sql.messages_after(c, row["pk"], after, 1000):
@@ -138,7 +137,8 @@ async def export(request: web.Request, deps: WebDeps, s: WebSession) -> web.Resp
 
 async def forget_confirm(request: web.Request, deps: WebDeps, s: WebSession) -> web.Response:
     sid, agent = request.match_info["id"], _opt(request, "agent")
-    row = await request.app[SERVICES].store.read(lambda c: dict(resolve(c, sid, agent)))
+    row = await request.app[SERVICES].store.read(
+        lambda c: dict(sql.resolve_session(c, sid, agent)))
     return render(request, "forget.html", title="Forget session", s=row,
                   action=f"/sessions/{quote(row['session_id'], safe='/')}/forget?"
                          + urlencode({"agent": row["agent"]}),
@@ -150,7 +150,7 @@ async def forget(request: web.Request, deps: WebDeps, s: WebSession) -> web.Resp
     services = request.app[SERVICES]
 
     def run(c: sqlite3.Connection) -> dict[str, Any]:
-        row = resolve(c, sid, agent)
+        row = sql.resolve_session(c, sid, agent)
         return {"agent": row["agent"], "session_id": sid,
                 "units_deleted": sql.forget_session(c, row["pk"])}
 

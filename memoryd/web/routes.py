@@ -1,6 +1,7 @@
 """The web page's routes: the login link, logout, the live events, the static files, the API
 route that mints login links (`POST /v1/web/login`), and ROUTES, the page's rows of the
-app's one table (server/app.py adds them in one place)."""
+app's one table (the daemon hands them to server/app.py's `route_table`, which puts them
+in their one place: the server never imports the page)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import json
 from aiohttp import web
 
 from memoryd.errors import MemorydError, NotFoundError
-from memoryd.server.route import Route
-from memoryd.server.services import SERVICES
+from memoryd.http.route import Route
+from memoryd.http.services import SERVICES
 from memoryd.web import auth, memory_pages, pages, served_page, session_page, timeline
 from memoryd.web.deps import web_deps
 from memoryd.web.page import own_auth, page, render

@@ -10,7 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from memoryd.errors import BadRequestError
-from memoryd.server.services import SERVICES
+from memoryd.http.services import SERVICES
 from memoryd.store.served import daily_totals, list_served
 from memoryd.web.auth import WebSession
 from memoryd.web.deps import WebDeps

@@ -11,8 +11,7 @@ from urllib.parse import quote, urlencode
 from aiohttp import web
 
 from memoryd.errors import BadRequestError, NotFoundError
-from memoryd.server.services import SERVICES
-from memoryd.server.sessions_api import resolve
+from memoryd.http.services import SERVICES
 from memoryd.store import sessions as sql
 from memoryd.web import turns
 from memoryd.web.auth import SECURITY_HEADERS, WebSession
@@ -100,7 +99,7 @@ async def session(request: web.Request, deps: WebDeps, s: WebSession) -> web.Str
     unit, turn, want = _int(request, "unit"), _int(request, "turn"), _int(request, "page")
 
     def load(c: sqlite3.Connection) -> dict[str, Any]:
-        row = resolve(c, sid, agent)
+        row = sql.resolve_session(c, sid, agent)
         pk = row["pk"]
         pages = Pages(c, pk)
         page, focus, jump = min(want or 1, pages.count), None, None
@@ -152,7 +151,7 @@ async def unit_text(request: web.Request, deps: WebDeps, s: WebSession) -> web.S
         raise NotFoundError(f"no message {uid} in session {sid}")
 
     def load(c: sqlite3.Connection) -> dict[str, Any] | None:
-        row = resolve(c, sid, agent)
+        row = sql.resolve_session(c, sid, agent)
         got = c.execute(f"SELECT {COLUMNS} FROM units u WHERE u.id = ? AND u.session_pk = ?",
                         (uid, row["pk"])).fetchone()
         return dict(got) if got else None

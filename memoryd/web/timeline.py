@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from memoryd.errors import BadRequestError
-from memoryd.server.services import SERVICES
+from memoryd.http.services import SERVICES
 from memoryd.store import unit_quarters
 from memoryd.web.auth import WebSession
 from memoryd.web.deps import WebDeps

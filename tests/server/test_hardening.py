@@ -16,7 +16,7 @@ import pytest
 
 from memoryd.client import ApiError, quote
 from memoryd.server.app import make_app
-from memoryd.server.services import Services
+from memoryd.http.services import Services
 from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
 from memoryd.daemon.store_index import open_store
 from tests.helpers import AsyncClient, fill, running_daemon, short_dir, tmpfs, wait_for, write_jsonl

@@ -13,8 +13,8 @@ from aiohttp import web
 from memoryd.client import ApiError, MemorydClient
 from memoryd.config import load_settings
 from memoryd.daemon import Daemon
+from memoryd.http.limiter import QueryLimiter
 from memoryd.paths import resolve_paths
-from memoryd.server.limiter import QueryLimiter
 from tests.helpers import AsyncClient, caught_up, ctl, wait_for, write_jsonl
 
 

@@ -12,8 +12,8 @@ from memoryd.events import EventBus
 from memoryd.memory import MemoryFile
 from memoryd.server import openapi
 from memoryd.server.app import ROUTES, make_app
-from memoryd.server.json_io import MAX_BODY
-from memoryd.server.services import Services
+from memoryd.http.json_io import MAX_BODY
+from memoryd.http.services import Services
 from memoryd.daemon.store_index import open_store
 
 DAY = date(2025, 3, 14)

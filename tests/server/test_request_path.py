@@ -13,7 +13,7 @@ from aiohttp import web
 
 from memoryd.api import SearchResponse
 from memoryd.server.app import make_app
-from memoryd.server.services import Services
+from memoryd.http.services import Services
 from memoryd.server.sites import GuardedRunner, start_tcp, start_unix
 from memoryd.daemon.store_index import open_store
 from tests.helpers import AsyncClient, running_daemon, short_dir, wait_for, write_jsonl

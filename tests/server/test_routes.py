@@ -1,14 +1,18 @@
-"""The HTTP surface's one table (server/app.py ROUTES): the OpenAPI document the daemon
-serves is built from it and names the same operations as before the table (issue 29), and
-every route's `needs` is a field of `Services`."""
+"""The HTTP surface's one table (server/app.py `route_table`, the API's rows and the web
+page's, as the daemon joins them): the OpenAPI document the daemon serves is built from it
+and names the same operations as before the table (issue 29), and every route's `needs` is
+a field of `Services`."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from memoryd.server.app import ROUTES
-from memoryd.server.services import Services
+from memoryd.http.services import Services
+from memoryd.server.app import route_table
+from memoryd.web.routes import ROUTES as PAGES
 from tests.helpers import AsyncClient, running_daemon
+
+ROUTES = route_table(PAGES)
 
 OPERATIONS = {
     ("delete", "/v1/sessions/{id}"), ("get", "/metrics"), ("get", "/v1/archive"),

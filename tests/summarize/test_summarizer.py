@@ -8,8 +8,8 @@ import re
 
 import pytest
 
+from memoryd.http.services import Services
 from memoryd.server.app import ROUTES, make_app
-from memoryd.server.services import Services
 from memoryd.store.summaries import get_session, summary_history
 from memoryd.summarize.summarizer import load_prompt, trim
 from tests.fakes import (  # noqa: F401

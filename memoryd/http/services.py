@@ -13,8 +13,8 @@ from aiohttp import web
 
 from memoryd.api import IngestRequest, IngestResponse
 from memoryd.events import EventBus
-from memoryd.server.limiter import QueryLimiter
-from memoryd.server.metrics import Metrics
+from memoryd.http.limiter import QueryLimiter
+from memoryd.http.metrics import Metrics
 from memoryd.store import Store
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class Services:
     # retention's archive files: search and context reach them (memoryd.recall.archived)
     archive_dir: Path | None = None
     # the services behind the other routes; a route whose service is None is not mounted
-    # (server/app.py ROUTES, `needs`), so tests build an app with only what they test
+    # (server/app.py `route_table`, `needs`), so tests build an app with only what they test
     summaries: Summaries | None = None
     # POST /v1/sessions/{id}/summarize?to_memory=true: the summary through admission
     to_memory: ToMemory | None = None

@@ -1,6 +1,6 @@
-"""`Route`: one row of the HTTP surface's table (server/app.py ROUTES, web/routes.py ROUTES):
-the method and path the router matches, the handler, what the route's OpenAPI entry says,
-and which service it needs to be mounted at all."""
+"""`Route`: one row of the HTTP surface's table (server/app.py `route_table`, which takes
+web/routes.py ROUTES in): the method and path the router matches, the handler, what the
+route's OpenAPI entry says, and which service it needs to be mounted at all."""
 
 from __future__ import annotations
 

@@ -10,20 +10,7 @@ import pytest
 
 from memoryd.ingest.ingestor import Ingestor
 from memoryd.ingest.redact import Redactor
-from memoryd.daemon.store_index import open_store
 from tests.helpers import write_jsonl
-
-
-@pytest.fixture
-async def store(tmp_path):
-    s = await open_store(tmp_path / "db" / "memoryd.db")
-    yield s
-    await s.close()
-
-
-@pytest.fixture
-def ingestor(store):
-    return Ingestor(store, Redactor(), max_line_bytes=1 << 20)
 
 
 @pytest.fixture

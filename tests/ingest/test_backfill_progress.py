@@ -62,7 +62,9 @@ async def test_backfill_progress_in_status_and_watch(memoryd_home, sock, tmp_pat
         write_jsonl(src / f"s{i}.jsonl", [{"role": "user", "content": f"line {j} of {i}",
                                            "id": f"{i}-{j}"} for j in range(50)])
     size = sum(p.stat().st_size for p in src.iterdir())
-    with caplog.at_level(logging.INFO, logger="memoryd.daemon"):
+    # the backfill logs as memoryd.ingest.backfill: INFO for the whole package, or the
+    # test passed only after another had set memoryd's level (alone, it failed)
+    with caplog.at_level(logging.INFO, logger="memoryd"):
         async with running_daemon(memoryd_home, [("generic", src)], sock):
             c = AsyncClient(sock)
             st = await wait_for(lambda: _caught_up(c))

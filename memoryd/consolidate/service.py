@@ -151,13 +151,16 @@ class Consolidator:
             made_by: dict[str, int] = {}  # candidates by what made them
             read_by: dict[str, int] = {}  # sessions by what read them for admission
             for s, units, whole in rows:
-                got, noise = note_items(s, units, whole_session=whole)
+                # a session's extractive work is CPU (seconds for a long one, under
+                # load): off the event loop, which meanwhile serves searches and ingest
+                got, noise = await asyncio.to_thread(note_items, s, units,
+                                                     whole_session=whole)
                 items += got
                 offered += [(int(s["pk"]), it) for it in got]
                 dropped += noise
                 found, reader = await self._candidates(s, units, left)
                 read_by[reader] = read_by.get(reader, 0) + 1
-                found = _recurring(s, units, found, pool)
+                found = await asyncio.to_thread(_recurring, s, units, found, pool)
                 for c in found:
                     made_by[c.made_by] = made_by.get(c.made_by, 0) + 1
                 cands += found
@@ -197,7 +200,8 @@ class Consolidator:
         now = self.clock()
         pool = await self._pool(now - recurrence.LOOKBACK_DAYS * 86400, now + 1)
         left: list[dict[str, str]] = []
-        cands = _recurring(s, units, (await self._candidates(s, units, left))[0], pool)
+        found = (await self._candidates(s, units, left))[0]
+        cands = await asyncio.to_thread(_recurring, s, units, found, pool)
         async with self._lock:
             mem = await self._admit(cands, self.today(), dry_run, left)
         return {"agent": s["agent"], "session_id": s["session_id"], "dry_run": dry_run,
@@ -226,7 +230,7 @@ class Consolidator:
             found = await model_candidates(self.llm, s, units, dropped)
             if found is not None:
                 return found, str(self.llm.model)
-        return admission_candidates(s, units, dropped), "extractive"
+        return await asyncio.to_thread(admission_candidates, s, units, dropped), "extractive"
 
     async def _admit(self, cands: Sequence[Candidate], day: dt.date, dry_run: bool,
                      left: Sequence[dict[str, str]] = ()) -> dict[str, Any]:

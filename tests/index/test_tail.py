@@ -175,3 +175,38 @@ async def test_a_forgotten_unit_never_comes_back_through_the_tail(tmp_path):
         assert not set(gone) & {u for u, _ in after}
     finally:
         await store.close()
+
+
+async def test_once_caught_up_every_unit_is_found_while_commits_run_beside_the_tail(tmp_path):
+    """Issue 28 item 8 with the tail's commits in flight: a commit starts once the tail
+    holds 2 units (in the bulk thread), while the next units and one-liners go into the
+    tail and wait for the writer (`Indexer._held`; on a loaded machine a commit spans
+    several of them); whichever side of a commit a unit lands on, once `indexed()`
+    returns it is found, by its own token and after it is changed."""
+    store = await open_store(tmp_path / "c" / "m.db")
+    try:
+        await store.write(put(texts(200, 1), "base"))
+        await store.indexed()
+        store.index.tail_policy = TailPolicy(docs=2, seconds=3600.0)
+        commits = store.index._indexer.commits
+        ids = []
+        for i in range(40):
+            ids += await store.write(put([f"probe{i}x token{i}z deploy"], f"p{i}"))
+            if i % 5 == 4:  # a change to a unit in the tail or just committed
+                u = ids[-2]
+                await store.write(lambda c, u=u: save_one_liners(
+                    c, [(u, f"oneliner{u}q", "test", "v1")]))
+            await store.indexed()
+            for k in range(max(0, i - 2), i + 1):
+                total, found = await search(store, [f"probe{k}x"])
+                assert [u for u, _ in found] == [ids[k]], (i, k, total)
+            if i % 5 == 4:
+                _, found = await search(store, [f"oneliner{ids[-2]}q"])
+                assert [u for u, _ in found] == [ids[-2]], i
+        while store.index._indexer.commits == commits:  # one ran meanwhile, at least
+            await asyncio.sleep(0.01)
+        for k, u in enumerate(ids):
+            _, found = await search(store, [f"token{k}z"])
+            assert [x for x, _ in found] == [u], k
+    finally:
+        await store.close()

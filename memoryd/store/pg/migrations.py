@@ -369,13 +369,16 @@ def is_current(conn: Any, schema: str, known: list[str], extra: list[str]) -> bo
 
 def _create(conn: Any, stmt: Any) -> None:
     """Run a CREATE two starting daemons may race on: the loser's duplicate error means
-    the object is there, which is all it wanted."""
+    the object is there, which is all it wanted. Which error the loser gets depends on
+    where the race is decided: the schema or table (42P06, 42P07), the table's row type
+    (42710, `type "_migrations" already exists`: seen once in a full run), or the
+    catalog's unique index (23505)."""
     import psycopg
 
     try:
         conn.execute(stmt)
     except (psycopg.errors.DuplicateSchema, psycopg.errors.DuplicateTable,
-            psycopg.errors.UniqueViolation):
+            psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
         pass
 
 

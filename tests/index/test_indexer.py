@@ -235,13 +235,16 @@ async def test_background_jobs_wait_while_a_backfill_is_indexed_in_bulk(store):
     await store.indexed()
     assert not ix.backlog()
     n = indexer_mod.LIVE_UNITS + 50
-    # the live line is searchable from the tail before it is committed; its commit takes
-    # the tail's lock, which the test holds next: let it commit first (under load the
-    # writer waited on the lock the whole 30 s, never reaching the backfill)
+    # the test holds the tail's lock next, which the writer thread takes on its way to
+    # rest too: the live line's commit (it is searchable from the tail before), and the
+    # hand-back of the writer by the fresh store's rebuild process when it ends (it may
+    # have indexed the live line itself). Let the thread reach its rest first (writer let
+    # go, tail empty): under load it waited on the lock the whole 30 s, never reaching
+    # the backfill (seen twice, beside two busy loops)
     deadline = time.monotonic() + 30
-    while len(ix.tail.docs) and time.monotonic() < deadline:
+    while (len(ix.tail.docs) or ix.has_writer()) and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
-    assert not ix.tail.docs
+    assert not ix.tail.docs and not ix.has_writer()
     with ix.tail.lock:  # the bulk pass is held at its commit's reload (`committed`)
         await store.write(put([f"backfilled line {i}" for i in range(n)], sid="b"))
         deadline = time.monotonic() + 30

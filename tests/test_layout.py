@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "memoryd"
 # floor of each wing; the top-level modules (config, paths, errors, log, models, api,
 # client, events, llm, tokens, ...) are the foundations every wing may use
 FLOORS = {
-    "runtime": 0,     # process mechanics: priority, rest, sd_notify
+    "runtime": 0,     # process mechanics: the background thread, rest, sd_notify
     "redact": 1,      # secrets out of everything, logs included
     "": 2,            # the foundations (top-level modules)
     "store": 3,       # the truth: SQL in sync functions, one writer thread

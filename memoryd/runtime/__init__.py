@@ -1,2 +1,2 @@
-"""Process mechanics, the ground floor: systemd notification, background priority, what the
-process lets go of at rest, lag timestamps for the benches."""
+"""Process mechanics, the ground floor: systemd notification, the background thread, what
+the process lets go of at rest, lag timestamps for the benches."""

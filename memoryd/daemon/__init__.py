@@ -28,6 +28,7 @@ from memoryd.consolidate.retention import Retention
 from memoryd.consolidate.service import Consolidator
 from memoryd.recall.context import ContextBuilder
 from memoryd.daemon.db_guard import watch_identity
+from memoryd.embed import Embedder, embed_status, off_reason
 from memoryd.errors import AlreadyRunningError, BadRequestError, StoreUnavailableError
 from memoryd.events import EventBus
 from memoryd.consolidate.forgetting import Forgetting
@@ -128,6 +129,7 @@ class Daemon:
         self.forgetting: Forgetting | None = None
         self.fleet_memory: FleetMemory | None = None
         self.index: Index | None = None
+        self.embedder: Embedder | None = None  # local embeddings (memoryd.embed)
 
     def sources(self) -> list[Source]:
         return self._sources + self._adhoc
@@ -158,6 +160,10 @@ class Daemon:
             await self.ingestor.load_seen()
             self._sources = configured_sources(s, self.environ)
             self.ingestor.subscribers.append(self._on_ingest)
+            if off_reason(s.embed.enabled, target.kind) is None:  # memoryd[embed] installed
+                self.embedder = self.store.embed = Embedder(self.store,
+                                                            max_chars=s.embed.max_chars)
+                self.ingestor.subscribers.append(self.embedder.on_ingest)
             # one LLM, one job queue, one schedule: each service adds its jobs to them
             self.llm = LLM(s.llm, Usage(self.store), environ=self.environ, clock=self.clock)
             queue = self.job_queue = JobQueue.from_settings(self.store, s, clock=self.clock,
@@ -211,6 +217,8 @@ class Daemon:
             self._spawn(self._backfill(), "backfill")
             self._spawn(self.watcher.run(self._stop_requested), "watcher")
             self._spawn(self._reconcile_loop(), "reconcile")
+            if self.embedder is not None:
+                self._spawn(self.embedder.worker.run(), "embed")
             if target.kind == "postgresql":  # only a shared database goes away
                 self._spawn(self._retry_parked(), "retry-parked")
             else:
@@ -322,7 +330,9 @@ class Daemon:
         async def reindex(params: dict[str, Any]) -> dict[str, Any]:
             assert self.store is not None
             self.store.index.request_rebuild()
-            return {"index": "rebuilding"}
+            if self.embedder is None:
+                return {"index": "rebuilding"}
+            return {"index": "rebuilding", "vectors_dropped": await self.embedder.rebuild()}
 
         assert self.summaries is not None and self.consolidator is not None
         assert self.retention is not None and self.catch_up is not None
@@ -529,6 +539,8 @@ class Daemon:
             "watcher": (self.watcher.status() if self.watcher
                         else {"batches": 0, "errors": 0, "warning": None}),
             **extra,
+            "embed": await embed_status(self.embedder, off_reason(
+                self.settings.embed.enabled, self.store.kind)),
             "consolidation": await self.crons.status(),
         }
 

@@ -24,6 +24,8 @@ inside it; the best `candidates` of them are then re-scored here:
   pasted into several sessions) collapse into the best one, which lists their ids.
 - **session diversity**: each further hit from a session already in the results is
   scaled down a little, so one long session does not fill every slot.
+- **vector** (with the `memoryd[embed]` extra): the best candidates re-ordered by fusing
+  their lexical rank with their rank by the query's embedding (`memoryd.recall.fusion`).
 
 Every hit says why it matched: the query terms it contains and the signals that fired.
 """
@@ -43,6 +45,7 @@ from memoryd.index.query import Filters
 from memoryd.index.query import term_tokens
 from memoryd.index.schema import SPEAKER_CODES, speaker_code
 from memoryd.index.text import content_terms, dup_hash, query_terms, split_cjk
+from memoryd.recall.fusion import fuse
 from memoryd.store import Store
 from memoryd.store.units import (
     CHUNK,
@@ -73,6 +76,9 @@ class Params:
     recency_half_life_days: float = 14.0
     same_project: float = 0.25    # bonus (fraction) for units of `prefer_project`
     dedupe: bool = True
+    fuse_top: int = 50            # candidates re-ordered with the query's vector
+    rrf_k: float = 60.0           # reciprocal-rank fusion's constant
+    w_vector: float = 1.0         # the vector rank's weight (the lexical rank's: 1)
 
 
 PARAMS = Params()
@@ -250,13 +256,15 @@ def retrieve_sync(conn: sqlite3.Connection, index: Index, query: str, *, k: int,
                   exclude_session_recent: tuple[str, int] | None = None,
                   now: float | None = None, neighbours: int = 0, count: bool = False,
                   project_within: str | None = None, since: float | None = None,
-                  until: float | None = None, params: Params = PARAMS) -> Retrieval:
+                  until: float | None = None, params: Params = PARAMS,
+                  qvec: Any = None) -> Retrieval:
     """Rank units for `query`; see the module docstring. Filters (agent, project,
     session_id, since/until on the unit's time) are exact; `project_within` keeps
     sessions whose project is that directory or below it (a git root).
     `exclude_session_recent=(session_id, n)` leaves out that session's last n units
     (already in the asking agent's context). `neighbours=n` attaches the n units before
-    and after each hit as `context`. `count=True` counts every match for `total`."""
+    and after each hit as `context`. `count=True` counts every match for `total`.
+    `qvec`: the query's embedding (`memoryd.embed`), fused over the best candidates."""
     p = params
     plan = plan_query(query, mode)
     if plan.match is None or k <= 0:
@@ -269,6 +277,8 @@ def retrieve_sync(conn: sqlite3.Connection, index: Index, query: str, *, k: int,
     f = Filters(agent=agent, project=project, session_id=session_id,
                 project_within=project_within, since=since, until=until, exclude=exclude)
     limit = min(p.max_candidates, max(p.candidates, p.candidates_per_hit * k))
+    if qvec is not None:
+        limit = max(limit, p.fuse_top)
     got = index.ranked(conn, plan.terms, f, mode=mode, limit=limit, count=count,
                        w_body=p.w_body, w_one_liner=p.w_one_liner,
                        speaker=plan.speaker is not None)  # `_score` looks only then
@@ -286,6 +296,8 @@ def retrieve_sync(conn: sqlite3.Connection, index: Index, query: str, *, k: int,
         for c in cands:
             c["project"] = projects.get(c["session_pk"])
     _score(cands, plan, now, prefer_project, p)
+    if qvec is not None:
+        fuse(conn, cands, qvec, top_n=p.fuse_top, rrf_k=p.rrf_k, w_vector=p.w_vector)
     # Units deleted from the database but not yet from the index (forget, purge,
     # archival while their deletes wait) are found missing when the hits' rows are read,
     # and ranking runs again without them: no existence check of every candidate before
@@ -449,10 +461,10 @@ async def retrieve(store: Store, query: str, *, k: int, mode: str = "or",
                    session_id: str | None = None, prefer_project: str | None = None,
                    exclude_session_recent: tuple[str, int] | None = None,
                    now: float | None = None, neighbours: int = 0,
-                   params: Params = PARAMS) -> list[Hit]:
+                   params: Params = PARAMS, qvec: Any = None) -> list[Hit]:
     """`retrieve_sync` on the store's reader thread; the hits, best first."""
     r = await store.read(lambda c: retrieve_sync(
         c, store.index, query, k=k, mode=mode, agent=agent, project=project, session_id=session_id,
         prefer_project=prefer_project, exclude_session_recent=exclude_session_recent,
-        now=now, neighbours=neighbours, params=params))
+        now=now, neighbours=neighbours, params=params, qvec=qvec))
     return r.hits

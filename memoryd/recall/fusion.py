@@ -1,0 +1,49 @@
+"""The vector signal fused into the lexical ranking (issue 31, the `memoryd[embed]` extra).
+
+The best `fuse_top` candidates of the lexical ranking (`memoryd.recall.retrieval`) are
+re-ordered by weighted reciprocal-rank fusion of their lexical rank and their rank by
+cosine to the query's embedding (`memoryd.embed`); the fused order takes over the lexical
+scores (the best score goes to the first, and so on), so the steps after it (duplicates,
+session diversity) work as before. A unit not yet embedded keeps its lexical rank for
+both: ranked as without vectors. Every embedded candidate shows its cosine in `why`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from memoryd.embed.model import cosines
+from memoryd.store.vectors import vectors_of
+
+
+def fuse(conn: sqlite3.Connection, cands: list[dict[str, Any]], qvec: Any, *, top_n: int,
+         rrf_k: float, w_vector: float) -> None:
+    """Re-order the best `top_n` candidates by 1/(k + lexical rank) + w_vector/(k + vector
+    rank) and give them the lexical scores in that order; `signals["vector"]` is a unit's
+    cosine to the query, `vector_rank` its rank by it. The embedded units share out the
+    lexical ranks they hold by cosine; a unit without a vector keeps its lexical rank as
+    its vector rank: with no vectors the order is the lexical one, and half-embedded
+    candidates do not push out the others."""
+    top = sorted(cands, key=lambda c: -c["score"])[:top_n]
+    got = vectors_of(conn, [c["unit_id"] for c in top])
+    if not got:
+        return
+    have = [c for c in top if c["unit_id"] in got]
+    sims = cosines(qvec, [got[c["unit_id"]] for c in have])
+    lex = {c["unit_id"]: r for r, c in enumerate(top, 1)}
+    vec = dict(lex)
+    slots = sorted(lex[c["unit_id"]] for c in have)
+    by_sim = sorted(zip(sims, (c["unit_id"] for c in have)), key=lambda x: -x[0])
+    for r, (_, uid) in zip(slots, by_sim):
+        vec[uid] = r
+    for c, sim in zip(have, sims):  # why: the cosine and where it put the unit
+        c["signals"]["vector"] = round(sim, 4)
+        c["signals"]["vector_rank"] = float(vec[c["unit_id"]])
+    if w_vector <= 0:
+        return
+    fused = sorted(top, key=lambda c: -(1.0 / (rrf_k + lex[c["unit_id"]])
+                                        + w_vector / (rrf_k + vec[c["unit_id"]])))
+    scores = [c["score"] for c in top]  # best first
+    for c, score in zip(fused, scores):
+        c["score"] = score

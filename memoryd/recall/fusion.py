@@ -47,3 +47,21 @@ def fuse(conn: sqlite3.Connection, cands: list[dict[str, Any]], qvec: Any, *, to
     scores = [c["score"] for c in top]  # best first
     for c, score in zip(fused, scores):
         c["score"] = score
+
+
+def gate_features(terms: list[str], hits: list[Any]) -> dict[str, float]:
+    """What the lexical ranking says of itself, for the gate that decides whether the
+    vector rank weighs: `cover1` the share of the query's terms the first hit holds,
+    `cover5` the same over the first five (mean), `full10` the share of the first ten that
+    hold every term, `margin` how far the tenth score falls below the first ((s1 -
+    s10) / s1), `n_terms` the terms searched."""
+    n = len(terms) or 1
+    cover = [len(set(h.matched)) / n for h in hits[:10]]
+    scores = [h.score for h in hits[:10]]
+    return {
+        "cover1": round(cover[0], 4) if cover else 0.0,
+        "cover5": round(sum(cover[:5]) / len(cover[:5]), 4) if cover else 0.0,
+        "full10": round(sum(c >= 1.0 for c in cover) / 10, 4),
+        "margin": round((scores[0] - scores[-1]) / scores[0], 4) if scores and scores[0] else 0.0,
+        "n_terms": float(len(terms)),
+    }

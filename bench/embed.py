@@ -17,7 +17,13 @@ one run, the same queries (bench/harness.py's mix, --queries) over the socket:
 Throughput: --sample unit texts of the store embedded in this process, one call each
 (what the worker does), units per core-second (the process's CPU time).
 
+`--latency N` measures only the model: its load time and resident memory (RSS before and
+after, and after it is let go), and the query embedding's p50/p99 over N of the bench's
+queries on one thread (what a fused search adds: the vector lookup of its candidates and
+their cosines are well under a millisecond), with the load average beside it.
+
     .venv/bin/python bench/embed.py --units 100000 --queries 200
+    nice -n 10 .venv/bin/python bench/embed.py --latency 300
 """
 
 from __future__ import annotations
@@ -101,14 +107,50 @@ def pct(xs: list[float], p: float) -> float:
     return 1000 * xs[min(len(xs) - 1, int(p * len(xs)))]
 
 
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def latency(n: int, seed: int) -> int:
+    import gc
+    import os
+
+    queries = [q for _c, q, _m in h.TextGen(seed).queries(random.Random(seed), n)]
+    rss0 = _rss_mb()
+    m = Model(idle_s=3600)
+    t0 = time.perf_counter()
+    m.query("warm up")
+    load = time.perf_counter() - t0
+    rss1 = _rss_mb()
+    times = []
+    for q in queries:
+        t0 = time.perf_counter()
+        m.query(q)
+        times.append(time.perf_counter() - t0)
+    rss2 = _rss_mb()
+    m.release()
+    gc.collect()
+    print(f"model load + first query {load:.2f} s; RSS {rss0:.0f} MB before, {rss1:.0f} "
+          f"loaded, {rss2:.0f} after {n} queries, {_rss_mb():.0f} released")
+    print(f"query embedding, one thread, n={n}: p50 {pct(times, .5):.1f} ms, "
+          f"p99 {pct(times, .99):.1f} ms; load average {os.getloadavg()}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--latency", type=int, default=0)
     ap.add_argument("--units", type=int, default=100_000)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--pending", type=int, default=40)
     ap.add_argument("--sample", type=int, default=60)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
+    if args.latency:
+        return latency(args.latency, args.seed)
     dir = bigstore.store_dir(args.units, args.seed)
     if not (dir / "meta.json").exists():
         bigstore.main(["--units", str(args.units)])

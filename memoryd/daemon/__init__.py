@@ -161,8 +161,8 @@ class Daemon:
             self._sources = configured_sources(s, self.environ)
             self.ingestor.subscribers.append(self._on_ingest)
             if off_reason(s.embed.enabled, target.kind) is None:  # memoryd[embed] installed
-                self.embedder = self.store.embed = Embedder(self.store,
-                                                            max_chars=s.embed.max_chars)
+                self.embedder = self.store.embed = Embedder(
+                    self.store, max_chars=s.embed.max_chars, busy=self.jobs_wait)
                 self.ingestor.subscribers.append(self.embedder.on_ingest)
             # one LLM, one job queue, one schedule: each service adds its jobs to them
             self.llm = LLM(s.llm, Usage(self.store), environ=self.environ, clock=self.clock)

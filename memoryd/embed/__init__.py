@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from memoryd.embed.model import NAME, Model, available
@@ -25,10 +26,11 @@ log = logging.getLogger(__name__)
 
 
 class Embedder:
-    def __init__(self, store: Store, *, max_chars: int, idle_s: float | None = None) -> None:
+    def __init__(self, store: Store, *, max_chars: int, idle_s: float | None = None,
+                 busy: Callable[[], bool] | None = None) -> None:
         self.store = store
         self.model = Model() if idle_s is None else Model(idle_s=idle_s)
-        self.worker = EmbedWorker(store, self.model, max_chars=max_chars)
+        self.worker = EmbedWorker(store, self.model, max_chars=max_chars, busy=busy)
         self.query_errors = 0
 
     def on_ingest(self, event: Any) -> None:

@@ -8,13 +8,16 @@ New units (ids above `hi`, what was the newest when last looked) go first; then 
 backlog, walking down from `lo`. The cursor is only in memory: after a crash or a restart
 the worker starts again from the newest unit and skips what has a vector (one lookup by
 key each), so nothing is lost and nothing is embedded twice. The backlog is counted once
-at start, in slices of ids, so no statement holds a reader for long.
+at start, in slices of ids, so no statement holds a reader for long. While `busy()` says
+so (the daemon's: a backfill runs, as for the summaries' jobs) the worker waits: embedding
+never takes the CPU a first read of the history needs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from memoryd.runtime import background
@@ -28,11 +31,15 @@ PAUSE_S = 0.2      # between steps: ingest and queries get the CPU
 IDLE_POLL_S = 5.0  # caught up: look for new units this often (or when woken by ingest)
 COUNT_SLICE = 20_000
 RETRY_S = 30.0
+BUSY_POLL_S = 1.0  # while busy() says so, look again this often
 
 
 class EmbedWorker:
-    def __init__(self, store: Store, model: Model, *, max_chars: int) -> None:
+    def __init__(self, store: Store, model: Model, *, max_chars: int,
+                 busy: Callable[[], bool] | None = None) -> None:
         self.store = store
+        self.busy = busy or (lambda: False)
+        self.waiting = False       # for busy() to say no
         self.model = model
         self.max_chars = max_chars
         self.hi = 0                # every unit with lo <= id <= hi was looked at
@@ -59,6 +66,10 @@ class EmbedWorker:
 
     async def run(self) -> None:
         while True:
+            self.waiting = self.busy()
+            if self.waiting:
+                await asyncio.sleep(BUSY_POLL_S)
+                continue
             try:
                 if not self.started or self._reset:
                     self._reset = False
@@ -139,5 +150,6 @@ class EmbedWorker:
         pending = await self.pending() if self.started else None
         return {"caught_up": bool(self.started and self.caught_up and pending == 0),
                 "pending": pending, "done": self.done, "embedded_this_run": self.embedded,
+                "waiting_for_backfill": self.waiting,
                 "units_per_s": round(self.embedded / self.seconds, 2) if self.seconds else None,
                 "errors": self.errors, "last_error": self.last_error}

@@ -174,3 +174,35 @@ def test_issue_31_without_the_extra_nothing_is_imported(tmp_path, sock):
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["imported"] is False and got["shown"] == 0
     assert got["embed"]["enabled"] is False and "extra" in got["embed"]["reason"]
+
+
+@needs_model
+async def test_issue_31_the_worker_waits_while_the_daemon_is_busy(tmp_path):
+    """A first read of the history (the backfill) keeps the CPU: the worker waits until
+    `busy()` says no, then embeds."""
+    from memoryd.embed import Embedder
+
+    store = await Store.open(tmp_path / "m.db")
+    busy = [True]
+    try:
+        def put(c):
+            pk = session_pk(c, "generic", "s1", project="/p")
+            for i, text in enumerate(["first words", "second words"]):
+                store_record(c, pk, Record("user", text, ts=1.0 + i), f"r{i}", None, 0)
+
+        await store.write(put)
+        e = Embedder(store, max_chars=512, busy=lambda: busy[0])
+        task = asyncio.ensure_future(e.worker.run())
+        try:
+            await wait_for(lambda: e.worker.waiting)
+            st = await e.status()
+            assert st["waiting_for_backfill"] and not st["caught_up"]
+            assert e.worker.embedded == 0 and not e.model.loaded
+            busy[0] = False
+            await wait_for(lambda: e.worker.embedded == 2, timeout=60)
+            assert await store.read(vectors.count) == 2
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    finally:
+        await store.close()

@@ -219,6 +219,7 @@ class Daemon:
             self._spawn(self._reconcile_loop(), "reconcile")
             if self.embedder is not None:
                 self._spawn(self.embedder.worker.run(), "embed")
+                self._stack.callback(self.embedder.model.release)  # its memory, at stop
             if target.kind == "postgresql":  # only a shared database goes away
                 self._spawn(self._retry_parked(), "retry-parked")
             else:

@@ -222,6 +222,14 @@ class IndexSettings(_Section):
     tail_commit_s: float = Field(5.0, gt=0, le=86_400)
 
 
+class EmbedSettings(_Section):
+    """Local embeddings beside BM25 (`memoryd.embed`), on when the `memoryd[embed]` extra is
+    installed; `enabled = false` turns them off. `max_chars`: a turn is embedded cut to this."""
+
+    enabled: bool = True
+    max_chars: int = Field(512, ge=32, le=8192)
+
+
 class LogSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     file: bool = False
@@ -242,6 +250,7 @@ class Settings(_Section):
     retention: RetentionSettings = RetentionSettings()
     store: StoreSettings = StoreSettings()
     index: IndexSettings = IndexSettings()
+    embed: EmbedSettings = EmbedSettings()
     log: LogSettings = LogSettings()
 
 

@@ -80,6 +80,9 @@ DESCRIPTIONS: dict[str, str] = {
     "index.tail_commit_docs": "new units are searchable at once; they are committed to "
                               "the index on disk once this many wait",
     "index.tail_commit_s": "or once the oldest has waited this many seconds",
+    "embed.enabled": "local embeddings beside BM25 when the memoryd[embed] extra is "
+                     "installed; false turns them off",
+    "embed.max_chars": "a turn is embedded cut to this many characters",
     "log.level": "DEBUG, INFO, WARNING or ERROR",
     "log.file": "also log to a rotating file in the log dir",
 }

@@ -20,6 +20,9 @@ def memoryd_home(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("MEMORYD_HOME", str(home))
     monkeypatch.delenv("MEMORYD_SOCKET", raising=False)
     monkeypatch.delenv("MEMORYD_CONFIG", raising=False)
+    # daemons started from the environment rank lexically unless a test turns embeddings
+    # on (tests/embed): no test pays for a model it does not test
+    monkeypatch.setenv("MEMORYD_EMBED__ENABLED", "false")
     for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
         monkeypatch.setenv(var, str(home / var.lower()))
     monkeypatch.setenv("HOME", str(home / "userhome"))

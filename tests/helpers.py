@@ -68,18 +68,23 @@ def short_dir():
         shutil.rmtree(d, ignore_errors=True)
 
 
-def settings_for(sources: list[tuple[str, Path]], sock: Path, **watch: Any) -> Any:
+def settings_for(sources: list[tuple[str, Path]], sock: Path, *, embed: bool = False,
+                 **watch: Any) -> Any:
+    """`embed`: local embeddings on (tests/embed); off elsewhere, so rankings stay lexical
+    and no test pays for the model it does not test."""
     return load_settings(None, environ={}, overrides={
         "watch": {"sources": [{"agent": a, "path": p} for a, p in sources],
                   "default_sources": False, "reconcile_seconds": 0.3, **watch},
         "server": {"socket": sock, "tcp_port": 0},
+        "embed": {"enabled": embed},
     })
 
 
 @contextlib.asynccontextmanager
 async def running_daemon(home: Path, sources: list[tuple[str, Path]], sock: Path,
-                         **watch: Any) -> AsyncIterator[Daemon]:
-    d = Daemon(settings_for(sources, sock, **watch), resolve_paths(home), environ={})
+                         *, embed: bool = False, **watch: Any) -> AsyncIterator[Daemon]:
+    d = Daemon(settings_for(sources, sock, embed=embed, **watch), resolve_paths(home),
+               environ={})
     await d.start()
     try:
         yield d

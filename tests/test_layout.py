@@ -25,6 +25,7 @@ FLOORS = {
     "index": 4,       # the local search index
     "memory": 4,      # the files of the memory folder
     "jobs": 4,        # the persistent job queue
+    "embed": 4,       # local embeddings: the model and its background worker (optional)
     "ingest": 5,      # transcripts in: adapters, cursor, watcher
     "fleet": 5,       # following a shared store into a local index
     "recall": 5,      # retrieval, search, context

@@ -28,6 +28,7 @@ from memoryd.consolidate.service import Consolidator
 from memoryd.recall.context import ContextBuilder
 from memoryd.daemon.db_guard import watch_identity
 from memoryd.errors import AlreadyRunningError, StoreUnavailableError
+from memoryd.embed import Embedder, embed_status, off_reason
 from memoryd.events import EventBus
 from memoryd.consolidate.forgetting import Forgetting
 from memoryd.runtime.idle_release import RELEASE, tune_malloc
@@ -125,6 +126,7 @@ class Daemon:
         self.fleet_memory: FleetMemory | None = None
         self.index: Index | None = None
         self.status: Status | None = None  # GET /v1/status
+        self.embedder: Embedder | None = None  # local embeddings (memoryd.embed)
 
     def sources(self) -> list[Source]:
         return self._sources + (self.on_demand.added if self.on_demand else [])
@@ -155,6 +157,10 @@ class Daemon:
             await self.ingestor.load_seen()
             self._sources = configured_sources(s, self.environ)
             self.ingestor.subscribers.append(self._on_ingest)
+            if off_reason(s.embed.enabled, target.kind) is None:  # memoryd[embed] installed
+                self.embedder = self.store.embed = Embedder(
+                    self.store, max_chars=s.embed.max_chars, busy=self.jobs_wait)
+                self.ingestor.subscribers.append(self.embedder.on_ingest)
             # one LLM, one job queue, one schedule: each service adds its jobs to them
             self.llm = LLM(s.llm, Usage(self.store), environ=self.environ, clock=self.clock)
             queue = self.job_queue = JobQueue.from_settings(self.store, s, clock=self.clock,
@@ -208,12 +214,15 @@ class Daemon:
 
             self.status = Status(self._process, self.store, self.ingestor, self.queue,
                                  self.backfill, self.watcher, self.limiter, self.summaries,
-                                 self.crons)
+                                 self.crons, self._embed_status)
             await self._serve()
             self._spawn(self.queue.run(), "ingest")
             self._spawn(self._backfill(), "backfill")
             self._spawn(self.watcher.run(self._stop_requested), "watcher")
             self._spawn(self._reconcile_loop(), "reconcile")
+            if self.embedder is not None:
+                self._spawn(self.embedder.worker.run(), "embed")
+                self._stack.callback(self.embedder.model.release)  # its memory, at stop
             if target.kind == "postgresql":  # only a shared database goes away
                 self._spawn(self._retry_parked(), "retry-parked")
             else:
@@ -328,7 +337,9 @@ class Daemon:
         async def reindex(params: dict[str, Any]) -> dict[str, Any]:
             assert self.store is not None
             self.store.index.request_rebuild()
-            return {"index": "rebuilding"}
+            if self.embedder is None:
+                return {"index": "rebuilding"}
+            return {"index": "rebuilding", "vectors_dropped": await self.embedder.rebuild()}
 
         assert self.summaries is not None and self.consolidator is not None
         assert self.retention is not None and self.catch_up is not None
@@ -409,6 +420,11 @@ class Daemon:
                 await self.store.read(lambda c: c.execute("SELECT 1").fetchone())
             sdnotify.notify("WATCHDOG=1")
             await asyncio.sleep(period)
+
+    async def _embed_status(self) -> dict[str, Any]:
+        assert self.store is not None
+        return await embed_status(self.embedder, off_reason(self.settings.embed.enabled,
+                                                            self.store.kind))
 
     def _process(self) -> dict[str, Any]:
         """The daemon's own part of status: the process, its sockets, its sources."""

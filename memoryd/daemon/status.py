@@ -9,7 +9,7 @@ the totals last read, says since when the store is unreachable, and is not caugh
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from memoryd.consolidate.crons import Crons
@@ -29,8 +29,10 @@ from memoryd.summarize.service import Summaries
 class Status:
     def __init__(self, process: Callable[[], dict[str, Any]], store: Store, ingestor: Ingestor,
                  queue: IngestQueue, backfill: Backfill, watcher: Watcher,
-                 limiter: QueryLimiter, summaries: Summaries, crons: Crons) -> None:
+                 limiter: QueryLimiter, summaries: Summaries, crons: Crons,
+                 embed: Callable[[], Awaitable[dict[str, Any]]]) -> None:
         self.process = process
+        self.embed = embed  # local embeddings' status (memoryd.embed), on or why off
         self.store, self.ingestor, self.queue = store, ingestor, queue
         self.backfill, self.watcher, self.limiter = backfill, watcher, limiter
         self.summaries, self.crons = summaries, crons
@@ -85,6 +87,7 @@ class Status:
             "memory": RELEASE.status(),
             "watcher": self.watcher.status(),
             **extra,
+            "embed": await self.embed(),
             "consolidation": await self.crons.status(),
         }
 

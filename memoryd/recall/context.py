@@ -23,6 +23,7 @@ from typing import Any
 from memoryd.index.protocol import Index
 from memoryd.recall import archived as archive_recall
 from memoryd.api import ContextRequest
+from memoryd.embed import query_vector
 from memoryd.errors import StoreUnavailableError
 from memoryd.recall.fence import CLOSE, OPEN, defuse
 from memoryd.recall.fit import Counts, fit_counted
@@ -124,8 +125,12 @@ class ContextBuilder:
         local = asyncio.ensure_future(self._files(query, include))
         local.add_done_callback(lambda t: _hand_over(t, files))
 
+        # the query's embedding (`memoryd.embed`), on a thread; None: recall is lexical
+        qvec = (await query_vector(self.store.embed, query)
+                if "recalled" in include else None)
+
         def from_store(c: sqlite3.Connection) -> dict[str, Any]:
-            root, session, recalled = self._from_store(c, req, query, include)
+            root, session, recalled = self._from_store(c, req, query, include, qvec)
             (long_term, ranked), daily = files.result(timeout=FILES_WAIT_S)
             return self._fit(req, root, session, recalled, long_term, ranked, daily)
 
@@ -174,12 +179,13 @@ class ContextBuilder:
         return self._assemble(req, sections, root)
 
     def _from_store(self, conn: sqlite3.Connection, req: ContextRequest, query: str,
-                    include: set[str]) -> tuple[str | None, dict[str, Any] | None, Section]:
+                    include: set[str], qvec: Any = None
+                    ) -> tuple[str | None, dict[str, Any] | None, Section]:
         """(the project's git root, the asking session, the recalled section), on the
         store's reader thread."""
         root = git_root(req.cwd) if req.cwd else None
         session = _session(conn, req.session_id, req.agent) if req.session_id else None
-        return root, session, self._recalled(conn, req, query, root, session, include)
+        return root, session, self._recalled(conn, req, query, root, session, include, qvec)
 
     async def _recalled_offline(self, req: ContextRequest, query: str, root: str | None,
                                 include: set[str]) -> Section:
@@ -234,7 +240,7 @@ class ContextBuilder:
 
     def _recalled(self, conn: sqlite3.Connection, req: ContextRequest, query: str,
                   root: str | None, session: dict[str, Any] | None,
-                  include: set[str]) -> Section:
+                  include: set[str], qvec: Any = None) -> Section:
         s = Section("recalled", "Recalled from past sessions")
         if "recalled" not in include:
             s.reason = "not included"
@@ -251,11 +257,12 @@ class ContextBuilder:
         hits: list[Hit] = []
         if root:  # this project first ...
             hits = retrieve_sync(conn, index, query, k=k, prefer_project=root,
-                                 project_within=root, exclude_session_recent=exclude).hits
+                                 project_within=root, exclude_session_recent=exclude,
+                                 qvec=qvec).hits
         if len(hits) < k:  # ... then everything else
             seen = {h.unit_id for h in hits}
             more = retrieve_sync(conn, index, query, k=k + len(hits), prefer_project=root,
-                                 exclude_session_recent=exclude)
+                                 exclude_session_recent=exclude, qvec=qvec)
             hits += [h for h in more.hits if h.unit_id not in seen][: k - len(hits)]
         self.index.recent.remember(hits)
         for h in hits:

@@ -24,6 +24,8 @@ inside it; the best `candidates` of them are then re-scored here:
   pasted into several sessions) collapse into the best one, which lists their ids.
 - **session diversity**: each further hit from a session already in the results is
   scaled down a little, so one long session does not fill every slot.
+- **vector** (with the `memoryd[embed]` extra): the best candidates re-ordered by fusing
+  their lexical rank with their rank by the query's embedding (`memoryd.recall.fusion`).
 
 Every hit says why it matched: the query terms it contains and the signals that fired.
 """
@@ -43,6 +45,7 @@ from memoryd.index.query import Filters
 from memoryd.index.query import term_tokens
 from memoryd.index.schema import SPEAKER_CODES, speaker_code
 from memoryd.index.text import content_terms, dup_hash, query_terms, split_cjk
+from memoryd.recall.fusion import fuse, lexical_margin
 from memoryd.store import Store
 from memoryd.store.units import (
     CHUNK,
@@ -73,6 +76,12 @@ class Params:
     recency_half_life_days: float = 14.0
     same_project: float = 0.25    # bonus (fraction) for units of `prefer_project`
     dedupe: bool = True
+    fuse_top: int = 50            # candidates re-ordered with the query's vector (at most)
+    rrf_k: float = 60.0           # reciprocal-rank fusion's constant
+    w_vector: float = 0.5         # the vector rank's weight (the lexical rank's: 1) ...
+    gate_margin: float | None = 0.788  # ... where the lexical top ten's margin is below
+    # this (`memoryd.recall.fusion`; None: every query fused). Both fitted on the dev
+    # split (bench/eval_embed.py): plain fusion lost R@10 there, the gated kept it
 
 
 PARAMS = Params()
@@ -123,6 +132,7 @@ class Retrieval:
     total: int                    # index matches under the filters (or candidates seen)
     hits: list[Hit]
     estimated: bool = False       # total estimated (a big unfiltered OR search)
+    fusion: dict[str, float] = field(default_factory=dict)  # the gate: margin, w_vector
 
 
 # -- query analysis -------------------------------------------------------------------
@@ -250,13 +260,15 @@ def retrieve_sync(conn: sqlite3.Connection, index: Index, query: str, *, k: int,
                   exclude_session_recent: tuple[str, int] | None = None,
                   now: float | None = None, neighbours: int = 0, count: bool = False,
                   project_within: str | None = None, since: float | None = None,
-                  until: float | None = None, params: Params = PARAMS) -> Retrieval:
+                  until: float | None = None, params: Params = PARAMS,
+                  qvec: Any = None) -> Retrieval:
     """Rank units for `query`; see the module docstring. Filters (agent, project,
     session_id, since/until on the unit's time) are exact; `project_within` keeps
     sessions whose project is that directory or below it (a git root).
     `exclude_session_recent=(session_id, n)` leaves out that session's last n units
     (already in the asking agent's context). `neighbours=n` attaches the n units before
-    and after each hit as `context`. `count=True` counts every match for `total`."""
+    and after each hit as `context`. `count=True` counts every match for `total`.
+    `qvec`: the query's embedding (`memoryd.embed`), fused over the best candidates."""
     p = params
     plan = plan_query(query, mode)
     if plan.match is None or k <= 0:
@@ -268,6 +280,8 @@ def retrieve_sync(conn: sqlite3.Connection, index: Index, query: str, *, k: int,
         exclude = session_tails(conn, sid, max(0, recent))
     f = Filters(agent=agent, project=project, session_id=session_id,
                 project_within=project_within, since=since, until=until, exclude=exclude)
+    # the same candidates with vectors or without: where the fusion gate says no, the
+    # ranking is the lexical one exactly (more candidates change neighbours' bonuses)
     limit = min(p.max_candidates, max(p.candidates, p.candidates_per_hit * k))
     got = index.ranked(conn, plan.terms, f, mode=mode, limit=limit, count=count,
                        w_body=p.w_body, w_one_liner=p.w_one_liner,
@@ -286,12 +300,13 @@ def retrieve_sync(conn: sqlite3.Connection, index: Index, query: str, *, k: int,
         for c in cands:
             c["project"] = projects.get(c["session_pk"])
     _score(cands, plan, now, prefer_project, p)
+    for c in cands:
+        c["base"] = c["score"]
+    fusion = _fuse(conn, cands, qvec, p) if qvec is not None else {}
     # Units deleted from the database but not yet from the index (forget, purge,
     # archival while their deletes wait) are found missing when the hits' rows are read,
     # and ranking runs again without them: no existence check of every candidate before
     # ranking, so a search reads the database once (one round trip in fleet mode).
-    for c in cands:
-        c["base"] = c["score"]
     for _ in range(REFILLS):
         top = _ranked_top(cands, k, p)
         rows, near = _rows(conn, top, neighbours)
@@ -301,7 +316,30 @@ def retrieve_sync(conn: sqlite3.Connection, index: Index, query: str, *, k: int,
         cands = [c for c in cands if c["unit_id"] not in gone]
         total = max(0, total - len(gone))
     hits = _hits(index, top, rows, near, plan, neighbours, p, fast, mode)
-    return Retrieval(plan, max(total, len(cands)), hits, estimated)
+    return Retrieval(plan, max(total, len(cands)), hits, estimated, fusion)
+
+
+GATE_TOP = 10
+"""The lexical hits whose scores the fusion gate looks at."""
+
+
+def _fuse(conn: sqlite3.Connection, cands: list[dict[str, Any]], qvec: Any,
+          p: Params) -> dict[str, float]:
+    """The vector signal fused in (`memoryd.recall.fusion`), weighing only where the
+    lexical top ten is flat (`gate_margin`); the fused order becomes the base scores."""
+    w, out = p.w_vector, {}
+    if p.gate_margin is not None:
+        margin = lexical_margin([c["score"] for c in _ranked_top(cands, GATE_TOP, p)])
+        out["margin"] = margin
+        if margin >= p.gate_margin:
+            w = 0.0
+        for c in cands:
+            c["score"] = c["base"]
+    out["w_vector"] = w
+    fuse(conn, cands, qvec, top_n=p.fuse_top, rrf_k=p.rrf_k, w_vector=w)
+    for c in cands:
+        c["base"] = c["score"]
+    return out
 
 
 REFILLS = 3
@@ -449,10 +487,10 @@ async def retrieve(store: Store, query: str, *, k: int, mode: str = "or",
                    session_id: str | None = None, prefer_project: str | None = None,
                    exclude_session_recent: tuple[str, int] | None = None,
                    now: float | None = None, neighbours: int = 0,
-                   params: Params = PARAMS) -> list[Hit]:
+                   params: Params = PARAMS, qvec: Any = None) -> list[Hit]:
     """`retrieve_sync` on the store's reader thread; the hits, best first."""
     r = await store.read(lambda c: retrieve_sync(
         c, store.index, query, k=k, mode=mode, agent=agent, project=project, session_id=session_id,
         prefer_project=prefer_project, exclude_session_recent=exclude_session_recent,
-        now=now, neighbours=neighbours, params=params))
+        now=now, neighbours=neighbours, params=params, qvec=qvec))
     return r.hits

@@ -8,6 +8,7 @@ from typing import Any
 
 from memoryd.recall import archived as archive_recall
 from memoryd.api import SearchRequest, SearchResponse, SearchResult
+from memoryd.embed import query_vector
 from memoryd.errors import StoreUnavailableError
 from memoryd.runtime.idle_release import RELEASE
 from memoryd.index.protocol import Index
@@ -51,12 +52,15 @@ async def _with_archive(resp: SearchResponse, req: SearchRequest,
 
 
 async def _search(store: Store, index: Index, req: SearchRequest) -> SearchResponse:
+    # the query's embedding (`memoryd.embed`), on a thread; None: the ranking is lexical
+    qvec = await query_vector(store.embed, req.query)
+
     def answer(c: Any) -> tuple[Retrieval, list[SearchResult]]:
         # the results are built here too, on the reader thread: the event loop only
         # sends them (snippets of long tool outputs are not the loop's work)
         r = retrieve_sync(c, index, req.query, k=req.max_results, mode=req.mode,
                           agent=req.agent, project=req.project, session_id=req.session_id,
-                          count=True)
+                          count=True, qvec=qvec)
         index.recent.remember(r.hits)
         return r, _results(r.hits, r.plan.terms)
 

@@ -429,13 +429,31 @@ def m016_unit_quarters(conn: sqlite3.Connection) -> None:
         conn.execute(stmt)
 
 
+def m017_unit_vectors(conn: sqlite3.Connection) -> None:
+    """Embeddings of units (`memoryd.embed`, `memoryd.store.vectors`): 384 int8 a unit,
+    gone with their unit (forget, retention, exclude: the foreign key), and with their
+    text when it changes (the trigger: a stale vector would rank by words the unit no
+    longer holds; the worker embeds it again). Empty without the `memoryd[embed]` extra."""
+    _script(conn, """
+        CREATE TABLE unit_vectors (
+            unit_id INTEGER PRIMARY KEY REFERENCES units (id) ON DELETE CASCADE,
+            vec BLOB NOT NULL
+        );
+        CREATE TRIGGER unit_vectors_stale AFTER UPDATE OF content, one_liner ON units
+        WHEN NEW.content IS NOT OLD.content OR NEW.one_liner IS NOT OLD.one_liner
+        BEGIN
+            DELETE FROM unit_vectors WHERE unit_id = NEW.id;
+        END
+        """)
+
+
 MIGRATIONS: list[Migration] = [m001_initial, m002_jobs_and_summaries, m003_units_id_session,
                                m004_memory_provenance, m005_tantivy_index,
                                m006_served_context_and_exclusions,
                                m007_fleet_machines, m008_memory_docs,
                                m009_counters, m010_memory_subject,
                                m011_consolidation_runs, m015_index_pending_derived,
-                               m016_unit_quarters]
+                               m016_unit_quarters, m017_unit_vectors]
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

@@ -283,6 +283,14 @@ DDL: dict[str, str | list[str]] = {
         ALTER TABLE index_pending ADD COLUMN derived integer NOT NULL DEFAULT 0
     """,
     "m016_unit_quarters": unit_quarters.pg_ddl(),
+    # the SQLite table's twin, empty for now: in fleet mode embeddings are off (each
+    # machine would embed its own units; sharing them is issue 31's next step)
+    "m017_unit_vectors": """
+        CREATE TABLE unit_vectors (
+            unit_id bigint PRIMARY KEY REFERENCES units (id) ON DELETE CASCADE,
+            vec bytea NOT NULL
+        )
+    """,
 }
 
 NAMES = [m.__name__ for m in SQLITE_MIGRATIONS]

@@ -1,0 +1,82 @@
+"""Local embeddings beside BM25 (issue 31): an optional part, the `memoryd[embed]` extra.
+
+`Embedder` joins the model (`memoryd.embed.model`) and the background worker
+(`memoryd.embed.worker`); the daemon builds one when the extra is installed, `embed.enabled`
+is on and the store is a local SQLite file (`off_reason`; fleet mode: not yet, each machine
+would embed its own units) and hands it to the store (`Store.embed`). Search and context
+ask it for the query's vector (`query_vector`, off the event loop) and fuse it with the
+lexical ranking (`memoryd.recall.fusion`). Without the extra nothing here imports anything
+beyond the standard library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from memoryd.embed.model import NAME, Model, available
+from memoryd.embed.worker import EmbedWorker
+from memoryd.store import Store, vectors
+
+__all__ = ["Embedder", "available", "embed_status", "off_reason", "query_vector"]
+
+log = logging.getLogger(__name__)
+
+
+class Embedder:
+    def __init__(self, store: Store, *, max_chars: int, idle_s: float | None = None,
+                 busy: Callable[[], bool] | None = None) -> None:
+        self.store = store
+        self.model = Model() if idle_s is None else Model(idle_s=idle_s)
+        self.worker = EmbedWorker(store, self.model, max_chars=max_chars, busy=busy)
+        self.query_errors = 0
+
+    def on_ingest(self, event: Any) -> None:
+        """New units were stored (an ingest subscriber): the worker looks now."""
+        self.worker.wake()
+
+    async def query(self, text: str) -> Any:
+        """The query's vector, on a thread (~17 ms; a first use loads the model, ~1 s);
+        None when embedding fails (the ranking is then lexical)."""
+        try:
+            return await asyncio.to_thread(self.model.query, text[:2000])
+        except Exception:
+            self.query_errors += 1
+            log.exception("embedding a query failed; ranking lexically")
+            return None
+
+    async def rebuild(self) -> int:
+        """Every vector dropped and embedded again (`memoryctl reindex`)."""
+        n = await self.store.write(vectors.clear)
+        self.worker.restart()
+        return n
+
+    async def status(self) -> dict[str, Any]:
+        return {"enabled": True, "model": NAME, "loaded": self.model.loaded,
+                "loads": self.model.loads, "query_errors": self.query_errors,
+                **await self.worker.status()}
+
+
+def off_reason(enabled: bool, store_kind: str) -> str | None:
+    """Why embeddings are off (None: on)."""
+    if not enabled:
+        return "embed.enabled is false"
+    if not available():
+        return "the memoryd[embed] extra is not installed"
+    if store_kind != "sqlite":
+        return "not yet in fleet mode"
+    return None
+
+
+async def embed_status(embedder: Embedder | None, reason: str | None) -> dict[str, Any]:
+    """`/v1/status` → `embed`: the worker's backlog and progress, or why it is off."""
+    if embedder is not None:
+        return await embedder.status()
+    return {"enabled": False, "reason": reason or "not started", "caught_up": True,
+            "pending": 0, "done": 0, "model": None}
+
+
+async def query_vector(embedder: Embedder | None, text: str) -> Any:
+    return None if embedder is None or not text.strip() else await embedder.query(text)

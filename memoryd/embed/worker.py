@@ -1,0 +1,155 @@
+"""The embed worker: embeds units in the background, newest first, and never in the way.
+
+Each step reads a batch of units that have no vector (`memoryd.store.vectors.pending`),
+embeds them one by one on the low-priority background thread, each once no query runs
+(`memoryd.runtime.background.run`; a unit is 50-250 ms of a core), writes their vectors
+in one short transaction, and pauses.
+New units (ids above `hi`, what was the newest when last looked) go first; then the
+backlog, walking down from `lo`. The cursor is only in memory: after a crash or a restart
+the worker starts again from the newest unit and skips what has a vector (one lookup by
+key each), so nothing is lost and nothing is embedded twice. The backlog is counted once
+at start, in slices of ids, so no statement holds a reader for long. While `busy()` says
+so (the daemon's: a backfill runs, as for the summaries' jobs) the worker waits: embedding
+never takes the CPU a first read of the history needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from memoryd.runtime import background
+from memoryd.embed.model import Model
+from memoryd.store import Store, vectors
+
+log = logging.getLogger(__name__)
+
+BATCH = 8          # units a step (each ~50-150 ms to embed on one core)
+PAUSE_S = 0.2      # between steps: ingest and queries get the CPU
+IDLE_POLL_S = 5.0  # caught up: look for new units this often (or when woken by ingest)
+COUNT_SLICE = 20_000
+RETRY_S = 30.0
+BUSY_POLL_S = 1.0  # while busy() says so, look again this often
+
+
+class EmbedWorker:
+    def __init__(self, store: Store, model: Model, *, max_chars: int,
+                 busy: Callable[[], bool] | None = None) -> None:
+        self.store = store
+        self.busy = busy or (lambda: False)
+        self.waiting = False       # for busy() to say no
+        self.model = model
+        self.max_chars = max_chars
+        self.hi = 0                # every unit with lo <= id <= hi was looked at
+        self.lo = 0
+        self.below = 0             # backlog under lo (counted at start)
+        self.done = 0              # vectors stored
+        self.embedded = 0          # this run
+        self.seconds = 0.0         # spent embedding this run (thread time of the calls)
+        self.started = False       # the backlog is counted
+        self.caught_up = False
+        self.errors = 0
+        self.last_error: str | None = None
+        self._wake = asyncio.Event()
+        self._reset = False
+
+    def wake(self) -> None:
+        """New units were stored: look now rather than at the next poll."""
+        self._wake.set()
+
+    def restart(self) -> None:
+        """The vectors were cleared (`memoryctl reindex`): count and walk again."""
+        self._reset = True
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            self.waiting = self.busy()
+            if self.waiting:
+                await asyncio.sleep(BUSY_POLL_S)
+                continue
+            try:
+                if not self.started or self._reset:
+                    self._reset = False
+                    await self._derive()
+                did = await self._step()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # degrade quietly: logged, counted, retried
+                self.errors += 1
+                self.last_error = f"{type(e).__name__}: {e}"
+                log.exception("embedding failed; retrying in %.0f s", RETRY_S)
+                await asyncio.sleep(RETRY_S)
+                continue
+            if did:
+                await asyncio.sleep(PAUSE_S)
+                continue
+            self.caught_up = True
+            self._wake.clear()
+            try:
+                async with asyncio.timeout(IDLE_POLL_S):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+
+    async def _derive(self) -> None:
+        lo, hi = await self.store.read(vectors.id_bounds)
+        below = 0
+        for start in range(lo, hi + 1, COUNT_SLICE):
+            below += await self.store.read(
+                lambda c, s=start: vectors.count_pending(c, s, min(s + COUNT_SLICE, hi + 1)))
+        self.done = await self.store.read(vectors.count)
+        self.hi, self.lo, self.below = hi, hi + 1, below
+        self.started, self.caught_up = True, below == 0
+
+    async def _step(self) -> bool:
+        hi, lo, n, cut = self.hi, self.lo, BATCH, self.max_chars
+
+        def pick(c: Any) -> tuple[int, list[tuple[int, str]], bool]:
+            top = vectors.id_bounds(c)[1]
+            new = [x for x in vectors.pending(c, above=hi, limit=n, max_chars=cut)
+                   if x[0] <= top]
+            if new:
+                return top, new, True
+            return top, vectors.pending(c, below=lo, limit=n, max_chars=cut), False
+
+        top, items, fresh = await self.store.read(pick)
+        if not fresh:
+            self.hi = max(self.hi, top)  # nothing new up to `top`
+        if not items:
+            self.below = 0
+            return False
+        self.caught_up = False
+        if not fresh:
+            self.lo = min(i for i, _ in items)
+            self.below = max(0, self.below - len(items))
+        ids = [i for i, _ in items]
+        texts = [t for _, t in items]
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        vecs: list[bytes] = []
+        for t in texts:  # one unit a piece: a query waits for at most one unit's embedding
+            vecs += await background.run(lambda t=t: self.model.passages([t]))
+        self.seconds += loop.time() - t0
+        saved = await self.store.write(lambda c: vectors.save(c, zip(ids, vecs)))
+        self.done += saved
+        self.embedded += len(items)
+        return True
+
+    async def pending(self) -> int:
+        """Units waiting for a vector: the backlog under the cursor and the new ones."""
+        hi = self.hi
+        top = await self.store.read(lambda c: vectors.id_bounds(c)[1])
+        above = await self.store.read(lambda c: vectors.count_pending(c, hi + 1, top + 1)) \
+            if top > hi else 0
+        return self.below + above
+
+    async def status(self) -> dict[str, Any]:
+        pending = await self.pending() if self.started else None
+        return {"caught_up": bool(self.started and self.caught_up and pending == 0),
+                "pending": pending, "done": self.done, "embedded_this_run": self.embedded,
+                "waiting_for_backfill": self.waiting,
+                "units_per_s": round(self.embedded / self.seconds, 2) if self.seconds else None,
+                "errors": self.errors, "last_error": self.last_error}

@@ -1,0 +1,89 @@
+"""Unit embeddings in SQLite (`unit_vectors`, m017): what the embed worker reads and
+writes and what ranking looks up (memoryd.embed, memoryd.recall.fusion).
+
+A vector is 384 int8 (384 bytes), the unit's L2-normalised embedding scaled so its largest
+component is 127: cosine is computed from the int8 values and their own norm, so no scale
+is stored. Which units are embedded (`EMBEDDABLE`): user and assistant messages (their
+text cut to a bound) and tool units that have a one-liner (the one-liner only, never the
+raw output); compaction notes, meta and system lines are not. A unit's vector leaves with
+the unit (foreign key) and with its text (trigger).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+
+from memoryd.store.units import CHUNK
+
+EMBEDDABLE = ("((u.kind = 'message' AND u.role IN ('user', 'assistant')) OR "
+              "(u.kind IN ('tool_call', 'tool_result') AND u.one_liner IS NOT NULL))")
+_MISSING = "NOT EXISTS (SELECT 1 FROM unit_vectors v WHERE v.unit_id = u.id)"
+
+
+def unit_text(kind: str, content: str, one_liner: str | None, max_chars: int) -> str:
+    """What is embedded for a unit: a message's text cut to `max_chars`, a tool unit's
+    one-liner."""
+    if kind != "message":
+        return (one_liner or "")[:max_chars]
+    return content[:max_chars]
+
+
+def pending(conn: sqlite3.Connection, *, below: int | None = None, above: int | None = None,
+            limit: int, max_chars: int) -> list[tuple[int, str]]:
+    """Up to `limit` embeddable units without a vector, newest first, with id < `below`
+    or id > `above`: (id, text to embed)."""
+    where, args = [EMBEDDABLE, _MISSING], []
+    if below is not None:
+        where.append("u.id < ?")
+        args.append(below)
+    if above is not None:
+        where.append("u.id > ?")
+        args.append(above)
+    rows = conn.execute(
+        "SELECT u.id, u.kind, substr(u.content, 1, ?), u.one_liner FROM units u WHERE "
+        + " AND ".join(where) + " ORDER BY u.id DESC LIMIT ?",
+        [max_chars, *args, limit]).fetchall()
+    return [(r[0], unit_text(r[1], r[2], r[3], max_chars)) for r in rows]
+
+
+def count_pending(conn: sqlite3.Connection, lo: int, hi: int) -> int:
+    """Embeddable units without a vector with lo <= id < hi (the worker counts its backlog
+    in slices, so no statement holds a reader for long)."""
+    return conn.execute(f"SELECT count(*) FROM units u WHERE u.id >= ? AND u.id < ? AND "
+                        f"{EMBEDDABLE} AND {_MISSING}", (lo, hi)).fetchone()[0]
+
+
+def id_bounds(conn: sqlite3.Connection) -> tuple[int, int]:
+    """(smallest, largest) unit id; (0, 0) for an empty store."""
+    lo, hi = conn.execute("SELECT min(id), max(id) FROM units").fetchone()
+    return (lo or 0, hi or 0)
+
+
+def count(conn: sqlite3.Connection) -> int:
+    return conn.execute("SELECT count(*) FROM unit_vectors").fetchone()[0]
+
+
+def save(conn: sqlite3.Connection, rows: Iterable[tuple[int, bytes]]) -> int:
+    """Store vectors of units that still exist (one deleted meanwhile is skipped)."""
+    n = 0
+    for uid, vec in rows:
+        n += conn.execute("INSERT OR REPLACE INTO unit_vectors (unit_id, vec) SELECT id, ? "
+                          "FROM units WHERE id = ?", (vec, uid)).rowcount
+    return n
+
+
+def clear(conn: sqlite3.Connection) -> int:
+    """Every vector gone (`memoryctl reindex`: the worker embeds again, newest first)."""
+    return conn.execute("DELETE FROM unit_vectors").rowcount
+
+
+def vectors_of(conn: sqlite3.Connection, ids: Iterable[int]) -> dict[int, bytes]:
+    """The stored vectors of these units (those embedded)."""
+    ids = list(ids)
+    out: dict[int, bytes] = {}
+    for i in range(0, len(ids), CHUNK):
+        part = ids[i:i + CHUNK]
+        out.update(conn.execute("SELECT unit_id, vec FROM unit_vectors WHERE unit_id IN ("
+                                + ",".join("?" * len(part)) + ")", part).fetchall())
+    return out

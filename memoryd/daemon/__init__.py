@@ -40,7 +40,7 @@ from memoryd.ingest.redact import Redactor
 from memoryd.jobs.queue import JobQueue
 from memoryd.jobs.schedule import Schedule
 from memoryd.llm import LLM
-from memoryd.memory import MemoryFile
+from memoryd.memory import MemoryFile, daily, history
 from memoryd.memory.fleet_sync import FleetMemory
 from memoryd.paths import Paths, mkdir_private
 from memoryd.daemon.reload import reload_settings
@@ -190,8 +190,10 @@ class Daemon:
             self.memory = MemoryFile.from_paths(self.paths, events=self.events,
                                                 redact=redactor.clean,
                                                 poll_interval=MEMORY_POLL_S)
-            await self.memory.start()
+            await self.memory.start()  # MEMORY.md's temp files from a killed write go
             self._stack.push_async_callback(self.memory.stop)
+            for clean in (daily.clean_temps, history.clean_temps):  # notes, HISTORY.md
+                await asyncio.to_thread(clean, self.paths.memory_dir)
             self.consolidator = Consolidator(s, self.store, self.memory, self.paths.memory_dir,
                                              clock=self.clock, llm=self.llm)
             catch_up = self.catch_up = CatchUp(self.consolidator, queue)

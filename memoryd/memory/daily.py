@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from memoryd.memory import locked
 from memoryd.memory.locked import Edit, T, edit_locked
 from memoryd.memory.document import item_key
 
@@ -114,6 +115,13 @@ def lock_path(memory_dir: Path) -> Path:
 def edit_note(memory_dir: Path, day: str, edit: Edit[T], errors: str = "strict") -> T:
     """`edit` (memoryd.memory.locked) applied to the day's note under the lock."""
     return edit_locked(note_path(memory_dir, day), lock_path(memory_dir), edit, errors=errors)
+
+
+def clean_temps(memory_dir: Path, timeout: float = locked.LOCK_TIMEOUT_S) -> list[str]:
+    """The temp files killed note writes left (`.YYYY-MM-DD.md.*.tmp`), under the notes'
+    lock (memoryd.memory.locked.clean_temps)."""
+    return locked.clean_temps(lock_path(memory_dir), ".[0-9]*-[0-9]*-[0-9]*.md.*.tmp",
+                              timeout)
 
 
 def sections_of(text: str) -> Mapping[str, list[str]]:

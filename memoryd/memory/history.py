@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from memoryd.memory import locked
 from memoryd.memory.locked import edit_locked
 
 FILENAME = "HISTORY.md"
@@ -29,6 +30,11 @@ def read(memory_dir: Path) -> str:
 
 def lock_path(memory_dir: Path) -> Path:
     return memory_dir / LOCK
+
+
+def clean_temps(memory_dir: Path) -> list[str]:
+    """The temp files killed writes of HISTORY.md left, under its lock."""
+    return locked.clean_temps(lock_path(memory_dir), f".{FILENAME}.*.tmp")
 
 
 def append(memory_dir: Path, blocks: Sequence[str], dry_run: bool = False) -> list[str]:

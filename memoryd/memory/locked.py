@@ -17,6 +17,7 @@ holders never wait on each other. All of this runs in a worker thread, never the
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -27,6 +28,7 @@ from memoryd.memory.document import MemoryIOError
 from memoryd.memory.file import hold_lock
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 LOCK_TIMEOUT_S = 5.0
 RETRIES = 5
 
@@ -53,6 +55,24 @@ def edit_locked(path: Path, lock: Path, edit: Edit[T], *, errors: str = "strict"
             return result
     raise ConflictError(f"{path.name} kept changing on disk while memoryd tried to write "
                         "it; try again")
+
+
+def clean_temps(lock: Path, pattern: str, timeout: float = LOCK_TIMEOUT_S) -> list[str]:
+    """Remove the temp files (`pattern`, a glob beside `lock`) of writes a kill -9 cut
+    short. Every write of those files holds `lock` while its temp file exists, so one
+    found under the lock is a dead writer's, never a live one's (another thread, or
+    another daemon sharing the folder). The names removed."""
+    if not lock.parent.is_dir():
+        return []
+    gone = []
+    with hold(lock, timeout):
+        for tmp in lock.parent.glob(pattern):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+                gone.append(tmp.name)
+                log.info("%s: removed %s, left by a write that was cut short",
+                         lock.parent, tmp.name)
+    return gone
 
 
 @contextlib.contextmanager

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from memoryd.jobs.queue import JobQueue
     from memoryd.memory import MemoryFile
     from memoryd.recall.context import ContextBuilder
+    from memoryd.recall.evaluate import Evaluator
     from memoryd.recall.served_log import ServedLog
     from memoryd.summarize.service import Summaries
     from memoryd.web.deps import WebDeps
@@ -70,6 +71,9 @@ class Services:
     queue: JobQueue | None = None
     forgetting: Forgetting | None = None
     web: WebDeps | None = None
+    # POST /v1/eval: retrieval scored on the store's own history
+    evaluator: Evaluator | None = None
+    embed: Any = None  # the daemon's Embedder (memoryd.embed); None: embeddings off
 
 
 SERVICES = web.AppKey("services", Services)

@@ -16,8 +16,8 @@ EVAL_TIMEOUT_S = 3600.0  # the daemon answers once every probe is searched
 
 
 def add_parsers(sub: Any) -> None:
-    ev = sub.add_parser("eval", help="score recall on your own history (R@k, NDCG), lexical "
-                                     "and with vectors; nothing leaves the machine")
+    ev = sub.add_parser("eval", help="how well search finds your own turns (R@k, NDCG); "
+                                     "scored locally")
     ev.add_argument("--sample", type=int, default=200, help="turns sampled (1-2000, default "
                                                             "200)")
     ev.add_argument("--seed", type=int, default=0, help="the same seed draws the same turns")

@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 from memoryd.errors import BadRequestError
 from memoryd.index.text import content_terms, is_cjk, query_terms, split_cjk, weak_term
+from memoryd.llm import LLMBadResponseError
 
 if TYPE_CHECKING:
     from memoryd.llm import LLM
@@ -158,8 +159,13 @@ PROMPT = ("Here is a message from a past conversation with an AI assistant:\n<me
 
 
 async def model_question(llm: LLM, turn: Turn) -> str:
-    """The model's question for a turn ("" when it gave none)."""
-    c = await llm.complete([{"role": "user", "content": PROMPT.format(text=turn.content[:1500])}],
-                           purpose="eval", target=f"unit:{turn.unit_id}", max_tokens=80)
+    """The model's question for a turn ("" when it gave none: that turn makes no probe;
+    a model that cannot be reached ends the run, saying why)."""
+    try:
+        c = await llm.complete([{"role": "user",
+                                 "content": PROMPT.format(text=turn.content[:1500])}],
+                               purpose="eval", target=f"unit:{turn.unit_id}", max_tokens=80)
+    except LLMBadResponseError:
+        return ""
     line = next((x.strip() for x in c.text.splitlines() if x.strip()), "")
     return line.strip("\"'` ")[:300]

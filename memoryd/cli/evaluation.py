@@ -79,6 +79,8 @@ def render_eval(d: dict[str, Any]) -> str:
 def _duration(s: float | None) -> str:
     if s is None:
         return "?"
+    if s < 10:
+        return f"{s:.1f} s"
     if s < 90:
         return f"{s:.0f} s"
     return f"{s / 60:.0f} min"

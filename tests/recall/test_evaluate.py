@@ -151,3 +151,35 @@ def test_model_questions_only_from_a_model_on_this_machine():
     for base in ("http://localhost:11434", "http://127.0.0.1:8080/v1", "http://[::1]:8000",
                  "/run/user/1000/llm.sock", "unix:///tmp/x.sock"):
         refuse_remote(llm(model="openai/fake", api_base=base))
+
+
+def test_suggestions_follow_the_figures():
+    from memoryd.api import EvalScore
+    from memoryd.recall.advice import suggest
+
+    def s(mode, r10, ndcg, gate=None):
+        return EvalScore(mode=mode, r1=0.5, r5=0.6, r10=r10, ndcg10=ndcg, any10=r10,
+                         gate_opened=gate)
+
+    on = {"scored": True, "reason": None, "embedded": 500, "of": 500, "caught_up": True,
+          "pending": 0}
+    lex = s("lexical", 0.8, 0.6)
+    gain = suggest([lex, s("lexical+vectors", 0.84, 0.63, 90)], on, 500, "cloze", True)
+    assert gain == ["Vectors help on your history (R@10 0.800 → 0.840, NDCG@10 0.600 → "
+                    "0.630; the fusion gate let vectors weigh on 90 of 500 probes): keep "
+                    "embed.enabled on."]
+    (none,) = suggest([lex, s("lexical+vectors", 0.8, 0.6, 12)], on, 500, "cloze", True)
+    assert none.startswith("Vectors gave no gain") and "embed.enabled = false" in none
+    assert "--questions model" in none  # cloze probes favour lexical: said
+    (model,) = suggest([lex, s("lexical+vectors", 0.8, 0.6, 12)], on, 500, "model", True)
+    assert "--questions model" not in model
+    behind = {**on, "embedded": 300, "caught_up": False, "pending": 4000}
+    (wait,) = suggest([lex, s("lexical+vectors", 0.8, 0.6, 0)], behind, 500, "cloze", True)
+    assert wait.startswith("Only 300 of the 500 sampled turns have a vector yet")
+    assert "4000 units pending" in wait and "embed.caught_up" in wait
+    off = {"scored": False, "reason": "the memoryd[embed] extra is not installed"}
+    rebuilding, extra, low = suggest([s("lexical", 0.4, 0.3)], off, 500, "cloze", False)
+    assert rebuilding.startswith("The search index is rebuilding")
+    assert "uv tool install 'memoryd[embed]'" in extra and "nothing downloaded" in extra
+    assert low.startswith("Lexical R@10 is 0.400")
+    assert suggest([lex], off, 0, "cloze", True)[-1].startswith("No turn could be made")

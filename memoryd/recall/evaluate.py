@@ -30,6 +30,7 @@ from memoryd.embed import query_vector
 from memoryd.errors import ConflictError
 from memoryd.index.protocol import Index
 from memoryd.index.text import snippet
+from memoryd.llm import LLMError
 from memoryd.recall.advice import NOTE, suggest
 from memoryd.recall.probe import Probe, Turn, cloze, model_question, refuse_remote, sample_turns
 from memoryd.recall.retrieval import Hit, retrieve_sync
@@ -84,10 +85,18 @@ class Evaluator:
         sampled_s = time.monotonic() - t0
         todo = turns[:DRY] if req.dry_run else turns
         clozes = cloze(turns, req.seed) if req.questions == "cloze" else []
-        ranked, took = [], []
+        ranked, took, stopped = [], [], []
         for i, turn in enumerate(todo):
             t1 = time.monotonic()
-            probe = clozes[i] if clozes else await self._model_probe(turn)
+            try:
+                probe = clozes[i] if clozes else await self._model_probe(turn)
+            except LLMError as e:  # down, paused, out of budget: score what was asked
+                if not ranked:
+                    raise
+                n = len(ranked)
+                stopped.append(f"The model stopped answering after {n} question"
+                               f"{'s' if n != 1 else ''} ({e}): the figures are from those.")
+                break
             if probe is not None:
                 ranked.append(await self._rank(index, probe, embed))
             took.append(time.monotonic() - t1)
@@ -106,8 +115,8 @@ class Evaluator:
             dry_run=req.dry_run, seconds=round(time.monotonic() - t0, 2),
             estimate_s=estimate, scores=scores, vectors=vectors,
             misses=[_miss(r) for r in missed[:req.show_misses]], missed=len(missed),
-            suggestions=[] if req.dry_run else suggest(scores, vectors, len(ranked),
-                                                       req.questions, index.searchable()),
+            suggestions=[] if req.dry_run else stopped + suggest(
+                scores, vectors, len(ranked), req.questions, index.searchable()),
             note=NOTE[req.questions])
 
     async def _model_probe(self, turn: Turn) -> Probe | None:

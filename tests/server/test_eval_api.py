@@ -109,3 +109,20 @@ async def test_model_questions_from_a_local_model(aiohttp_client, store, fake_ll
                                                  "Which zeppelin hangar was chosen?"}
     assert d["scores"][0]["r10"] == 0.0
     assert "Questions the local model wrote" in d["note"]
+
+
+async def test_a_model_that_stops_answering_ends_the_run_with_what_it_asked(
+        aiohttp_client, store, fake_llm):  # noqa: F811
+    local = LLM(LLMSettings(model="openai/fake", api_base=fake_llm.url, timeout_s=5),
+                Usage(store), environ={})
+    c = await client_for(aiohttp_client, store, local)
+    fake_llm.replies.extend(["Where is the xylophone manual?", {"status": 401}])
+    try:
+        d = await (await c.post("/v1/eval", json={"questions": "model"})).json()
+        assert len(fake_llm.requests) == 2 and d["probes"] == 1
+        assert d["suggestions"][0].startswith("The model stopped answering after 1 question (")
+        # down from the first question: an error, not a report of nothing
+        r = await c.post("/v1/eval", json={"questions": "model"})
+        assert r.status >= 500 and "paused" in (await r.json())["error"]["message"]
+    finally:
+        await local.close()

@@ -64,8 +64,8 @@ def render_eval(d: dict[str, Any]) -> str:
         for m in d["misses"]:
             ranks = "  ".join(f"{mode} {r if r is not None else '>50'}"
                               for mode, r in m["ranks"].items())
-            out.append(f"  unit {m['unit_id']} {m['role']} {m['agent']} "
-                       f"{m['session_id'][:24]}  {ranks}")
+            out.append(f"  unit {m['unit_id']} {m['role']} {m['agent']} {m['session_id']}  "
+                       f"{ranks}")
             out.append(f"    probe: {m['probe']}")
             out.append(f"    turn:  {' '.join(m['snippet'].split())}")
     if d["suggestions"]:

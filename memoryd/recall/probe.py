@@ -1,12 +1,12 @@
 """Probe questions for `memoryctl eval` (`memoryd.recall.evaluate`): turns sampled from the
 store, each turned into a query whose answer is known (the turn itself).
 
-**Sampling.** User and assistant messages of bounded length (not tool output, not
-compaction notes; the store is already redacted), drawn by a seeded generator: the same
-seed on the same store draws the same turns. A small store gives all its turns to the
-draw; a big one is read at random unit ids (the next message at or after each), so a
-sample never scans the table. Turns that follow a gap of ids (forgotten, archived) are a
-little more likely to be drawn.
+**Sampling.** User messages and assistant messages with substance (six searchable words),
+of bounded length (not tool output, not compaction notes; the store is already redacted),
+drawn by a seeded generator: the same seed on the same store draws the same turns. A
+small store gives all its turns to the draw; a big one is read at random unit ids (the
+next message at or after each), so a sample never scans the table. Turns that follow a
+gap of ids (forgotten, archived) are a little more likely to be drawn.
 
 **Cloze probes.** A turn's searchable words (the index's own tokenizer: stop words out,
 a CJK run as its bigrams, `memoryd.index.text`), ranked by rarity among the sampled
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 MIN_CHARS, MAX_CHARS = 10, 2000  # a turn's length to be drawn (CJK: 10 is a sentence)
 MIN_WORDS, MAX_WORDS = 3, 6      # words a cloze probe keeps
+SUBSTANCE = 6                    # words an assistant turn needs to be drawn ("Now fix x:")
 ELIGIBLE = ("u.kind = 'message' AND u.role IN ('user', 'assistant') "
             f"AND u.chars BETWEEN {MIN_CHARS} AND {MAX_CHARS}")
 _COLUMNS = "u.id, u.seq, u.role, u.content, s.agent, s.session_id"
@@ -70,7 +71,8 @@ def words(text: str) -> list[str]:
 
 
 def sample_turns(conn: sqlite3.Connection, n: int, seed: int) -> list[Turn]:
-    """Up to `n` distinct turns with at least `MIN_WORDS` words, drawn with `seed`."""
+    """Up to `n` distinct turns with at least `MIN_WORDS` words (an assistant's:
+    `SUBSTANCE`), drawn with `seed`."""
     rng = random.Random(seed)
     few = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM units u WHERE {ELIGIBLE} "
                        "LIMIT ?)", (3 * n,)).fetchone()[0]
@@ -95,7 +97,7 @@ def sample_turns(conn: sqlite3.Connection, n: int, seed: int) -> list[Turn]:
     for r in rows.values():
         if len(out) >= n:
             break
-        if len(w := words(r[3])) >= MIN_WORDS:
+        if len(w := words(r[3])) >= (MIN_WORDS if r[2] == "user" else SUBSTANCE):
             out.append(Turn(r[0], r[1], r[2], r[3], r[4], r[5], w))
     return out
 

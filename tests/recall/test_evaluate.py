@@ -72,7 +72,8 @@ async def test_eval_scores_a_store_where_the_answer_is_known(store):
     # starts its own way: not folded together as near-duplicates)
     await put(store, [(f"x{i}", "assistant", f"case{i} {TARGET} {TARGET}") for i in range(12)],
               kind="tool_result")
-    await put(store, [("short", "user", "ok thanks")])  # too short to be a probe
+    await put(store, [("short", "user", "ok thanks"),  # too short to be a probe
+                      ("reply", "assistant", "Now rebuild the zebra bundle first:")])  # thin
     r = await evaluator(store).run(EvalRequest(sample=50, show_misses=5), None)
     assert (r.sampled, r.probes, r.dry_run) == (4, 4, False)
     (lex,) = r.scores

@@ -85,7 +85,9 @@ class Evaluator:
         sampled_s = time.monotonic() - t0
         todo = turns[:DRY] if req.dry_run else turns
         clozes = cloze(turns, req.seed) if req.questions == "cloze" else []
-        ranked, took, stopped = [], [], []
+        ranked: list[Ranked] = []
+        took: list[float] = []
+        stopped: list[str] = []
         for i, turn in enumerate(todo):
             t1 = time.monotonic()
             try:
@@ -130,8 +132,12 @@ class Evaluator:
 
         def rank(c: sqlite3.Connection) -> Ranked:
             out = Ranked(probe, {}, {}, {}, False)
-            for mode, vec in ((LEX, None), (VEC, qvec)):
-                if mode == VEC and vec is None:
+            for mode, vec in ((LEX, None), (VEC, qvec))[:1 if embed is None else 2]:
+                if mode == VEC and vec is None:  # the query's embedding failed: ranked
+                    # lexically, as search does then
+                    out.ranks[VEC], out.near[VEC] = out.ranks[LEX], out.near[LEX]
+                    if LEX in out.deep:
+                        out.deep[VEC] = out.deep[LEX]
                     continue
                 r = retrieve_sync(c, index, probe.text, k=K, qvec=vec)
                 out.ranks[mode] = _rank_of(t, r.hits)

@@ -261,7 +261,9 @@ class EvalResponse(BaseModel):
     estimate_s: float | None = Field(None, description="dry run: the whole run's time")
     scores: list[EvalScore]
     vectors: dict[str, Any] = Field(description="`scored`, `reason` when not, `embedded` "
-                                    "(sampled turns with a vector), `caught_up`")
+                                    "(sampled turns with a vector) `of` the sampled, "
+                                    "`caught_up`, `pending`; `better`/`worse`: probes whose "
+                                    "turn the vectors ranked higher/lower in the top 10")
     misses: list[EvalMiss]
     missed: int = Field(description="probes missed at 10 in some mode")
     suggestions: list[str]

@@ -55,8 +55,10 @@ def render_eval(d: dict[str, Any]) -> str:
         out.append(f"{s['mode']:<17}{s['r1']:>7.3f}{s['r5']:>7.3f}{s['r10']:>7.3f}"
                    f"{s['ndcg10']:>9.3f}{s['any10']:>8.3f}{gate}")
     v = d["vectors"]
-    out.append("vectors: " + (f"{v['embedded']} of {v['of']} sampled turns embedded"
-                              if v["scored"] else f"not scored ({v['reason']})"))
+    out.append("vectors: " + (f"{v['embedded']} of {v['of']} sampled turns embedded; the "
+                              f"turn ranked higher on {v['better']} probes, lower on "
+                              f"{v['worse']}" if v["scored"] else
+                              f"not scored ({v['reason']})"))
     if d["missed"]:
         shown = len(d["misses"])
         out += ["", f"missed at 10: {d['missed']}"

@@ -64,13 +64,18 @@ def _vectors(lex: EvalScore, vec: EvalScore, v: dict[str, Any], probes: int,
                 f"embedding runs in the background ({pending} units pending, "
                 "`memoryctl status` → embed). Run eval again once embed.caught_up is true; "
                 "until then the vector figures understate them."]
-    gain = round(vec.r10 - lex.r10, 3)
+    better, worse = v.get("better", 0), v.get("worse", 0)
     figures = (f"R@10 {lex.r10:.3f} → {vec.r10:.3f}, NDCG@10 {lex.ndcg10:.3f} → "
-               f"{vec.ndcg10:.3f}; the fusion gate let vectors weigh on {vec.gate_opened} "
-               f"of {probes} probes")
-    if gain > 0 or vec.ndcg10 - lex.ndcg10 > 0.005:
+               f"{vec.ndcg10:.3f}; the turn ranked higher on {better} probes, lower on "
+               f"{worse}; the fusion gate let vectors weigh on {vec.gate_opened} of {probes}")
+    # a sign test on the probes whose rank moved (McNemar's, at about 95%)
+    clear = abs(better - worse) > 1.96 * math.sqrt(better + worse) if better + worse else False
+    if clear and better > worse:
         return [f"Vectors help on your history ({figures}): keep embed.enabled on."]
+    off = ("embed.enabled = false would save the model's memory (~30-50 MB while loaded) and "
+           "~20-30 ms per query.")
+    if clear:
+        return [f"Vectors ranked your turns lower ({figures}). {off}"]
     why = (" Cloze probes favour the lexical ranking, though: try --questions model with a "
            "local model before turning them off." if questions == "cloze" else "")
-    return [f"Vectors gave no gain on these probes ({figures}). embed.enabled = false would "
-            "save the model's memory (~30-50 MB while loaded) and ~20-30 ms per query." + why]
+    return [f"Vectors made no clear difference on these probes ({figures}). {off}{why}"]

@@ -103,6 +103,9 @@ class Evaluator:
                 ranked.append(await self._rank(index, probe, embed))
             took.append(time.monotonic() - t1)
         vectors = await self._vectors(turns, embed)
+        if embed is not None:  # the probes whose rank the vectors moved, either way
+            moved = [(r.ranks[LEX] or K + 1) - (r.ranks[VEC] or K + 1) for r in ranked]
+            vectors.update(better=sum(x > 0 for x in moved), worse=sum(x < 0 for x in moved))
         scores = [_score(LEX, ranked)]
         if embed is not None:
             scores.append(_score(VEC, ranked))

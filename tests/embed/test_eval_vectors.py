@@ -39,10 +39,12 @@ async def test_issue_31_eval_scores_lexical_and_with_vectors(memoryd_home, sock,
         assert d["probes"] == 5 and lex["r10"] == vec["r10"] == 1.0
         v = d["vectors"]
         assert v["scored"] and v["embedded"] == v["of"] == 5 and v["caught_up"]
-        # every turn found both ways: the suggestion follows the ranks' order (NDCG)
-        said = ("Vectors help" if vec["ndcg10"] - lex["ndcg10"] > 0.005
-                else "Vectors gave no gain")
-        assert any(s.startswith(said) for s in d["suggestions"]), d["suggestions"]
+        # the suggestion follows the probes the vectors moved (a sign test)
+        b, w = v["better"], v["worse"]
+        clear = b + w > 0 and abs(b - w) > 1.96 * (b + w) ** 0.5
+        said = ("Vectors help" if clear and b > w else "Vectors ranked your turns lower"
+                if clear else "Vectors made no clear difference")
+        assert any(s.startswith(said) for s in d["suggestions"]), (v, d["suggestions"])
         code, out, _ = await ctl(capsys, sock, "eval")
         assert code == 0 and "lexical+vectors" in out and "gate opened on" in out
-        assert "vectors: 5 of 5 sampled turns embedded" in out
+        assert "vectors: 5 of 5 sampled turns embedded; the turn ranked higher on " in out

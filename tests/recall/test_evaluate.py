@@ -165,15 +165,21 @@ def test_suggestions_follow_the_figures():
     on = {"scored": True, "reason": None, "embedded": 500, "of": 500, "caught_up": True,
           "pending": 0}
     lex = s("lexical", 0.8, 0.6)
-    gain = suggest([lex, s("lexical+vectors", 0.84, 0.63, 90)], on, 500, "cloze", True)
+    vec = s("lexical+vectors", 0.84, 0.63, 90)
+    # a sign test on the probes whose rank moved: 30 up and 10 down is clear ...
+    gain = suggest([lex, vec], {**on, "better": 30, "worse": 10}, 500, "cloze", True)
     assert gain == ["Vectors help on your history (R@10 0.800 → 0.840, NDCG@10 0.600 → "
-                    "0.630; the fusion gate let vectors weigh on 90 of 500 probes): keep "
-                    "embed.enabled on."]
-    (none,) = suggest([lex, s("lexical+vectors", 0.8, 0.6, 12)], on, 500, "cloze", True)
-    assert none.startswith("Vectors gave no gain") and "embed.enabled = false" in none
+                    "0.630; the turn ranked higher on 30 probes, lower on 10; the fusion gate "
+                    "let vectors weigh on 90 of 500): keep embed.enabled on."]
+    # ... 3 up and 1 down is not, whatever R@10 says
+    (none,) = suggest([lex, vec], {**on, "better": 3, "worse": 1}, 500, "cloze", True)
+    assert none.startswith("Vectors made no clear difference") and \
+        "embed.enabled = false" in none
     assert "--questions model" in none  # cloze probes favour lexical: said
-    (model,) = suggest([lex, s("lexical+vectors", 0.8, 0.6, 12)], on, 500, "model", True)
-    assert "--questions model" not in model
+    (model,) = suggest([lex, vec], {**on, "better": 0, "worse": 0}, 500, "model", True)
+    assert "no clear difference" in model and "--questions model" not in model
+    (worse,) = suggest([lex, vec], {**on, "better": 2, "worse": 20}, 500, "cloze", True)
+    assert worse.startswith("Vectors ranked your turns lower") and "= false" in worse
     behind = {**on, "embedded": 300, "caught_up": False, "pending": 4000}
     (wait,) = suggest([lex, s("lexical+vectors", 0.8, 0.6, 0)], behind, 500, "cloze", True)
     assert wait.startswith("Only 300 of the 500 sampled turns have a vector yet")

@@ -3,10 +3,10 @@
 `Embedder` joins the model (`memoryd.embed.model`) and the background worker
 (`memoryd.embed.worker`); the daemon builds one when the extra is installed, `embed.enabled`
 is on and the store is a local SQLite file (`off_reason`; fleet mode: not yet, each machine
-would embed its own units) and hands it to the store (`Store.embed`). Search and context
-ask it for the query's vector (`query_vector`, off the event loop) and fuse it with the
-lexical ranking (`memoryd.recall.fusion`). Without the extra nothing here imports anything
-beyond the standard library.
+would embed its own units) and hands it to search and context, which ask it for the query's
+vector (`query_vector`, off the event loop) and fuse it with the lexical ranking
+(`memoryd.recall.fusion`). Without the extra nothing here imports anything beyond the
+standard library.
 """
 
 from __future__ import annotations

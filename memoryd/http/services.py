@@ -19,6 +19,7 @@ from memoryd.store import Store
 
 if TYPE_CHECKING:
     from memoryd.consolidate.forgetting import Forgetting
+    from memoryd.embed import Embedder
     from memoryd.consolidate.retention import Retention
     from memoryd.consolidate.service import Consolidator
     from memoryd.jobs.queue import JobQueue
@@ -57,6 +58,8 @@ class Services:
     backup_roots: tuple[Path, ...] = field(default_factory=lambda: (Path.home(),))
     # retention's archive files: search and context reach them (memoryd.recall.archived)
     archive_dir: Path | None = None
+    # local embeddings when on (memoryd.embed): search fuses the query's vector
+    embed: Embedder | None = None
     # the services behind the other routes; a route whose service is None is not mounted
     # (server/app.py `route_table`, `needs`), so tests build an app with only what they test
     summaries: Summaries | None = None

@@ -15,6 +15,7 @@ import textwrap
 
 import pytest
 
+from memoryd.cli.output import render_status
 from memoryd.embed.model import Model
 from memoryd.models import Record
 from memoryd.store import Store, vectors
@@ -52,6 +53,7 @@ async def test_issue_31_embeds_in_background_and_fuses_with_why(memoryd_home, so
         e = st["embed"]
         assert e["enabled"] and e["pending"] == 0 and e["done"] == 4  # not the tool output
         assert "e5" in e["model"]
+        assert f"embed    {e['model']}; 4 units embedded, caught up" in render_status(st)
         r = await c.search(query="how do migrations work")
         sig = {x["record_id"]: x["why"]["signals"] for x in r["results"]}
         # every embedded hit shows its vector signal; the question about migrations is
@@ -98,6 +100,8 @@ async def test_issue_31_off_by_setting(memoryd_home, sock, tmp_path):
         c = AsyncClient(sock)
         st = await wait_for(lambda: _caught(c))
         assert st["embed"]["enabled"] is False and "embed.enabled" in st["embed"]["reason"]
+        assert ("embed    off (embed.enabled is false): search and context are lexical"
+                in render_status(st))
         r = await c.search(query="how do migrations work")
         assert r["results"] and all("vector" not in x["why"]["signals"]
                                     for x in r["results"])

@@ -126,9 +126,9 @@ class ContextBuilder:
         local = asyncio.ensure_future(self._files(query, include))
         local.add_done_callback(lambda t: _hand_over(t, files))
 
-        # the query's embedding, on a thread; None: recall is lexical
-        qvec = (await query_vector(self.embed, query)
-                if "recalled" in include else None)
+        # the query's embedding, made on the reader thread if the fusion gate opens;
+        # None: recall is lexical
+        qvec = query_vector(self.embed, query) if "recalled" in include else None
 
         def from_store(c: sqlite3.Connection) -> dict[str, Any]:
             root, session, recalled = self._from_store(c, req, query, include, qvec)

@@ -54,8 +54,9 @@ async def _with_archive(resp: SearchResponse, req: SearchRequest,
 
 async def _search(store: Store, index: Index, req: SearchRequest,
                   embed: Embedder | None) -> SearchResponse:
-    # the query's embedding, on a thread; None: the ranking is lexical
-    qvec = await query_vector(embed, req.query)
+    # the query's embedding, made on the reader thread if the fusion gate opens; None:
+    # the ranking is lexical
+    qvec = query_vector(embed, req.query)
 
     def answer(c: Any) -> tuple[Retrieval, list[SearchResult]]:
         # the results are built here too, on the reader thread: the event loop only

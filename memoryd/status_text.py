@@ -90,6 +90,8 @@ def render_status(s: dict[str, Any]) -> str:
                         f"{ix['row_cache']['bytes'] / 1e6:.1f} MB"
                         if ix.get("row_cache") else "")
                      + (f"; error: {ix['error']}" if ix.get("error") else ""))
+    if e := s.get("embed"):
+        lines.append(f"embed    {embed_line(e)}")
     if s.get("backfill") and s["backfill"].get("files_total"):
         lines.append(f"backfill {backfill_line(s['backfill'])}")
     q = s.get("queries")
@@ -136,6 +138,24 @@ def render_status(s: dict[str, Any]) -> str:
     if ingest.get("last_error"):
         lines.append(f"last error: {ingest['last_error']}")
     return "\n".join(lines)
+
+
+def embed_line(e: dict[str, Any]) -> str:
+    """Local embeddings (`memoryd.embed`): off and why, or the worker's progress."""
+    if not e.get("enabled"):
+        return f"off ({e.get('reason') or 'not started'}): search and context are lexical"
+    pending = e.get("pending")
+    line = (f"{e.get('model')}; {e.get('done', 0)} units embedded, "
+            + ("caught up" if e.get("caught_up") else
+               f"{pending if pending is not None else '?'} waiting")
+            + ("; the model is loaded" if e.get("loaded") else "; the model is unloaded"))
+    if e.get("waiting_for_backfill"):
+        line += "; waiting for the backfill"
+    if e.get("units_per_s"):
+        line += f"; {e['units_per_s']:g} units/s this run"
+    if e.get("errors"):
+        line += f"; {e['errors']} errors, the last: {e.get('last_error')}"
+    return line
 
 
 def consolidation_lines(c: dict[str, Any]) -> list[str]:

@@ -159,7 +159,7 @@ class Daemon:
             self._sources = configured_sources(s, self.environ)
             self.ingestor.subscribers.append(self._on_ingest)
             if off_reason(s.embed.enabled, target.kind) is None:  # memoryd[embed] installed
-                self.embedder = self.store.embed = Embedder(
+                self.embedder = Embedder(
                     self.store, max_chars=s.embed.max_chars, busy=self.jobs_wait)
                 self.ingestor.subscribers.append(self.embedder.on_ingest)
             # one LLM, one job queue, one schedule: each service adds its jobs to them
@@ -286,7 +286,8 @@ class Daemon:
         assert self.index is not None and (on_demand := self.on_demand) is not None
         assert self.status is not None
         builder = ContextBuilder(self.store, self.index, self.memory, self.paths.memory_dir,
-                                 archive_dir=self.paths.data_dir / "archive")
+                                 archive_dir=self.paths.data_dir / "archive",
+                                 embed=self.embedder)
         page = WebDeps(summaries=self.summaries, memory=self.memory, context=builder,
                        memory_dir=self.paths.memory_dir, tcp_port=lambda: self.tcp_port)
         served = ServedLog(self.store, self.settings.privacy.served_log_days)
@@ -297,11 +298,11 @@ class Daemon:
                                 on_forget=(self._forgotten,), limiter=self.limiter,
                                 backup_roots=(Path.home(), self.paths.home or self.paths.data_dir),
                                 archive_dir=self.paths.data_dir / "archive",
-                                summaries=self.summaries, to_memory=self._to_memory,
+                                embed=self.embedder, summaries=self.summaries, to_memory=self._to_memory,
                                 consolidator=self.consolidator, retention=self.retention,
                                 memory=self.memory, context=builder, served=served,
                                 queue=self.summaries.queue, forgetting=self.forgetting,
-                                web=page, embed=self.embedder, evaluator=Evaluator(
+                                web=page, evaluator=Evaluator(
                                     self.store, self.index, self.llm, off_reason(
                                         self.settings.embed.enabled, self.store.kind))),
                        # the one table: the API's rows and the web page's

@@ -3,16 +3,17 @@
 `Embedder` joins the model (`memoryd.embed.model`) and the background worker
 (`memoryd.embed.worker`); the daemon builds one when the extra is installed, `embed.enabled`
 is on and the store is a local SQLite file (`off_reason`; fleet mode: not yet, each machine
-would embed its own units) and hands it to the store (`Store.embed`). Search and context
-ask it for the query's vector (`query_vector`, off the event loop) and fuse it with the
-lexical ranking (`memoryd.recall.fusion`). Without the extra nothing here imports anything
-beyond the standard library.
+would embed its own units) and hands it to search and context. They hand the ranking a
+`QueryVector`: the query is embedded on the reader thread only if the fusion gate opens
+(`memoryd.recall.retrieval`), since the embedding is most of a fused search's time (17-60
+ms against ~3) and the gate stays shut for most queries. Without the extra nothing here
+imports anything beyond the standard library.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +21,8 @@ from memoryd.embed.model import NAME, Model, available
 from memoryd.embed.worker import EmbedWorker
 from memoryd.store import Store, vectors
 
-__all__ = ["Embedder", "available", "embed_status", "off_reason", "query_vector"]
+__all__ = ["Embedder", "QueryVector", "available", "embed_status", "off_reason",
+           "query_vector"]
 
 log = logging.getLogger(__name__)
 
@@ -31,17 +33,20 @@ class Embedder:
         self.store = store
         self.model = Model() if idle_s is None else Model(idle_s=idle_s)
         self.worker = EmbedWorker(store, self.model, max_chars=max_chars, busy=busy)
+        self.queries = 0  # queries embedded: searches and contexts the fusion gate opened
         self.query_errors = 0
 
     def on_ingest(self, event: Any) -> None:
         """New units were stored (an ingest subscriber): the worker looks now."""
         self.worker.wake()
 
-    async def query(self, text: str) -> Any:
-        """The query's vector, on a thread (~17 ms; a first use loads the model, ~1 s);
-        None when embedding fails (the ranking is then lexical)."""
+    def query(self, text: str) -> Any:
+        """The query's vector, on the caller's thread, never the event loop's (~17 ms; a
+        first use loads the model, ~1 s); None when embedding fails (the ranking is then
+        lexical)."""
+        self.queries += 1
         try:
-            return await asyncio.to_thread(self.model.query, text[:2000])
+            return self.model.query(text[:2000])
         except Exception:
             self.query_errors += 1
             log.exception("embedding a query failed; ranking lexically")
@@ -55,7 +60,8 @@ class Embedder:
 
     async def status(self) -> dict[str, Any]:
         return {"enabled": True, "model": NAME, "loaded": self.model.loaded,
-                "loads": self.model.loads, "query_errors": self.query_errors,
+                "loads": self.model.loads, "queries": self.queries,
+                "query_errors": self.query_errors,
                 **await self.worker.status()}
 
 
@@ -78,5 +84,25 @@ async def embed_status(embedder: Embedder | None, reason: str | None) -> dict[st
             "pending": 0, "done": 0, "model": None}
 
 
-async def query_vector(embedder: Embedder | None, text: str) -> Any:
-    return None if embedder is None or not text.strip() else await embedder.query(text)
+class QueryVector:
+    """A query's vector, embedded when first asked for and kept for the request's later
+    asks (context ranks twice: this project, then everyone). Called on a reader thread."""
+
+    def __init__(self, embedder: Embedder, text: str) -> None:
+        self._embedder, self._text = embedder, text
+        self._lock = threading.Lock()
+        self._asked = False
+        self._vec: Any = None
+
+    def __call__(self) -> Any:
+        with self._lock:
+            if not self._asked:
+                self._vec = self._embedder.query(self._text)
+                self._asked = True
+            return self._vec
+
+
+def query_vector(embedder: Embedder | None, text: str) -> QueryVector | None:
+    """What a search hands the ranking: None (no embeddings, or no words to embed) ranks
+    lexically."""
+    return None if embedder is None or not text.strip() else QueryVector(embedder, text)

@@ -19,6 +19,7 @@ from memoryd.store import Store
 
 if TYPE_CHECKING:
     from memoryd.consolidate.forgetting import Forgetting
+    from memoryd.embed import Embedder
     from memoryd.consolidate.retention import Retention
     from memoryd.consolidate.service import Consolidator
     from memoryd.jobs.queue import JobQueue
@@ -58,6 +59,8 @@ class Services:
     backup_roots: tuple[Path, ...] = field(default_factory=lambda: (Path.home(),))
     # retention's archive files: search and context reach them (memoryd.recall.archived)
     archive_dir: Path | None = None
+    # local embeddings when on (memoryd.embed): search fuses the query's vector
+    embed: Embedder | None = None
     # the services behind the other routes; a route whose service is None is not mounted
     # (server/app.py `route_table`, `needs`), so tests build an app with only what they test
     summaries: Summaries | None = None
@@ -73,7 +76,6 @@ class Services:
     web: WebDeps | None = None
     # POST /v1/eval: retrieval scored on the store's own history
     evaluator: Evaluator | None = None
-    embed: Any = None  # the daemon's Embedder (memoryd.embed); None: embeddings off
 
 
 SERVICES = web.AppKey("services", Services)

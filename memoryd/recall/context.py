@@ -23,7 +23,7 @@ from typing import Any
 from memoryd.index.protocol import Index
 from memoryd.recall import archived as archive_recall
 from memoryd.api import ContextRequest
-from memoryd.embed import query_vector
+from memoryd.embed import Embedder, query_vector
 from memoryd.errors import StoreUnavailableError
 from memoryd.recall.fence import CLOSE, OPEN, defuse
 from memoryd.recall.fit import Counts, fit_counted
@@ -98,12 +98,13 @@ def _when(ts: float | None) -> str:
 
 class ContextBuilder:
     def __init__(self, store: Store, index: Index, memory: MemoryFile, memory_dir: Path,
-                 archive_dir: Path | None = None) -> None:
+                 archive_dir: Path | None = None, embed: Embedder | None = None) -> None:
         self.store = store
         self.index = index  # the search index the daemon built (local or the fleet's)
         self.memory = memory
         self.memory_dir = memory_dir
         self.archive_dir = archive_dir  # what retention moved there is recalled too
+        self.embed = embed  # local embeddings when on (`memoryd.embed`); None: lexical
 
     async def build(self, req: ContextRequest) -> dict[str, Any]:
         RELEASE.touch()  # what this loads (the tokenizer, index pages) goes when idle
@@ -125,9 +126,9 @@ class ContextBuilder:
         local = asyncio.ensure_future(self._files(query, include))
         local.add_done_callback(lambda t: _hand_over(t, files))
 
-        # the query's embedding (`memoryd.embed`), on a thread; None: recall is lexical
-        qvec = (await query_vector(self.store.embed, query)
-                if "recalled" in include else None)
+        # the query's embedding, made on the reader thread if the fusion gate opens;
+        # None: recall is lexical
+        qvec = query_vector(self.embed, query) if "recalled" in include else None
 
         def from_store(c: sqlite3.Connection) -> dict[str, Any]:
             root, session, recalled = self._from_store(c, req, query, include, qvec)

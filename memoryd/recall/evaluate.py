@@ -11,9 +11,9 @@ vector rank weigh. The misses are listed with where the turn ranked within 50, a
 figures turned into plain suggestions (`memoryd.recall.advice`). A dry run times a few
 probes and estimates the whole run.
 
-The work runs as a search's does: rows on the store's readers (`read_rows`), the query's
-vector on a thread, the model's questions through `LLM.complete`; one probe at a time,
-one evaluation at a time (a second gets 409).
+The work runs as a search's does: rows on the store's readers (`read_rows`), the query
+embedded there only if the fusion gate opens (`QueryVector`), the model's questions
+through `LLM.complete`; one probe at a time, one evaluation at a time (a second gets 409).
 """
 
 from __future__ import annotations
@@ -130,14 +130,15 @@ class Evaluator:
         return Probe(turn, text) if text else None
 
     async def _rank(self, index: Index, probe: Probe, embed: Embedder | None) -> Ranked:
-        qvec = await query_vector(embed, probe.text)
+        # embedded on the reader thread if the fusion gate opens, once for both searches
+        qvec = query_vector(embed, probe.text)
         t = probe.turn
 
         def rank(c: sqlite3.Connection) -> Ranked:
             out = Ranked(probe, {}, {}, {}, False)
             for mode, vec in ((LEX, None), (VEC, qvec))[:1 if embed is None else 2]:
-                if mode == VEC and vec is None:  # the query's embedding failed: ranked
-                    # lexically, as search does then
+                if mode == VEC and vec is None:  # nothing to embed: ranked lexically,
+                    # as search does then
                     out.ranks[VEC], out.near[VEC] = out.ranks[LEX], out.near[LEX]
                     if LEX in out.deep:
                         out.deep[VEC] = out.deep[LEX]

@@ -6,7 +6,8 @@ cosine to the query's embedding (`memoryd.embed`); the fused order takes over th
 scores (the best score goes to the first, and so on), so the steps after it (duplicates,
 session diversity) work as before. A unit not yet embedded keeps its lexical rank for
 both: ranked as without vectors. Every embedded candidate shows its cosine in `why`, and
-the weight its vector rank had (`vector_weight`).
+the weight its vector rank had (`vector_weight`). Where the gate (below) stays shut the
+query is not even embedded (`memoryd.embed.QueryVector`): nothing of it shows in `why`.
 
 **The gate.** On the dev split (bench/eval_embed.py, 30 questions) fusing every query
 ranked worse than the lexical ranking alone (R@10 0.920 -> 0.880-0.887 at any weight):

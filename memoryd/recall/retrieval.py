@@ -268,7 +268,8 @@ def retrieve_sync(conn: sqlite3.Connection, index: Index, query: str, *, k: int,
     `exclude_session_recent=(session_id, n)` leaves out that session's last n units
     (already in the asking agent's context). `neighbours=n` attaches the n units before
     and after each hit as `context`. `count=True` counts every match for `total`.
-    `qvec`: the query's embedding (`memoryd.embed`), fused over the best candidates."""
+    `qvec`: the query's embedding (`memoryd.embed`), fused over the best candidates: a
+    vector, or a callable giving it (`QueryVector`: embedded only if the gate opens)."""
     p = params
     plan = plan_query(query, mode)
     if plan.match is None or k <= 0:
@@ -325,17 +326,23 @@ GATE_TOP = 10
 
 def _fuse(conn: sqlite3.Connection, cands: list[dict[str, Any]], qvec: Any,
           p: Params) -> dict[str, float]:
-    """The vector signal fused in (`memoryd.recall.fusion`), weighing only where the
-    lexical top ten is flat (`gate_margin`); the fused order becomes the base scores."""
+    """The vector signal fused in (`memoryd.recall.fusion`), only where the lexical top
+    ten is flat (`gate_margin`); the fused order becomes the base scores. Where the gate
+    stays shut the query is not embedded: the ranking, and its `why`, are lexical."""
     w, out = p.w_vector, {}
     if p.gate_margin is not None:
         margin = lexical_margin([c["score"] for c in _ranked_top(cands, GATE_TOP, p)])
         out["margin"] = margin
-        if margin >= p.gate_margin:
-            w = 0.0
         for c in cands:
             c["score"] = c["base"]
+        if margin >= p.gate_margin:
+            out["w_vector"] = 0.0
+            return out
     out["w_vector"] = w
+    if callable(qvec):
+        qvec = qvec()
+    if qvec is None:  # embedding the query failed: lexical
+        return out
     fuse(conn, cands, qvec, top_n=p.fuse_top, rrf_k=p.rrf_k, w_vector=w)
     for c in cands:
         c["base"] = c["score"]

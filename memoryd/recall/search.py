@@ -8,7 +8,7 @@ from typing import Any
 
 from memoryd.recall import archived as archive_recall
 from memoryd.api import SearchRequest, SearchResponse, SearchResult
-from memoryd.embed import query_vector
+from memoryd.embed import Embedder, query_vector
 from memoryd.errors import StoreUnavailableError
 from memoryd.runtime.idle_release import RELEASE
 from memoryd.index.protocol import Index
@@ -19,10 +19,11 @@ from memoryd.recall.rows import read_rows
 from memoryd.store import Store
 
 
-async def search(store: Store, req: SearchRequest,
-                 archive_dir: Path | None = None) -> SearchResponse:
+async def search(store: Store, req: SearchRequest, archive_dir: Path | None = None,
+                 embed: Embedder | None = None) -> SearchResponse:
     """`archive_dir`: what retention moved there fills a page the index does not
-    (memoryd.recall.archived)."""
+    (memoryd.recall.archived). `embed`: local embeddings when on (`memoryd.embed`): the
+    query's vector is fused with the lexical ranking; None: the ranking is lexical."""
     RELEASE.touch()
     # the search index the daemon built and handed the store to wake after writes
     # (`memoryd.daemon.store_index`); the server passes the store alone
@@ -30,7 +31,7 @@ async def search(store: Store, req: SearchRequest,
     # the index's helper takes this search's parts only while no other search or
     # context runs (`memoryd.index.helper`)
     with index.helper.asking():
-        resp = await _search(store, index, req)
+        resp = await _search(store, index, req, embed)
         if archive_dir is None or resp.stale or resp.shown >= req.max_results:
             return resp
         return await _with_archive(resp, req, archive_dir)
@@ -51,9 +52,11 @@ async def _with_archive(resp: SearchResponse, req: SearchRequest,
                           results=results)
 
 
-async def _search(store: Store, index: Index, req: SearchRequest) -> SearchResponse:
-    # the query's embedding (`memoryd.embed`), on a thread; None: the ranking is lexical
-    qvec = await query_vector(store.embed, req.query)
+async def _search(store: Store, index: Index, req: SearchRequest,
+                  embed: Embedder | None) -> SearchResponse:
+    # the query's embedding, made on the reader thread if the fusion gate opens; None:
+    # the ranking is lexical
+    qvec = query_vector(embed, req.query)
 
     def answer(c: Any) -> tuple[Retrieval, list[SearchResult]]:
         # the results are built here too, on the reader thread: the event loop only

@@ -36,7 +36,8 @@ async def status(request: web.Request) -> web.Response:
 async def search(request: web.Request) -> web.Response:
     req = await parse_body(request, SearchRequest)
     services = request.app[SERVICES]
-    resp = await search_service.search(services.store, req, services.archive_dir)
+    resp = await search_service.search(services.store, req, services.archive_dir,
+                                         services.embed)
     # pydantic's own encoder: a third of model_dump() + json.dumps' time for 15 results
     return model_reply(resp)
 

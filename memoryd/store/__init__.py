@@ -58,9 +58,6 @@ class Store:
         self._pools = pools
         # what follows the writes (the search index the daemon hands over: `follow`)
         self.index: WriteFollower = NoFollower()
-        # the query embedder (`memoryd.embed`), handed over by the daemon when local
-        # embeddings are on; recall fuses its vectors with the index's ranking
-        self.embed: Any = None
 
     def follow(self, index: WriteFollower) -> None:
         """From now on `index` follows the writes: it is woken after each write that may

@@ -71,7 +71,8 @@ async def search(request: web.Request, deps: WebDeps, s: WebSession) -> web.Resp
         req = SearchRequest(query=q, mode=form["mode"] or "or", agent=_opt(request, "agent"),
                             project=_opt(request, "project"), max_results=200 if dated else 50)
         services = request.app[SERVICES]
-        resp = await search_service.search(services.store, req, services.archive_dir)
+        resp = await search_service.search(services.store, req, services.archive_dir,
+                                             services.embed)
         lo = datetime.combine(since, datetime.min.time()).timestamp() if since else None
         hi = (datetime.combine(until + timedelta(days=1), datetime.min.time()).timestamp()
               if until else None)

@@ -15,6 +15,7 @@ import textwrap
 
 import pytest
 
+from memoryd.cli.output import render_status
 from memoryd.embed.model import Model
 from memoryd.models import Record
 from memoryd.store import Store, vectors
@@ -42,33 +43,51 @@ async def _embedded(c: AsyncClient, done: int):
     return st if st["caught_up"] and e["caught_up"] and e["done"] >= done else None
 
 
+FLAT = [  # one word each, in turns of about one length: a flat lexical top, the gate opens
+    {"role": "user", "content": "Deploy the web app after the review is done.", "id": "f1"},
+    {"role": "user", "content": "Deploy the docs site once the build is green.", "id": "f2"},
+    {"role": "user", "content": "We deploy the worker with the same old script.", "id": "f3"},
+]
+
+
 @needs_model
 async def test_issue_31_embeds_in_background_and_fuses_with_why(memoryd_home, sock, tmp_path):
     src = tmp_path / "src"
-    write_jsonl(src / "p" / "s1.jsonl", TURNS)
+    write_jsonl(src / "p" / "s1.jsonl", TURNS + FLAT)
     async with running_daemon(memoryd_home, [("generic", src)], sock, embed=True):
         c = AsyncClient(sock)
-        st = await wait_for(lambda: _embedded(c, 4), timeout=120)
+        st = await wait_for(lambda: _embedded(c, 7), timeout=120)
         e = st["embed"]
-        assert e["enabled"] and e["pending"] == 0 and e["done"] == 4  # not the tool output
-        assert "e5" in e["model"]
-        r = await c.search(query="how do migrations work")
+        assert e["enabled"] and e["pending"] == 0 and e["done"] == 7  # not the tool output
+        assert "e5" in e["model"] and e["queries"] == 0
+        assert f"embed    {e['model']}; 7 units embedded, caught up" in render_status(st)
+        # a flat lexical top (each hit holds the one word): the gate opens, the query is
+        # embedded once, and every embedded hit shows its vector signal
+        r = await c.search(query="deploy the service")
         sig = {x["record_id"]: x["why"]["signals"] for x in r["results"]}
-        # every embedded hit shows its vector signal; the question about migrations is
-        # nearer to the query than the line that matched only "work"
+        assert {"f1", "f2", "f3"} <= sig.keys()
         assert all("vector" in s and "vector_rank" in s for s in sig.values())
-        assert sig["m1"]["vector"] > sig["w1"]["vector"]
+        assert (await c.status())["embed"]["queries"] == 1
+        # one turn stands out by its words: the gate stays shut, the query is not
+        # embedded, and `why` is the lexical ranking's alone
+        r = await c.search(query="how do the database schema migrations work")
+        assert r["results"][0]["record_id"] == "m1"
+        assert all("vector" not in x["why"]["signals"] for x in r["results"])
+        assert (await c.status())["embed"]["queries"] == 1
         # Chinese: the multilingual model embeds it, the query finds it with its signal
         r = await c.search(query="数据库迁移")
         zh = [x for x in r["results"] if x["record_id"] == "zh1"]
         assert zh and zh[0]["why"]["signals"]["vector"] > 0
-        # context's recall is fused too
-        ctx = await c.request("POST", "/v1/context", {"query": "how do migrations work"})
-        assert "migration" in json.dumps(ctx)
+        # context's recall is fused too, and ranks twice (this project, everyone) on
+        # one embedding of the query
+        before = (await c.status())["embed"]["queries"]
+        ctx = await c.request("POST", "/v1/context", {"query": "deploy the service"})
+        assert "Deploy" in json.dumps(ctx)
+        assert (await c.status())["embed"]["queries"] == before + 1
         # a new turn is embedded after it is stored (newest first, woken by ingest)
         write_jsonl(src / "p" / "s1.jsonl", [{"role": "user", "content": "Deploy on Friday?",
                                                "id": "n1"}])
-        await wait_for(lambda: _embedded(c, 5), timeout=120)
+        await wait_for(lambda: _embedded(c, 8), timeout=120)
 
 
 @needs_model
@@ -98,6 +117,8 @@ async def test_issue_31_off_by_setting(memoryd_home, sock, tmp_path):
         c = AsyncClient(sock)
         st = await wait_for(lambda: _caught(c))
         assert st["embed"]["enabled"] is False and "embed.enabled" in st["embed"]["reason"]
+        assert ("embed    off (embed.enabled is false): search and context are lexical"
+                in render_status(st))
         r = await c.search(query="how do migrations work")
         assert r["results"] and all("vector" not in x["why"]["signals"]
                                     for x in r["results"])

@@ -51,11 +51,12 @@ async def store(tmp_path):
     await s.close()
 
 
-def _rank(store, **params):
+def _rank(store, qvec=None, **params):
     import numpy as np
 
     q = np.zeros(384, dtype=np.float32)
     q[0] = 1.0
+    q = q if qvec is None else qvec
     p = dataclasses.replace(PARAMS, session_repeat=1.0, **params)
     return store.read_sync(lambda c: retrieve_sync(c, store.index, "deploy", k=10,
                                                    params=p, qvec=q))
@@ -69,16 +70,26 @@ async def test_issue_31_the_gate_decides_whether_the_vector_rank_weighs(store):
     assert plain.fusion == {"w_vector": 2.0}
     margin = _rank(store, gate_margin=-1.0).fusion["margin"]
     assert 0 < margin < 1
-    # a flatter lexical top than the threshold: fused; a steeper one: lexical, and `why`
-    # shows the cosine with the weight it had
-    opened = _rank(store, gate_margin=margin + 0.01, w_vector=2.0)
+    # a flatter lexical top than the threshold: fused; a steeper one: lexical, the query
+    # never embedded (a callable vector is not called) and `why` the lexical ranking's
+    asked = []
+
+    def lazy():
+        import numpy as np
+
+        asked.append(1)
+        q = np.zeros(384, dtype=np.float32)
+        q[0] = 1.0
+        return q
+
+    opened = _rank(store, qvec=lazy, gate_margin=margin + 0.01, w_vector=2.0)
     assert [h.record_id for h in opened.hits] == [h.record_id for h in plain.hits]
-    assert opened.fusion == {"margin": margin, "w_vector": 2.0}
-    closed = _rank(store, gate_margin=margin, w_vector=2.0)
+    assert opened.fusion == {"margin": margin, "w_vector": 2.0} and asked == [1]
+    assert all("vector" in h.signals for h in opened.hits)
+    closed = _rank(store, qvec=lazy, gate_margin=margin, w_vector=2.0)
     assert [h.record_id for h in closed.hits] == lexical
-    assert closed.fusion == {"margin": margin, "w_vector": 0.0}
-    sig = closed.hits[0].signals
-    assert sig["vector_weight"] == 0.0 and "vector" in sig and "vector_rank" in sig
+    assert closed.fusion == {"margin": margin, "w_vector": 0.0} and asked == [1]
+    assert all("vector" not in h.signals for h in closed.hits)
 
 
 def test_lexical_margin():

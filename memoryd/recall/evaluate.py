@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import math
 import sqlite3
+import statistics
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 
 K = 10     # the ranking scored, as a search of ten
 DEEP = 50  # a miss's rank is looked for this far
-DRY = 6    # probes a dry run times (the first one's extra time, a model's load, once)
+DRY = 10   # probes a dry run times
 LEX, VEC = "lexical", "lexical+vectors"
 
 
@@ -111,10 +112,10 @@ class Evaluator:
             scores.append(_score(VEC, ranked))
         missed = [r for r in ranked if None in r.ranks.values()]
         estimate = None
-        if req.dry_run:  # the first probe's time once, the others' mean for the rest
-            rest = took[1:] or took or [0.0]
-            estimate = round(sampled_s + (took[0] if took else 0.0)
-                             + max(0, len(turns) - 1) * sum(rest) / len(rest), 1)
+        if req.dry_run:  # the timed probes as they went, the rest at their median (a
+            # one-off, the model's load on the first fused probe, is not paid again)
+            typical = statistics.median(took) if took else 0.0
+            estimate = round(sampled_s + sum(took) + (len(turns) - len(took)) * typical, 1)
         return EvalResponse(
             questions=req.questions, seed=req.seed, sampled=len(turns), probes=len(ranked),
             dry_run=req.dry_run, seconds=round(time.monotonic() - t0, 2),

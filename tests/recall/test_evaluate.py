@@ -111,7 +111,7 @@ async def test_dry_run_times_a_few_probes_and_estimates(store):
     await put(store, [(f"s{i}", "user", f"topic{i} parser{i} gadget{i} widget{i} line")
                       for i in range(20)])
     r = await evaluator(store).run(EvalRequest(sample=20, dry_run=True), None)
-    assert r.dry_run and r.sampled == 20 and r.probes == 6
+    assert r.dry_run and r.sampled == 20 and r.probes == 10
     assert r.estimate_s is not None and r.estimate_s >= 0
     assert r.suggestions == [] and r.scores[0].r1 == 1.0  # distinct turns: each found first
 

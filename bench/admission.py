@@ -57,6 +57,9 @@ def settings(src: Path, sock: Path, tz: str, **consolidate: Any) -> Any:
         "summary": {"enabled": False},  # deterministic: consolidation reads the units
         "consolidate": {"timezone": tz, **consolidate},
         "retention": {"enabled": False},
+        # lexical, as every bench's daemon unless it asks: with the memoryd[embed] extra in
+        # the bench venv, the worker embedded every unit beside the timed consolidation
+        "embed": {"enabled": False},
     })
 
 

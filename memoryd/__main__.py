@@ -1,3 +1,3 @@
-from memoryd.cli.memoryd import main
+from memoryd.cli.memoryd import run
 
-raise SystemExit(main())
+run()

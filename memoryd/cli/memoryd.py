@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import errno
 import logging
 import os
@@ -131,5 +132,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
 
 
+def run() -> None:
+    """The `memoryd` command: `main`, then out at once. By the time `main` returns, the
+    daemon has stopped and closed everything it holds (the store committed, the index
+    closed, the socket removed); the interpreter's own teardown after that, freeing every
+    module and object one by one, took 0.5-2 s of CPU (6.6 s on a loaded machine, where
+    systemd or a test waits for the process to go). The logs are flushed, then the
+    process ends without it."""
+    code = main()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run()

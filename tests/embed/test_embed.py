@@ -67,7 +67,8 @@ async def test_issue_31_embeds_in_background_and_fuses_with_why(memoryd_home, so
         sig = {x["record_id"]: x["why"]["signals"] for x in r["results"]}
         assert {"f1", "f2", "f3"} <= sig.keys()
         assert all("vector" in s and "vector_rank" in s for s in sig.values())
-        assert (await c.status())["embed"]["queries"] == 1
+        st = await c.status()
+        assert st["embed"]["queries"] == 1 and "queries fused: 1" in render_status(st)
         # one turn stands out by its words: the gate stays shut, the query is not
         # embedded, and `why` is the lexical ranking's alone
         r = await c.search(query="how do the database schema migrations work")

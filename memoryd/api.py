@@ -215,3 +215,56 @@ class ContextRequest(_Request):
         if v is not None and (not v.startswith("/") or "\x00" in v):
             raise ValueError("cwd must be an absolute path")
         return v
+
+
+class EvalRequest(_Request):
+    """POST /v1/eval: retrieval scored on this store's own history (`memoryd.recall.evaluate`)."""
+    sample: int = Field(200, ge=1, le=2000, description="turns sampled as probes")
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="the same seed, the same probes")
+    questions: Literal["cloze", "model"] = Field(
+        "cloze", description="cloze: some of the turn's own rarer words, shuffled; model: "
+        "a question the configured model writes (only a model served on this machine)")
+    dry_run: bool = Field(False, description="time a few probes and estimate the run")
+    show_misses: int = Field(20, ge=0, le=200, description="misses listed, at most")
+
+
+class EvalScore(BaseModel):
+    mode: Literal["lexical", "lexical+vectors"]
+    r1: float
+    r5: float
+    r10: float
+    ndcg10: float
+    any10: float = Field(description="a hit in the turn's session within one turn of it")
+    gate_opened: int | None = Field(None, description="probes where the fusion gate let "
+                                    "the vector rank weigh")
+
+
+class EvalMiss(BaseModel):
+    probe: str
+    unit_id: int
+    agent: str
+    session_id: str
+    role: str
+    snippet: str
+    ranks: dict[str, int | None] = Field(description="per mode, the turn's rank within 50 "
+                                         "(None: not there)")
+
+
+class EvalResponse(BaseModel):
+    questions: str
+    seed: int
+    sampled: int = Field(description="turns drawn")
+    probes: int = Field(description="probes made (a turn with under 3 searchable words "
+                        "makes none; a model's empty answer neither)")
+    dry_run: bool
+    seconds: float
+    estimate_s: float | None = Field(None, description="dry run: the whole run's time")
+    scores: list[EvalScore]
+    vectors: dict[str, Any] = Field(description="`scored`, `reason` when not, `embedded` "
+                                    "(sampled turns with a vector) `of` the sampled, "
+                                    "`caught_up`, `pending`; `better`/`worse`: probes whose "
+                                    "turn the vectors ranked higher/lower in the top 10")
+    misses: list[EvalMiss]
+    missed: int = Field(description="probes missed at 10 in some mode")
+    suggestions: list[str]
+    note: str

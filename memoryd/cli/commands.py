@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from memoryd import __version__
-from memoryd.cli import consolidation, history, jobs, locate, output, store
+from memoryd.cli import consolidation, evaluation, history, jobs, locate, output, store
 from memoryd.cli.exits import (
     EXIT_ERROR,
     EXIT_NOT_RUNNING,
@@ -144,6 +144,7 @@ def parser() -> argparse.ArgumentParser:
     op.add_argument("--no-browser", action="store_true", help="only print the link")
     history.add_parsers(sub)
     jobs.add_parsers(sub)
+    evaluation.add_parsers(sub)
     store.add_parsers(sub)
     sv = sub.add_parser("service", help="run memoryd as a systemd user service / LaunchAgent")
     sv.add_argument("action", choices=["install", "uninstall", "status"])
@@ -390,7 +391,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, MemorydClient], Result]] = {
     "daily": consolidation.cmd_daily, "archive": consolidation.cmd_archive,
     "reindex": cmd_reindex,
     "open": cmd_open,
-    **history.COMMANDS, **jobs.COMMANDS,
+    **history.COMMANDS, **jobs.COMMANDS, **evaluation.COMMANDS,
 }
 
 

@@ -26,6 +26,7 @@ from memoryd.consolidate.crons import Crons
 from memoryd.consolidate.retention import Retention
 from memoryd.consolidate.service import Consolidator
 from memoryd.recall.context import ContextBuilder
+from memoryd.recall.evaluate import Evaluator
 from memoryd.daemon.db_guard import watch_identity
 from memoryd.errors import AlreadyRunningError, StoreUnavailableError
 from memoryd.embed import Embedder, embed_status, off_reason
@@ -301,7 +302,9 @@ class Daemon:
                                 consolidator=self.consolidator, retention=self.retention,
                                 memory=self.memory, context=builder, served=served,
                                 queue=self.summaries.queue, forgetting=self.forgetting,
-                                web=page),
+                                web=page, evaluator=Evaluator(
+                                    self.store, self.index, self.llm, off_reason(
+                                        self.settings.embed.enabled, self.store.kind))),
                        # the one table: the API's rows and the web page's
                        route_table(pages=web_routes.ROUTES))
         runner = GuardedRunner(app, shutdown_timeout=1.0, access_log=None)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from memoryd.jobs.queue import JobQueue
     from memoryd.memory import MemoryFile
     from memoryd.recall.context import ContextBuilder
+    from memoryd.recall.evaluate import Evaluator
     from memoryd.recall.served_log import ServedLog
     from memoryd.summarize.service import Summaries
     from memoryd.web.deps import WebDeps
@@ -73,6 +74,8 @@ class Services:
     queue: JobQueue | None = None
     forgetting: Forgetting | None = None
     web: WebDeps | None = None
+    # POST /v1/eval: retrieval scored on the store's own history
+    evaluator: Evaluator | None = None
 
 
 SERVICES = web.AppKey("services", Services)

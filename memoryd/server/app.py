@@ -21,6 +21,7 @@ from memoryd.http.services import SERVICES, Services
 from memoryd.server import (
     consolidate_api,
     context_api,
+    eval_api,
     export_api,
     forgetting_api,
     handlers,
@@ -117,6 +118,10 @@ _API: tuple[Route, ...] = (
     Route("post", "/v1/exclusions", forgetting_api.exclude, "Stop reading a path or "
           "project; purge deletes what was stored from it",
           body=forgetting_api.ExcludeRequest, needs="forgetting"),
+    Route("post", "/v1/eval", eval_api.evaluate, "Score retrieval on this store's own "
+          "history: probes from sampled turns, R@1/5/10 and NDCG@10, lexical and with "
+          "vectors, the misses and suggestions (dry_run: an estimate of its time)",
+          body=api.EvalRequest, response=api.EvalResponse, needs="evaluator"),
     Route("get", "/v1/export", export_api.export, "Sessions as Markdown or JSONL (by "
           "session, project, agent, since)", query=export_api.ExportQuery),
 )

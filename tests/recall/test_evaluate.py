@@ -190,3 +190,21 @@ def test_suggestions_follow_the_figures():
     assert "uv tool install 'memoryd[embed]'" in extra and "nothing downloaded" in extra
     assert low.startswith("Lexical R@10 is 0.400")
     assert suggest([lex], off, 0, "cloze", True)[-1].startswith("No turn could be made")
+
+
+async def test_a_second_evaluation_while_one_runs_is_refused(store):
+    """One evaluation at a time (each probe is a search among the users'): the second is a
+    409 saying so, and the first completes."""
+    import asyncio
+
+    from memoryd.errors import ConflictError
+
+    await put(store, [(f"s{i}", "user", f"topic{i} parser{i} gadget{i} widget{i} line")
+                      for i in range(40)])
+    ev = evaluator(store)
+    first = asyncio.ensure_future(ev.run(EvalRequest(sample=40), None))
+    while not ev._lock.locked():  # the first holds the evaluation
+        await asyncio.sleep(0)
+    with pytest.raises(ConflictError, match="already running"):
+        await ev.run(EvalRequest(sample=5), None)
+    assert (await first).probes == 40

@@ -37,7 +37,9 @@ class Embedder:
         self.query_errors = 0
 
     def on_ingest(self, event: Any) -> None:
-        """New units were stored (an ingest subscriber): the worker looks now."""
+        """New units were stored (an ingest subscriber): the worker looks now, embedding
+        once ingest has been quiet a moment."""
+        self.worker.touch()
         self.worker.wake()
 
     def query(self, text: str) -> Any:
@@ -103,6 +105,10 @@ class QueryVector:
 
 
 def query_vector(embedder: Embedder | None, text: str) -> QueryVector | None:
-    """What a search hands the ranking: None (no embeddings, or no words to embed) ranks
-    lexically."""
-    return None if embedder is None or not text.strip() else QueryVector(embedder, text)
+    """What a search or context hands the ranking: None (no embeddings, or no words to
+    embed) ranks lexically. A query asked puts the worker's embedding off for a quiet
+    moment."""
+    if embedder is None:
+        return None
+    embedder.worker.touch()
+    return QueryVector(embedder, text) if text.strip() else None

@@ -9,8 +9,10 @@ ones (seeded random int8: a search's cost does not depend on their values, and e
 one run, the same queries (bench/harness.py's mix, --queries) over the socket:
 
   off       a daemon with embed.enabled = false
-  busy      a daemon with embeddings on while its worker embeds the --pending newest units
-            (real embeddings, in the background): measured from its start
+  busy      a daemon with embeddings on while its worker has the --pending newest units
+            to embed (real embeddings, in the background): measured from its start. The
+            worker embeds only once no query came for 2 s (`embed.worker.QUIET_S`), so
+            this is the queries' latency beside a worker that defers to them
   rest      the same daemon once its worker has caught up (the model stays loaded)
   off2      embeddings off again (drift of the machine over the run)
 

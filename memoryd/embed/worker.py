@@ -6,7 +6,7 @@ is 50-700 ms of a core), each only once the daemon has been quiet for `QUIET_S` 
 stored, no search or context: `touch`), writes their vectors in one short transaction, and
 pauses. Without that wait, append -> searchable took 1.4-3.0x as long while the worker
 embedded (p50 245-385 ms against 119-178 with embeddings off, on 2 cores under load):
-embedding takes a core the daemon's own work needs, and the GIL for its Python part.
+embedding takes a core the daemon's own work needs. With it, 1.09-1.27x (bench/README.md).
 New units (ids above `hi`, what was the newest when last looked) go first; then the
 backlog, walking down from `lo`. The cursor is only in memory: after a crash or a restart
 the worker starts again from the newest unit and skips what has a vector (one lookup by

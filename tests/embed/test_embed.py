@@ -8,6 +8,7 @@ Tests that need the model take the `model_installed` fixture (tests/embed/confte
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -200,70 +201,67 @@ def test_issue_31_without_the_extra_nothing_is_imported(tmp_path, sock):
     assert got["embed"]["enabled"] is False and "extra" in got["embed"]["reason"]
 
 
+@pytest.fixture
+async def two_units(tmp_path):
+    """A store holding two user turns without vectors."""
+    store = await Store.open(tmp_path / "m.db")
+
+    def put(c):
+        pk = session_pk(c, "generic", "s1", project="/p")
+        for i, text in enumerate(["first words", "second words"]):
+            store_record(c, pk, Record("user", text, ts=1.0 + i), f"r{i}", None, 0)
+
+    await store.write(put)
+    yield store
+    await store.close()
+
+
+@contextlib.asynccontextmanager
+async def running(worker):
+    task = asyncio.ensure_future(worker.run())
+    try:
+        yield
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 @needs_model
-@needs_model
-async def test_issue_31_the_worker_embeds_only_in_a_quiet_moment(tmp_path):
+async def test_issue_31_the_worker_embeds_only_in_a_quiet_moment(two_units):
     """Ingest and queries keep the CPU: while lines are stored or queries asked, within
     `QUIET_S` of each other, no unit is embedded (append -> searchable took 1.4-3x as long
     while it embedded); once the daemon is quiet the worker catches up."""
     from memoryd.embed import Embedder, query_vector
     from memoryd.embed.worker import QUIET_S
 
-    store = await Store.open(tmp_path / "m.db")
-    try:
-        def put(c):
-            pk = session_pk(c, "generic", "s1", project="/p")
-            for i, text in enumerate(["first words", "second words"]):
-                store_record(c, pk, Record("user", text, ts=1.0 + i), f"r{i}", None, 0)
-
-        await store.write(put)
-        e = Embedder(store, max_chars=512)
-        e.on_ingest(None)  # the lines just stored
-        task = asyncio.ensure_future(e.worker.run())
-        try:
-            until = asyncio.get_running_loop().time() + QUIET_S + 1.0
-            while asyncio.get_running_loop().time() < until:  # a query every 0.2 s
-                assert query_vector(e, "") is None  # no words: lexical, and still asked
-                await asyncio.sleep(0.2)
-            assert e.worker.embedded == 0 and e.worker.deferred > 0
-            assert not e.model.loaded
-            st = await e.status()
-            assert st["deferred_for_quiet"] > 0 and not st["caught_up"]
-            await wait_for(lambda: e.worker.embedded == 2, timeout=60)
-            assert await store.read(vectors.count) == 2
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-    finally:
-        await store.close()
+    e = Embedder(two_units, max_chars=512)
+    e.on_ingest(None)  # the lines just stored
+    async with running(e.worker):
+        until = asyncio.get_running_loop().time() + QUIET_S + 1.0
+        while asyncio.get_running_loop().time() < until:  # a query every 0.2 s
+            assert query_vector(e, "") is None  # no words: lexical, and still asked
+            await asyncio.sleep(0.2)
+        assert e.worker.embedded == 0 and e.worker.deferred > 0
+        assert not e.model.loaded
+        st = await e.status()
+        assert st["deferred_for_quiet"] > 0 and not st["caught_up"]
+        await wait_for(lambda: e.worker.embedded == 2, timeout=60)
+        assert await two_units.read(vectors.count) == 2
 
 
-async def test_issue_31_the_worker_waits_while_the_daemon_is_busy(tmp_path):
+@needs_model
+async def test_issue_31_the_worker_waits_while_the_daemon_is_busy(two_units):
     """A first read of the history (the backfill) keeps the CPU: the worker waits until
     `busy()` says no, then embeds."""
     from memoryd.embed import Embedder
 
-    store = await Store.open(tmp_path / "m.db")
     busy = [True]
-    try:
-        def put(c):
-            pk = session_pk(c, "generic", "s1", project="/p")
-            for i, text in enumerate(["first words", "second words"]):
-                store_record(c, pk, Record("user", text, ts=1.0 + i), f"r{i}", None, 0)
-
-        await store.write(put)
-        e = Embedder(store, max_chars=512, busy=lambda: busy[0])
-        task = asyncio.ensure_future(e.worker.run())
-        try:
-            await wait_for(lambda: e.worker.waiting)
-            st = await e.status()
-            assert st["waiting_for_backfill"] and not st["caught_up"]
-            assert e.worker.embedded == 0 and not e.model.loaded
-            busy[0] = False
-            await wait_for(lambda: e.worker.embedded == 2, timeout=60)
-            assert await store.read(vectors.count) == 2
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-    finally:
-        await store.close()
+    e = Embedder(two_units, max_chars=512, busy=lambda: busy[0])
+    async with running(e.worker):
+        await wait_for(lambda: e.worker.waiting)
+        st = await e.status()
+        assert st["waiting_for_backfill"] and not st["caught_up"]
+        assert e.worker.embedded == 0 and not e.model.loaded
+        busy[0] = False
+        await wait_for(lambda: e.worker.embedded == 2, timeout=60)
+        assert await two_units.read(vectors.count) == 2

@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from memoryd.cli.locate import plain_dirs
 from memoryd.paths import resolve_paths
+from tests.helpers import short_dir
 
 XDG = ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR")
 
@@ -45,13 +47,19 @@ def test_plain_dirs_match_resolve_paths(env, home, tmp_path, monkeypatch):
     assert got == (str(paths.config_file), str(paths.socket))
 
 
-def test_quick_context_finds_the_home_socket_without_memoryd_paths(tmp_path):
+def test_quick_context_finds_the_home_socket_without_memoryd_paths():
     """`memoryctl context` with $MEMORYD_HOME (and with XDG defaults) imports none of
     memoryd.paths, platformdirs, dataclasses; with no daemon it names the socket it
-    tried, as the argparse path does."""
+    tried, as the argparse path does. The homes are short: pytest's tmp_path under a
+    long TMPDIR made the socket path longer than AF_UNIX allows (108 bytes)."""
     code = ("import sys; from memoryd.cli import memoryctl; rc = memoryctl.main(['context', 'x']); "
             "print(rc, [m for m in ('memoryd.paths', 'platformdirs', 'dataclasses') "
             "if m in sys.modules])")
+    with short_dir() as tmp_path:
+        _no_daemon_at_either_home(code, tmp_path)
+
+
+def _no_daemon_at_either_home(code: str, tmp_path: Path) -> None:
     for extra in ({"MEMORYD_HOME": str(tmp_path / "home")},
                   {"HOME": str(tmp_path / "user"), "XDG_RUNTIME_DIR": ""}):
         env = {k: v for k, v in os.environ.items()

@@ -137,6 +137,7 @@ def test_issue_10_doctor_flags_a_model_without_its_key(memoryd_home, capsys, mon
 
 async def test_issue_10_doctor_flags_the_daemons_missing_key(memoryd_home, sock, capsys):
     settings = load_settings(None, environ={}, overrides={
+        "embed": {"enabled": False},  # lexical: no model paid for here
         "watch": {"default_sources": False}, "server": {"socket": sock, "tcp_enabled": False},
         "llm": {"model": "anthropic/claude-3-5-haiku-latest"}})
     d = Daemon(settings, resolve_paths(memoryd_home), environ={})

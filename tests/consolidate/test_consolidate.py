@@ -36,6 +36,7 @@ def settings(src: Path, sock: Path, **over: Any) -> Any:
                   "reconcile_seconds": 0.3},
         "server": {"socket": sock, "tcp_port": 0},
         "summary": {"enabled": False},
+        "embed": {"enabled": False},  # lexical: no test here pays for a model
         "consolidate": {"timezone": TZ, **over.pop("consolidate", {})},
         **over})
 

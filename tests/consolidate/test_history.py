@@ -61,6 +61,7 @@ def history_files(src: Path, start: dt.date, days: int, step: int = 1) -> tuple[
 
 def settings(src: Path, sock: Path, **over: Any) -> Any:
     return load_settings(None, environ={}, overrides={
+        "embed": {"enabled": False},  # lexical: no model paid for here
         "watch": {"sources": [{"agent": "generic", "path": src}], "default_sources": False,
                   "reconcile_seconds": 0.3},
         "server": {"socket": sock, "tcp_port": 0},

@@ -68,6 +68,7 @@ async def test_a_days_extractive_work_runs_off_the_event_loop(tmp_path, src, soc
         write_jsonl(src / "shelfie" / f"{sid}.jsonl", msgs(sid, "2026-10-05"))
     clock = SettableClock(dt.datetime(2026, 10, 5, 22, tzinfo=dt.UTC).timestamp())
     settings = load_settings(None, environ={}, overrides={
+        "embed": {"enabled": False},  # lexical: no model paid for here
         "watch": {"sources": [{"agent": "generic", "path": src}], "default_sources": False,
                   "reconcile_seconds": 0.3},
         "server": {"socket": sock, "tcp_port": 0},

@@ -193,6 +193,7 @@ async def test_non_loopback_bind_needs_explicit_setting(memoryd_home, sock, src)
     from memoryd.paths import resolve_paths
 
     settings = load_settings(None, environ={}, overrides={
+        "embed": {"enabled": False},  # lexical: no model paid for here
         "watch": {"default_sources": False},
         "server": {"socket": sock, "tcp_port": 0, "tcp_host": "0.0.0.0"}})
     d = Daemon(settings, resolve_paths(memoryd_home), environ={})
@@ -230,6 +231,7 @@ async def test_default_agent_location_appearing_later_is_watched(memoryd_home, s
     home = tmp_path / "agenthome"
     home.mkdir()
     settings = load_settings(None, environ={}, overrides={
+        "embed": {"enabled": False},  # lexical: no model paid for here
         "watch": {"default_sources": True, "reconcile_seconds": 0.2},
         "server": {"socket": sock, "tcp_port": 0}})
     d = Daemon(settings, resolve_paths(memoryd_home), environ={"HOME": str(home)})

@@ -137,6 +137,7 @@ async def test_issue_8_limiter_settings_show_in_status_memoryctl_and_metrics(
     settings = load_settings(None, environ={
         "MEMORYD_SERVER__QUERY_CONCURRENCY": "1", "MEMORYD_SERVER__QUERY_BACKLOG": "0",
         "MEMORYD_SERVER__QUERY_MAX_WAIT_S": "0.5"}, overrides={
+        "embed": {"enabled": False},  # lexical: no model paid for here
         "watch": {"sources": [{"agent": "generic", "path": src}], "default_sources": False},
         "server": {"socket": sock, "tcp_port": 0}})
     d = Daemon(settings, resolve_paths(memoryd_home), environ={})

@@ -26,7 +26,7 @@ async def test_daemon_ingests_a_watched_dir_into_postgresql(memoryd_home, sock, 
     settings = load_settings(None, environ={}, overrides={
         "watch": {"sources": [{"agent": "generic", "path": src}], "default_sources": False,
                   "reconcile_seconds": 0.3},
-        "server": {"socket": sock, "tcp_port": 0},
+        "server": {"socket": sock, "tcp_port": 0}, "embed": {"enabled": False},
         "store": {"url": pg_url, "machine": "laptop", "namespace": "team"}})
     d = Daemon(settings, resolve_paths(memoryd_home), environ={})
     await d.start()

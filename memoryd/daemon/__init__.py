@@ -158,7 +158,7 @@ class Daemon:
             await self.ingestor.load_seen()
             self._sources = configured_sources(s, self.environ)
             self.ingestor.subscribers.append(self._on_ingest)
-            if off_reason(s.embed.enabled, target.kind) is None:  # memoryd[embed] installed
+            if off_reason(s.embed.enabled) is None:  # memoryd[embed] installed
                 self.embedder = Embedder(
                     self.store, max_chars=s.embed.max_chars, busy=self.jobs_wait)
                 self.ingestor.subscribers.append(self.embedder.on_ingest)
@@ -304,7 +304,7 @@ class Daemon:
                                 queue=self.summaries.queue, forgetting=self.forgetting,
                                 web=page, evaluator=Evaluator(
                                     self.store, self.index, self.llm, off_reason(
-                                        self.settings.embed.enabled, self.store.kind))),
+                                        self.settings.embed.enabled))),
                        # the one table: the API's rows and the web page's
                        route_table(pages=web_routes.ROUTES))
         runner = GuardedRunner(app, shutdown_timeout=1.0, access_log=None)
@@ -429,8 +429,7 @@ class Daemon:
 
     async def _embed_status(self) -> dict[str, Any]:
         assert self.store is not None
-        return await embed_status(self.embedder, off_reason(self.settings.embed.enabled,
-                                                            self.store.kind))
+        return await embed_status(self.embedder, off_reason(self.settings.embed.enabled))
 
     def _process(self) -> dict[str, Any]:
         """The daemon's own part of status: the process, its sockets, its sources."""

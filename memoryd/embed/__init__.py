@@ -1,9 +1,10 @@
 """Local embeddings beside BM25 (issue 31): an optional part, the `memoryd[embed]` extra.
 
 `Embedder` joins the model (`memoryd.embed.model`) and the background worker
-(`memoryd.embed.worker`); the daemon builds one when the extra is installed, `embed.enabled`
-is on and the store is a local SQLite file (`off_reason`; fleet mode: not yet, each machine
-would embed its own units) and hands it to search and context. They hand the ranking a
+(`memoryd.embed.worker`); the daemon builds one when the extra is installed and
+`embed.enabled` is on (`off_reason`) and hands it to search and context. In fleet mode each
+machine embeds its own units and reads everyone's vectors from its row cache
+(`memoryd.store.vectors`). They hand the ranking a
 `QueryVector`: the query is embedded on the reader thread only if the fusion gate opens
 (`memoryd.recall.retrieval`), since the embedding is most of a fused search's time (17-60
 ms against ~3) and the gate stays shut for most queries. Without the extra nothing here
@@ -55,8 +56,9 @@ class Embedder:
             return None
 
     async def rebuild(self) -> int:
-        """Every vector dropped and embedded again (`memoryctl reindex`)."""
-        n = await self.store.write(vectors.clear)
+        """Every vector dropped and embedded again (`memoryctl reindex`); in a shared
+        store, this machine's."""
+        n = await self.store.write(lambda c: vectors.clear(c, self.worker.machine))
         self.worker.restart()
         return n
 
@@ -67,14 +69,12 @@ class Embedder:
                 **await self.worker.status()}
 
 
-def off_reason(enabled: bool, store_kind: str) -> str | None:
+def off_reason(enabled: bool) -> str | None:
     """Why embeddings are off (None: on)."""
     if not enabled:
         return "embed.enabled is false"
     if not available():
         return "the memoryd[embed] extra is not installed"
-    if store_kind != "sqlite":
-        return "not yet in fleet mode"
     return None
 
 

@@ -13,7 +13,9 @@ the worker starts again from the newest unit and skips what has a vector (one lo
 key each), so nothing is lost and nothing is embedded twice. The backlog is counted once
 at start, in slices of ids, so no statement holds a reader for long. While `busy()` says
 so (the daemon's: a backfill runs, as for the summaries' jobs) the worker waits: embedding
-never takes the CPU a first read of the history needs.
+never takes the CPU a first read of the history needs. In a shared store the worker walks
+this machine's units only (`machine`): each unit is embedded once in the fleet, by the
+machine that read it (`memoryd.store.vectors`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class EmbedWorker:
         self.waiting = False       # for busy() to say no
         self.model = model
         self.max_chars = max_chars
+        self.machine = store.machine or None  # fleet mode: this machine's units only
         self.hi = 0                # every unit with lo <= id <= hi was looked at
         self.lo = 0
         self.below = 0             # backlog under lo (counted at start)
@@ -115,21 +118,23 @@ class EmbedWorker:
         below = 0
         for start in range(lo, hi + 1, COUNT_SLICE):
             below += await self.store.read(
-                lambda c, s=start: vectors.count_pending(c, s, min(s + COUNT_SLICE, hi + 1)))
-        self.done = await self.store.read(vectors.count)
+                lambda c, s=start: vectors.count_pending(c, s, min(s + COUNT_SLICE, hi + 1),
+                                                         self.machine))
+        self.done = await self.store.read(lambda c: vectors.count(c, self.machine))
         self.hi, self.lo, self.below = hi, hi + 1, below
         self.started, self.caught_up = True, below == 0
 
     async def _step(self) -> bool:
-        hi, lo, n, cut = self.hi, self.lo, BATCH, self.max_chars
+        hi, lo, n, cut, mine = self.hi, self.lo, BATCH, self.max_chars, self.machine
 
         def pick(c: Any) -> tuple[int, list[tuple[int, str]], bool]:
             top = vectors.id_bounds(c)[1]
-            new = [x for x in vectors.pending(c, above=hi, limit=n, max_chars=cut)
-                   if x[0] <= top]
+            new = [x for x in vectors.pending(c, above=hi, limit=n, max_chars=cut,
+                                              machine=mine) if x[0] <= top]
             if new:
                 return top, new, True
-            return top, vectors.pending(c, below=lo, limit=n, max_chars=cut), False
+            return top, vectors.pending(c, below=lo, limit=n, max_chars=cut,
+                                        machine=mine), False
 
         top, items, fresh = await self.store.read(pick)
         if not fresh:
@@ -159,7 +164,8 @@ class EmbedWorker:
         """Units waiting for a vector: the backlog under the cursor and the new ones."""
         hi = self.hi
         top = await self.store.read(lambda c: vectors.id_bounds(c)[1])
-        above = await self.store.read(lambda c: vectors.count_pending(c, hi + 1, top + 1)) \
+        above = await self.store.read(
+            lambda c: vectors.count_pending(c, hi + 1, top + 1, self.machine)) \
             if top > hi else 0
         return self.below + above
 

@@ -12,6 +12,11 @@ and writes them into this SQLite file (`rows.sqlite` in the index's directory) i
 same apply, before the index makes them searchable. A unit gone from the store leaves
 this file first, then the index. The build from `units` writes it the same way.
 
+A unit's vector (`memoryd.embed`, written by the machine that embedded it) comes with
+its row (`vec`, NULL while it has none) and is kept in `unit_vectors` beside it, where
+fusion reads it (`memoryd.recall.fusion`): a vector written later puts its unit into the
+feed again (`memoryd.store.pg.feed_ddl`), and its re-read brings it.
+
 Session attributes change without a unit too (a summary's mark, a project): a trigger
 on `sessions` puts an upsert of the session's last unit into the feed
 (`changefeed.SESSION_STATEMENTS`), and that unit's re-read brings its session row, as
@@ -40,7 +45,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 FILE = "rows.sqlite"
-VERSION = 1
+VERSION = 2  # 2: unit_vectors
 CACHE_KIB = 1024  # each connection's page cache
 READERS = 2  # threads reading it, as the store has (memoryd.store.READERS)
 
@@ -50,9 +55,10 @@ FEED_ROWS = (
     "SELECT u.id AS unit_id, u.session_pk, u.seq, u.ts, u.role, u.kind, u.content, "
     "u.one_liner, u.file_id, u.record_id, u.turn, u.tool_name, u.chars, u.offset, "
     "s.agent, s.session_id, s.project, s.summary, s.summary_upto, s.summary_by, "
-    "s.next_seq, s.last_ts, s.state, f.path "
+    "s.next_seq, s.last_ts, s.state, f.path, v.vec "
     "FROM units u JOIN sessions s ON s.id = u.session_pk "
     "LEFT JOIN files f ON f.id = u.file_id "
+    "LEFT JOIN unit_vectors v ON v.unit_id = u.id "
 )
 
 _UNIT_COLS = ("id", "session_pk", "file_id", "record_id", "seq", "turn", "role", "kind",
@@ -75,6 +81,7 @@ CREATE TABLE units (id INTEGER PRIMARY KEY, session_pk INTEGER NOT NULL, file_id
     role TEXT NOT NULL, kind TEXT NOT NULL, ts REAL, content TEXT NOT NULL,
     one_liner TEXT, tool_name TEXT, chars INTEGER NOT NULL DEFAULT 0, "offset" INTEGER);
 CREATE INDEX units_session_seq ON units (session_pk, seq);
+CREATE TABLE unit_vectors (unit_id INTEGER PRIMARY KEY, vec BLOB NOT NULL);
 """
 
 
@@ -167,8 +174,9 @@ class RowCache:
     # -- writing (the feed's thread) -----------------------------------------------------
 
     def apply(self, rows: Iterable[Any], gone_units: Iterable[int] = ()) -> None:
-        """In one transaction: units (rows of `FEED_ROWS`) and their sessions and files
-        written, `gone_units` deleted, and the sessions they leave empty."""
+        """In one transaction: units (rows of `FEED_ROWS`) and their sessions, files and
+        vectors written, `gone_units` deleted with their vectors, and the sessions they
+        leave empty."""
         conn = self._writer
         if conn is None:
             raise RuntimeError("the row cache is not open")
@@ -192,6 +200,7 @@ class RowCache:
                     f"SELECT DISTINCT session_pk FROM units WHERE id IN ({marks})", part))
                 count -= conn.execute(f"DELETE FROM units WHERE id IN ({marks})",
                                       part).rowcount
+                conn.execute(f"DELETE FROM unit_vectors WHERE unit_id IN ({marks})", part)
             for pk in emptied - sess.keys():
                 conn.execute("DELETE FROM sessions WHERE id = ? AND NOT EXISTS "
                              "(SELECT 1 FROM units WHERE session_pk = ?)", (pk, pk))
@@ -205,6 +214,11 @@ class RowCache:
                 f"INSERT OR REPLACE INTO units ({', '.join(_q(c) for c in _UNIT_COLS)}) "
                 f"VALUES ({', '.join('?' * len(_UNIT_COLS))})",
                 [tuple(r["unit_id" if c == "id" else c] for c in _UNIT_COLS) for r in rows])
+            conn.executemany("INSERT OR REPLACE INTO unit_vectors (unit_id, vec) VALUES (?, ?)",
+                             [(r["unit_id"], bytes(r["vec"])) for r in rows
+                              if r["vec"] is not None])
+            conn.executemany("DELETE FROM unit_vectors WHERE unit_id = ?",
+                             [(r["unit_id"],) for r in rows if r["vec"] is None])
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

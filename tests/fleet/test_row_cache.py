@@ -185,7 +185,8 @@ def _feed_row(unit_id: int, session_pk: int, content: str) -> dict:
             "file_id": 1, "record_id": f"r{unit_id}", "turn": 0, "tool_name": None,
             "chars": len(content), "offset": 0, "agent": "generic", "session_id": "s",
             "project": None, "summary": None, "summary_upto": 0, "summary_by": None,
-            "next_seq": unit_id + 1, "last_ts": 1.0, "state": None, "path": "/t/a.jsonl"}
+            "next_seq": unit_id + 1, "last_ts": 1.0, "state": None, "path": "/t/a.jsonl",
+            "vec": None}
 
 
 def test_the_units_count_follows_adds_replaces_and_deletes_and_a_reopen(tmp_path):

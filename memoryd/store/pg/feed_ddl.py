@@ -1,5 +1,6 @@
 """The change feed's DDL: the tables, trigger functions and triggers by which every write
-to `units` (and a session's searched attributes) leaves a `changes` row and a NOTIFY.
+to `units` (and a session's searched attributes, and a unit's vector) leaves a `changes`
+row and a NOTIFY.
 
 The store's PostgreSQL migration installs it in every namespace
 (`memoryd.store.pg.migrations.extra_ddl`), so it lives with the store, which imports
@@ -126,10 +127,38 @@ END $memoryd$""",
     EXECUTE FUNCTION {{s}}session_changed()""",
 ]
 
+# A unit's vector (`unit_vectors`, written by the machine that embeds the unit,
+# `memoryd.embed`) reaches the others the same way: an `upsert` of its unit, whose re-read
+# carries the vector into every machine's row cache (`memoryd.fleet.row_cache`). A vector
+# deleted with its unit (forget, retention) adds nothing: the unit's own delete is in the
+# feed. A vector dropped alone (`memoryctl reindex`) re-reads its unit, now without one.
+_VECTOR_FUNCTIONS = {
+    "vectors_written": "SELECT unit_id, 'upsert' FROM new_vectors ORDER BY unit_id",
+    "vectors_deleted": """SELECT o.unit_id, 'upsert' FROM old_vectors o
+         WHERE EXISTS (SELECT 1 FROM {s}units u WHERE u.id = o.unit_id)
+         ORDER BY o.unit_id""",
+}
+VECTOR_STATEMENTS = [
+    *(_trigger_function(name, changes) for name, changes in _VECTOR_FUNCTIONS.items()),
+    """DROP TRIGGER IF EXISTS vectors_changes_insert ON {s}unit_vectors""",
+    """CREATE TRIGGER vectors_changes_insert AFTER INSERT ON {s}unit_vectors
+    REFERENCING NEW TABLE AS new_vectors
+    FOR EACH STATEMENT EXECUTE FUNCTION {s}vectors_written()""",
+    """DROP TRIGGER IF EXISTS vectors_changes_update ON {s}unit_vectors""",
+    """CREATE TRIGGER vectors_changes_update AFTER UPDATE ON {s}unit_vectors
+    REFERENCING NEW TABLE AS new_vectors
+    FOR EACH STATEMENT EXECUTE FUNCTION {s}vectors_written()""",
+    """DROP TRIGGER IF EXISTS vectors_changes_delete ON {s}unit_vectors""",
+    """CREATE TRIGGER vectors_changes_delete AFTER DELETE ON {s}unit_vectors
+    REFERENCING OLD TABLE AS old_vectors
+    FOR EACH STATEMENT EXECUTE FUNCTION {s}vectors_deleted()""",
+]
+
 # The same statements unqualified, for the store's PostgreSQL migration
 # (`memoryd.store.pg.migrations.extra_ddl`), which runs them one by one with the
 # search_path set to the namespace's schema. The trigger functions keep that search_path
 # (SET search_path FROM CURRENT), whoever inserts the units later. The store's schema
-# has `sessions`, so its feed carries session changes too (`ddl` alone does not: a bare
-# feed over `units` needs no sessions table).
-DDL: list[str] = [st.replace("{s}", "") for st in _STATEMENTS + SESSION_STATEMENTS]
+# has `sessions` and `unit_vectors`, so its feed carries their changes too (`ddl` alone does
+# not: a bare feed over `units` needs neither table).
+DDL: list[str] = [st.replace("{s}", "")
+                  for st in _STATEMENTS + SESSION_STATEMENTS + VECTOR_STATEMENTS]

@@ -265,3 +265,24 @@ async def test_issue_31_the_worker_waits_while_the_daemon_is_busy(two_units):
         busy[0] = False
         await wait_for(lambda: e.worker.embedded == 2, timeout=60)
         assert await two_units.read(vectors.count) == 2
+
+
+@needs_model
+async def test_issue_31_a_long_query_is_embedded_cut_to_its_head(two_units):
+    """A hook's context request carries the whole prompt: its embedding is of the first
+    `QUERY_CHARS` only (a 2,000-character query took 1.1 s to embed under load; 256, 92
+    ms), the same vector as that head's; a short query is embedded whole."""
+    import numpy as np
+
+    from memoryd.embed import QUERY_CHARS, Embedder
+
+    e = Embedder(two_units, max_chars=512)
+    head = ("How do the database schema migrations work when the staging deploy times "
+            "out? ") * 3
+    long = head + "and then the rest of a long prompt, pasted logs and all. " * 80
+    assert len(head) < QUERY_CHARS < len(long)
+    got, want = e.query(long), e.model.query(long[:QUERY_CHARS])
+    assert np.array_equal(got, want)
+    assert np.array_equal(e.query(head), e.model.query(head))
+    assert not np.array_equal(e.query(head), want)
+    e.model.release()

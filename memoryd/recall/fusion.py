@@ -6,8 +6,9 @@ cosine to the query's embedding (`memoryd.embed`); the fused order takes over th
 scores (the best score goes to the first, and so on), so the steps after it (duplicates,
 session diversity) work as before. A unit not yet embedded keeps its lexical rank for
 both: ranked as without vectors. Every embedded candidate shows its cosine in `why`, and
-the weight its vector rank had (`vector_weight`). Where the gate (below) stays shut the
-query is not even embedded (`memoryd.embed.QueryVector`): nothing of it shows in `why`.
+the weight its vector rank had (`vector_weight`). Where the gate (below) stays shut, or
+fewer than two candidates have a vector (a store still being embedded, a one-hit query),
+the query is not even embedded (`memoryd.embed.QueryVector`): nothing of it shows in `why`.
 
 **The gate.** On the dev split (bench/eval_embed.py, 30 questions) fusing every query
 ranked worse than the lexical ranking alone (R@10 0.920 -> 0.880-0.887 at any weight):
@@ -35,10 +36,16 @@ def fuse(conn: sqlite3.Connection, cands: list[dict[str, Any]], qvec: Any, *, to
     cosine to the query, `vector_rank` its rank by it. The embedded units share out the
     lexical ranks they hold by cosine; a unit without a vector keeps its lexical rank as
     its vector rank: with no vectors the order is the lexical one, and half-embedded
-    candidates do not push out the others."""
+    candidates do not push out the others. So with fewer than two embedded candidates
+    nothing can move, and the query is not embedded (`qvec` may be a callable giving the
+    vector, or None when embedding fails: then nothing moves either)."""
     top = sorted(cands, key=lambda c: -c["score"])[:top_n]
     got = vectors_of(conn, [c["unit_id"] for c in top])
-    if not got:
+    if len(got) < 2:
+        return
+    if callable(qvec):
+        qvec = qvec()
+    if qvec is None:
         return
     have = [c for c in top if c["unit_id"] in got]
     sims = cosines(qvec, [got[c["unit_id"]] for c in have])

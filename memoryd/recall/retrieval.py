@@ -328,7 +328,8 @@ def _fuse(conn: sqlite3.Connection, cands: list[dict[str, Any]], qvec: Any,
           p: Params) -> dict[str, float]:
     """The vector signal fused in (`memoryd.recall.fusion`), only where the lexical top
     ten is flat (`gate_margin`); the fused order becomes the base scores. Where the gate
-    stays shut the query is not embedded: the ranking, and its `why`, are lexical."""
+    stays shut, or fewer than two of the candidates fused have a vector (nothing could
+    move), the query is not embedded: the ranking, and its `why`, are lexical."""
     w, out = p.w_vector, {}
     if p.gate_margin is not None:
         margin = lexical_margin([c["score"] for c in _ranked_top(cands, GATE_TOP, p)])
@@ -339,10 +340,6 @@ def _fuse(conn: sqlite3.Connection, cands: list[dict[str, Any]], qvec: Any,
             out["w_vector"] = 0.0
             return out
     out["w_vector"] = w
-    if callable(qvec):
-        qvec = qvec()
-    if qvec is None:  # embedding the query failed: lexical
-        return out
     fuse(conn, cands, qvec, top_n=p.fuse_top, rrf_k=p.rrf_k, w_vector=w)
     for c in cands:
         c["base"] = c["score"]

@@ -44,6 +44,8 @@ async def _embedded(c: AsyncClient, done: int):
     return st if st["caught_up"] and e["caught_up"] and e["done"] >= done else None
 
 
+ZH2 = {"role": "assistant", "content": "好的，数据库迁移在每次部署之前完成。", "id": "zh2"}
+
 FLAT = [  # one word each, in turns of about one length: a flat lexical top, the gate opens
     {"role": "user", "content": "Deploy the web app after the review is done.", "id": "f1"},
     {"role": "user", "content": "Deploy the docs site once the build is green.", "id": "f2"},
@@ -54,14 +56,14 @@ FLAT = [  # one word each, in turns of about one length: a flat lexical top, the
 @needs_model
 async def test_issue_31_embeds_in_background_and_fuses_with_why(memoryd_home, sock, tmp_path):
     src = tmp_path / "src"
-    write_jsonl(src / "p" / "s1.jsonl", TURNS + FLAT)
+    write_jsonl(src / "p" / "s1.jsonl", TURNS + FLAT + [ZH2])
     async with running_daemon(memoryd_home, [("generic", src)], sock, embed=True):
         c = AsyncClient(sock)
-        st = await wait_for(lambda: _embedded(c, 7), timeout=120)
+        st = await wait_for(lambda: _embedded(c, 8), timeout=120)
         e = st["embed"]
-        assert e["enabled"] and e["pending"] == 0 and e["done"] == 7  # not the tool output
+        assert e["enabled"] and e["pending"] == 0 and e["done"] == 8  # not the tool output
         assert "e5" in e["model"] and e["queries"] == 0
-        assert f"embed    {e['model']}; 7 units embedded, caught up" in render_status(st)
+        assert f"embed    {e['model']}; 8 units embedded, caught up" in render_status(st)
         # a flat lexical top (each hit holds the one word): the gate opens, the query is
         # embedded once, and every embedded hit shows its vector signal
         r = await c.search(query="deploy the service")
@@ -77,6 +79,8 @@ async def test_issue_31_embeds_in_background_and_fuses_with_why(memoryd_home, so
         assert all("vector" not in x["why"]["signals"] for x in r["results"])
         assert (await c.status())["embed"]["queries"] == 1
         # Chinese: the multilingual model embeds it, the query finds it with its signal
+        # (two turns hold the words: with one, no order could change and the query is
+        # not embedded)
         r = await c.search(query="数据库迁移")
         zh = [x for x in r["results"] if x["record_id"] == "zh1"]
         assert zh and zh[0]["why"]["signals"]["vector"] > 0
@@ -89,7 +93,7 @@ async def test_issue_31_embeds_in_background_and_fuses_with_why(memoryd_home, so
         # a new turn is embedded after it is stored (newest first, woken by ingest)
         write_jsonl(src / "p" / "s1.jsonl", [{"role": "user", "content": "Deploy on Friday?",
                                                "id": "n1"}])
-        await wait_for(lambda: _embedded(c, 8), timeout=120)
+        await wait_for(lambda: _embedded(c, 9), timeout=120)
 
 
 @needs_model

@@ -92,6 +92,25 @@ async def test_issue_31_the_gate_decides_whether_the_vector_rank_weighs(store):
     assert all("vector" not in h.signals for h in closed.hits)
 
 
+async def test_issue_31_the_query_is_not_embedded_where_vectors_could_move_nothing(store):
+    """Gate open, but fewer than two of the candidates have a vector (a store still being
+    embedded, a one-hit query): no order can change, so the query's embedding (20 ms and
+    more) is not made, and the ranking is the lexical one."""
+    asked = []
+
+    def lazy():
+        asked.append(1)
+        return None
+
+    lexical = [h.record_id for h in _rank(store, gate_margin=-1.0).hits]
+    await store.write(lambda c: c.execute(
+        "DELETE FROM unit_vectors WHERE unit_id IN (SELECT id FROM units "
+        "WHERE record_id != 'd3')"))
+    one = _rank(store, qvec=lazy, gate_margin=None, w_vector=2.0)
+    assert [h.record_id for h in one.hits] == lexical and asked == []
+    assert all("vector" not in h.signals for h in one.hits)
+
+
 def test_lexical_margin():
     assert lexical_margin([]) == 0.0
     assert lexical_margin([0.0, 0.0]) == 0.0

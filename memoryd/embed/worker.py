@@ -8,9 +8,14 @@ pauses. Without that wait, append -> searchable took 1.4-3.0x as long while the 
 embedded (p50 245-385 ms against 119-178 with embeddings off, on 2 cores under load):
 embedding takes a core the daemon's own work needs. With it, 1.09-1.27x (bench/README.md).
 New units (ids above `hi`, what was the newest when last looked) go first; then the
-backlog, walking down from `lo`. The cursor is only in memory: after a crash or a restart
-the worker starts again from the newest unit and skips what has a vector (one lookup by
-key each), so nothing is lost and nothing is embedded twice. The backlog is counted once
+backlog, walking down from `lo` a slice of ids at a time (`WALK_SLICE`: each look is one
+short statement, and once the walk reaches the oldest unit an idle poll looks only above
+`hi`). The cursor is only in memory: after a crash or a restart the worker starts again
+from the newest unit and skips what has a vector (one lookup by key each), so nothing is
+lost and nothing is embedded twice. Caught up, it walks the store again every `REWALK_S`:
+a unit whose text changed lost its vector below the cursor (a merged part, a one-liner
+upgraded), and in a shared store a unit of this machine's can commit below `hi` after
+another machine's higher id was seen (ids are handed out at insert, not at commit). The backlog is counted once
 at start, in slices of ids, so no statement holds a reader for long. While `busy()` says
 so (the daemon's: a backfill runs, as for the summaries' jobs) the worker waits: embedding
 never takes the CPU a first read of the history needs. In a shared store the worker walks
@@ -39,6 +44,8 @@ COUNT_SLICE = 20_000
 RETRY_S = 30.0
 BUSY_POLL_S = 1.0  # while busy() says so, look again this often
 QUIET_S = 2.0      # a unit is embedded only this long after the last ingest or query
+WALK_SLICE = 20_000  # ids the backlog walk looks through in one step
+REWALK_S = 600.0   # caught up: walk the whole store again this often
 
 
 class EmbedWorker:
@@ -57,6 +64,7 @@ class EmbedWorker:
         self.embedded = 0          # this run
         self.seconds = 0.0         # spent embedding this run (thread time of the calls)
         self.started = False       # the backlog is counted
+        self.walked_at = time.monotonic()  # when the backlog walk last reached the oldest
         self.caught_up = False
         self.errors = 0
         self.last_error: str | None = None
@@ -125,23 +133,35 @@ class EmbedWorker:
         self.started, self.caught_up = True, below == 0
 
     async def _step(self) -> bool:
+        """One look, and the units it found embedded; False when there was nothing to
+        do (caught up)."""
         hi, lo, n, cut, mine = self.hi, self.lo, BATCH, self.max_chars, self.machine
+        floor = max(0, lo - WALK_SLICE)
 
-        def pick(c: Any) -> tuple[int, list[tuple[int, str]], bool]:
-            top = vectors.id_bounds(c)[1]
+        def pick(c: Any) -> tuple[int, int, list[tuple[int, str]], bool]:
+            bottom, top = vectors.id_bounds(c)
             new = [x for x in vectors.pending(c, above=hi, limit=n, max_chars=cut,
                                               machine=mine) if x[0] <= top]
-            if new:
-                return top, new, True
-            return top, vectors.pending(c, below=lo, limit=n, max_chars=cut,
-                                        machine=mine), False
+            if new or lo <= bottom:
+                return bottom, top, new, True
+            return bottom, top, vectors.pending(c, below=lo, above=floor - 1, limit=n,
+                                                max_chars=cut, machine=mine), False
 
-        top, items, fresh = await self.store.read(pick)
+        bottom, top, items, fresh = await self.store.read(pick)
         if not fresh:
             self.hi = max(self.hi, top)  # nothing new up to `top`
         if not items:
+            if lo > bottom:  # this slice holds none: the walk goes on below it
+                self.lo = floor
+                if floor <= bottom:
+                    self.walked_at = time.monotonic()
+                return True
+            self.hi = max(self.hi, top)
             self.below = 0
-            return False
+            if time.monotonic() - self.walked_at < REWALK_S:
+                return False
+            self.lo = self.hi + 1  # walk the store again, from the newest
+            return True
         self.caught_up = False
         if not fresh:
             self.lo = min(i for i, _ in items)

@@ -290,3 +290,28 @@ async def test_issue_31_a_long_query_is_embedded_cut_to_its_head(two_units):
     assert np.array_equal(e.query(head), e.model.query(head))
     assert not np.array_equal(e.query(head), want)
     e.model.release()
+
+
+@needs_model
+async def test_issue_31_a_unit_whose_text_changed_is_embedded_again(two_units, monkeypatch):
+    """A unit's text changed below the cursor (a merged part, an upgraded one-liner): the
+    trigger drops its stale vector, and the worker's next walk of the store (`REWALK_S`
+    after the last one reached the oldest unit) embeds it again. Before, it waited for a
+    restart."""
+    from memoryd.embed import Embedder
+    from memoryd.embed import worker as w
+
+    monkeypatch.setattr(w, "REWALK_S", 1.0)
+    e = Embedder(two_units, max_chars=512)
+    async with running(e.worker):
+        await wait_for(lambda: e.worker.embedded == 2, timeout=60)
+        uid, old = await two_units.read(lambda c: c.execute(
+            "SELECT u.id, v.vec FROM units u JOIN unit_vectors v ON v.unit_id = u.id "
+            "ORDER BY u.id LIMIT 1").fetchone())
+        await two_units.write(lambda c: c.execute(
+            "UPDATE units SET content = 'first words, and a merged part about tides' "
+            "WHERE id = ?", (uid,)))
+        assert await two_units.read(vectors.count) == 1  # the stale one is gone
+        await wait_for(lambda: e.worker.embedded == 3, timeout=60)
+        new = await two_units.read(lambda c: vectors.vectors_of(c, [uid]))
+        assert await two_units.read(vectors.count) == 2 and new[uid] != old

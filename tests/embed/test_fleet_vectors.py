@@ -1,8 +1,9 @@
 """Embeddings in a fleet (issue 31 item 2: "shared in a fleet"): two real daemons in one
 namespace of the real PostgreSQL server, the real model. Each machine embeds its own
 sessions' units only; the vectors reach the other machine's row cache through the change
-feed, so its search fuses them; a forget takes them from every cache; `memoryctl reindex`
-on one machine drops and rebuilds that machine's vectors only."""
+feed, so its search fuses them; a unit whose text changes loses its stale vector
+everywhere and is embedded again; a forget takes them from every cache; `memoryctl
+reindex` on one machine drops and rebuilds that machine's vectors only."""
 
 from __future__ import annotations
 
@@ -33,8 +34,11 @@ async def _embedded(c, own: int):
     return st if st["caught_up"] and e["caught_up"] and e["done"] == own else None
 
 
-async def test_issue_31_each_machine_embeds_its_own_and_every_cache_holds_all(tmp_path,
-                                                                             pg_url):
+async def test_issue_31_each_machine_embeds_its_own_and_every_cache_holds_all(
+        tmp_path, pg_url, monkeypatch):
+    from memoryd.embed import worker
+
+    monkeypatch.setattr(worker, "REWALK_S", 1.0)  # the walk that finds a changed unit
     roots = {"laptop": tmp_path / "laptop" / "src", "server": tmp_path / "server" / "src"}
     write_jsonl(roots["laptop"] / "chat.jsonl", FLAT)
     write_jsonl(roots["server"] / "chat.jsonl", SERVER)
@@ -64,6 +68,18 @@ async def test_issue_31_each_machine_embeds_its_own_and_every_cache_holds_all(tm
             assert await sd.store.read(lambda c: vectors.count(c, "server")) == 2
             await wait_for(lambda: _embedded(lc, 3), 120)
             await wait_for(lambda: len(_cached(sd)) == 5 or None, 60)
+
+            # a laptop unit's text changes (a merged part): the store drops its stale
+            # vector at once, the caches follow, and the laptop embeds it again
+            uid = await ld.store.read(lambda c: c.execute(
+                "SELECT id FROM units WHERE record_id = 'f1'").fetchone()[0])
+            old = _cached(sd)[uid]
+            await ld.store.write(lambda c: c.execute(
+                "UPDATE units SET content = content || ' Then the docs.' WHERE id = ?",
+                (uid,)))
+            assert await ld.store.read(lambda c: vectors.vectors_of(c, [uid])) == {}
+            await wait_for(lambda: _cached(sd).get(uid, old) != old or None, 120)
+            assert len(_cached(sd)) == 5
 
             # a forget on the server of the laptop's session leaves no vector of it in
             # either cache, nor in the store

@@ -131,7 +131,8 @@ END $memoryd$""",
 # `memoryd.embed`) reaches the others the same way: an `upsert` of its unit, whose re-read
 # carries the vector into every machine's row cache (`memoryd.fleet.row_cache`). A vector
 # deleted with its unit (forget, retention) adds nothing: the unit's own delete is in the
-# feed. A vector dropped alone (`memoryctl reindex`) re-reads its unit, now without one.
+# feed. A vector dropped alone (`memoryctl reindex`, or its unit's text changed: the
+# twin of SQLite's `unit_vectors_stale`, m017) re-reads its unit, now without one.
 _VECTOR_FUNCTIONS = {
     "vectors_written": "SELECT unit_id, 'upsert' FROM new_vectors ORDER BY unit_id",
     "vectors_deleted": """SELECT o.unit_id, 'upsert' FROM old_vectors o
@@ -152,6 +153,19 @@ VECTOR_STATEMENTS = [
     """CREATE TRIGGER vectors_changes_delete AFTER DELETE ON {s}unit_vectors
     REFERENCING OLD TABLE AS old_vectors
     FOR EACH STATEMENT EXECUTE FUNCTION {s}vectors_deleted()""",
+    # a stale vector would rank the unit by words it no longer holds (a merged part, an
+    # upgraded one-liner): it goes, and the embedding machine's worker embeds it again
+    """CREATE OR REPLACE FUNCTION {s}vector_stale() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $memoryd$
+BEGIN
+    DELETE FROM {s}unit_vectors WHERE unit_id = NEW.id;
+    RETURN NULL;
+END $memoryd$""",
+    """DROP TRIGGER IF EXISTS unit_vectors_stale ON {s}units""",
+    """CREATE TRIGGER unit_vectors_stale AFTER UPDATE OF content, one_liner ON {s}units
+    FOR EACH ROW WHEN (NEW.content IS DISTINCT FROM OLD.content
+                       OR NEW.one_liner IS DISTINCT FROM OLD.one_liner)
+    EXECUTE FUNCTION {s}vector_stale()""",
 ]
 
 # The same statements unqualified, for the store's PostgreSQL migration

@@ -15,8 +15,9 @@ from the newest unit and skips what has a vector (one lookup by key each), so no
 lost and nothing is embedded twice. Caught up, it walks the store again every `REWALK_S`:
 a unit whose text changed lost its vector below the cursor (a merged part, a one-liner
 upgraded), and in a shared store a unit of this machine's can commit below `hi` after
-another machine's higher id was seen (ids are handed out at insert, not at commit). The backlog is counted once
-at start, in slices of ids, so no statement holds a reader for long. While `busy()` says
+another machine's higher id was seen (ids are handed out at insert, not at commit). The
+backlog is counted once at start, in slices of ids, so no statement holds a reader for
+long. While `busy()` says
 so (the daemon's: a backfill runs, as for the summaries' jobs) the worker waits: embedding
 never takes the CPU a first read of the history needs. In a shared store the worker walks
 this machine's units only (`machine`): each unit is embedded once in the fleet, by the

@@ -94,10 +94,13 @@ class Failures:
     def latest(self) -> Failure | None:
         return max(self.failing.values(), key=lambda f: f.since, default=None)
 
-    def report(self, bad_files: list[dict[str, Any]], limit: int = 50) -> dict[str, Any]:
-        """Status fields: the failing files, and `bad_files` (path, stored bad-line count)
+    def report(self, bad_files: list[dict[str, Any]], limit: int = 50,
+               failing: dict[str, Failure] | None = None) -> dict[str, Any]:
+        """Status fields: the failing files (`failing`: a copy of `self.failing` taken
+        earlier, by default the live map), and `bad_files` (path, stored bad-line count)
         with the last bad line and its reason where this process saw it."""
-        failing = sorted(self.failing.values(), key=lambda f: f.path)
+        failing = sorted((self.failing if failing is None else failing).values(),
+                         key=lambda f: f.path)
         bad = []
         for row in bad_files:
             seen = self.bad_lines.get(row["path"])

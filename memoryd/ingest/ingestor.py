@@ -34,7 +34,7 @@ from memoryd.ingest.cursor import (
     window_hash,
 )
 from memoryd.ingest.detect import AUTO_OBJECTS, look
-from memoryd.ingest.failures import Failures
+from memoryd.ingest.failures import Failure, Failures
 from memoryd.ingest.identity import claim_session, keep_session, move_cursor
 from memoryd.ingest.redact import Redactor
 from memoryd.store import Store
@@ -131,13 +131,16 @@ class Ingestor:
         self.vanished: dict[int, str] = {}  # inode -> path of transcripts that went away
         self.parked: dict[str, Path] = {}  # files not read while the store was unreachable
 
-    def status(self, bad_files: list[dict[str, Any]]) -> dict[str, Any]:
+    def status(self, bad_files: list[dict[str, Any]],
+               failing: dict[str, Failure] | None = None) -> dict[str, Any]:
         """`ingest` in `/v1/status`: this run's counts and last error, and the files that
-        fail or hold bad lines (`bad_files`: the store's, read with its counts)."""
+        fail (`failing`: as copied when the unread bytes were counted) or hold bad lines
+        (`bad_files`: the store's, read with its counts)."""
         st = self.stats
         return {"units_this_run": st.units, "batches": st.batches,
                 "bad_lines_this_run": st.bad_lines, "errors": st.errors,
-                "last_error": st.last_error, **self.failures.report(bad_files)}
+                "last_error": st.last_error, **self.failures.report(bad_files,
+                                                                     failing=failing)}
 
     async def load_seen(self) -> None:
         for c in await self.store.read(lambda c: live_cursors(c, self.store.machine)):

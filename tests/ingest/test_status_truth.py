@@ -39,6 +39,42 @@ async def test_issue_8_disk_full_status_says_why_and_recovers(memoryd_home, src,
         assert "FAILING" not in render_status(st)
 
 
+async def test_issue_28_a_file_that_fails_while_status_is_put_together_is_not_half_shown(
+        memoryd_home, src, sock):
+    """A status is put together over several waits (its store reads); a file that appears,
+    is read and fails in between was listed as failing beside `unread_bytes: 0`, counted
+    before it was there (once in a busy CI run). Here the store's readers are held while a
+    status waits on them, and the file fails meanwhile: the status lists the failing files
+    of the instant it counted the unread bytes, and `caught_up` stays false."""
+    import asyncio
+    import threading
+
+    write_jsonl(src / "before.jsonl", rows(5, "b"))
+    async with running_daemon(memoryd_home, [("generic", src)], sock) as d:
+        c = AsyncClient(sock)
+        await wait_for(lambda: _caught_up(c))
+        pages = await d.store.write(lambda x: x.execute("PRAGMA page_count").fetchone()[0])
+        await d.store.write(lambda x: x.execute(f"PRAGMA max_page_count = {pages + 2}"))
+        hold = threading.Event()
+        held = [asyncio.ensure_future(d.store.read(lambda x: hold.wait(30)))
+                for _ in range(4)]  # every reader, and then some
+        try:
+            status = asyncio.ensure_future(c.status())
+            await asyncio.sleep(0.5)  # it has counted the unread bytes and waits to read
+            assert not status.done()
+            write_jsonl(src / "big.jsonl", rows(400, "g"))
+            await wait_for(lambda: str(src / "big.jsonl") in d.ingestor.failures.failing)
+        finally:
+            hold.set()
+        await asyncio.gather(*held)
+        st = await status
+        assert not st["caught_up"]
+        assert not st["ingest"]["failing_files"] or st["unread_bytes"] > 0
+        await d.store.write(lambda x: x.execute("PRAGMA max_page_count = 1073741823"))
+        st = await wait_for(lambda: _caught_up(c), timeout=40)
+        assert st["units"] == 405
+
+
 async def test_issue_8_bad_lines_are_listed_per_file_with_path_and_line(memoryd_home, src,
                                                                         sock):
     f = src / "s.jsonl"

@@ -20,9 +20,7 @@ async def test_issue_8_disk_full_status_says_why_and_recovers(memoryd_home, src,
     async with running_daemon(memoryd_home, [("generic", src)], sock) as d:
         c = AsyncClient(sock)
         await wait_for(lambda: _caught_up(c))
-        # the disk fills up: SQLite may not grow the file past the pages it has now
-        pages = await d.store.write(lambda x: x.execute("PRAGMA page_count").fetchone()[0])
-        await d.store.write(lambda x: x.execute(f"PRAGMA max_page_count = {pages + 2}"))
+        await _fill_the_disk(d)
         write_jsonl(src / "big.jsonl", rows(400, "g"))
         st = await wait_for(lambda: _failing(c))
         (f,) = st["ingest"]["failing_files"]
@@ -53,8 +51,7 @@ async def test_issue_28_a_file_that_fails_while_status_is_put_together_is_not_ha
     async with running_daemon(memoryd_home, [("generic", src)], sock) as d:
         c = AsyncClient(sock)
         await wait_for(lambda: _caught_up(c))
-        pages = await d.store.write(lambda x: x.execute("PRAGMA page_count").fetchone()[0])
-        await d.store.write(lambda x: x.execute(f"PRAGMA max_page_count = {pages + 2}"))
+        await _fill_the_disk(d)
         hold = threading.Event()
         held = [asyncio.ensure_future(d.store.read(lambda x: hold.wait(30)))
                 for _ in range(4)]  # every reader, and then some
@@ -87,6 +84,12 @@ async def test_issue_8_bad_lines_are_listed_per_file_with_path_and_line(memoryd_
         assert (b["path"], b["bad_lines"], b["last_line"]) == (str(f), 1, 2)
         assert "invalid JSON" in b["last_reason"]
         assert f"{f}; last at line 2: invalid JSON" in render_status(st)
+
+
+async def _fill_the_disk(d):
+    """The disk fills up: SQLite may not grow the file past the pages it has now."""
+    pages = await d.store.write(lambda x: x.execute("PRAGMA page_count").fetchone()[0])
+    await d.store.write(lambda x: x.execute(f"PRAGMA max_page_count = {pages + 2}"))
 
 
 async def _caught_up(c):

@@ -35,6 +35,7 @@ from typing import Any
 from memoryd.runtime import background
 from memoryd.embed.model import Model
 from memoryd.store import Store, vectors
+from memoryd.store.units import id_bounds
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ class EmbedWorker:
                 pass
 
     async def _derive(self) -> None:
-        lo, hi = await self.store.read(vectors.id_bounds)
+        lo, hi = await self.store.read(id_bounds)
         below = 0
         for start in range(lo, hi + 1, COUNT_SLICE):
             below += await self.store.read(
@@ -140,7 +141,7 @@ class EmbedWorker:
         floor = max(0, lo - WALK_SLICE)
 
         def pick(c: Any) -> tuple[int, int, list[tuple[int, str]], bool]:
-            bottom, top = vectors.id_bounds(c)
+            bottom, top = id_bounds(c)
             new = [x for x in vectors.pending(c, above=hi, limit=n, max_chars=cut,
                                               machine=mine) if x[0] <= top]
             if new or lo <= bottom:
@@ -184,7 +185,7 @@ class EmbedWorker:
     async def pending(self) -> int:
         """Units waiting for a vector: the backlog under the cursor and the new ones."""
         hi = self.hi
-        top = await self.store.read(lambda c: vectors.id_bounds(c)[1])
+        top = await self.store.read(lambda c: id_bounds(c)[1])
         above = await self.store.read(
             lambda c: vectors.count_pending(c, hi + 1, top + 1, self.machine)) \
             if top > hi else 0

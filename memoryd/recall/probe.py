@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 from memoryd.errors import BadRequestError
 from memoryd.index.text import content_terms, is_cjk, query_terms, split_cjk, weak_term
 from memoryd.llm import LLMBadResponseError
+from memoryd.store.units import id_bounds
 
 if TYPE_CHECKING:
     from memoryd.llm import LLM
@@ -84,7 +85,7 @@ def sample_turns(conn: sqlite3.Connection, n: int, seed: int) -> list[Turn]:
         for r in _rows(conn, ids):
             rows[r[0]] = r
     else:
-        lo, hi = conn.execute("SELECT min(id), max(id) FROM units").fetchone()
+        lo, hi = id_bounds(conn)
         for _ in range(4 * n):
             if len(rows) >= 2 * n:
                 break

@@ -214,6 +214,16 @@ def count_units(conn: sqlite3.Connection) -> int:
     return counter(conn, "units")
 
 
+def id_bounds(conn: sqlite3.Connection) -> tuple[int, int]:
+    """(smallest, largest) unit id; (0, 0) for an empty store. Two subqueries: SQLite
+    finds a lone min() or max() at the end of the key, but `min(id), max(id)` in one
+    select reads the whole table (134 ms at 1M units, every 5 s for the idle embed
+    worker: 3.5% of a core at rest)."""
+    lo, hi = conn.execute(
+        "SELECT (SELECT min(id) FROM units), (SELECT max(id) FROM units)").fetchone()
+    return (lo or 0, hi or 0)
+
+
 SEARCH_COLUMNS = (
     "u.id AS unit_id, u.record_id, s.agent, s.session_id, s.project, u.role, u.kind, u.ts, "
     "u.seq, u.turn, u.content, u.one_liner, u.tool_name, f.path, u.offset"

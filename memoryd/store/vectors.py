@@ -72,12 +72,6 @@ def count_pending(conn: sqlite3.Connection, lo: int, hi: int,
                         args).fetchone()[0]
 
 
-def id_bounds(conn: sqlite3.Connection) -> tuple[int, int]:
-    """(smallest, largest) unit id; (0, 0) for an empty store."""
-    lo, hi = conn.execute("SELECT min(id), max(id) FROM units").fetchone()
-    return (lo or 0, hi or 0)
-
-
 def count(conn: sqlite3.Connection, machine: str | None = None) -> int:
     """Vectors stored (of this machine's units, when given)."""
     if machine is None:

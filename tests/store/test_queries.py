@@ -44,10 +44,12 @@ async def test_units_and_sessions(store):
             "roles": sessions.role_counts(c, a),
             "after": [m["seq"] for m in sessions.messages_after(c, a, 4, 10)],
             "ids": ids,
+            "bounds": units.id_bounds(c),
         }
 
     r = await store.read(read)
     assert r["count"] == 9 and r["sessions"] == 2
+    assert r["bounds"] == (r["ids"][0], r["ids"][-1])
     assert set(r["by_id"]) == set(r["ids"][:2])
     first = r["by_id"][r["ids"][0]]
     assert first["content"].startswith("message 0") and first["offset"] == 0

@@ -52,13 +52,16 @@ class Table:
     """One table to copy: its natural key (to map a row the destination already holds),
     the columns that hold another table's id, and which rows are worth copying. A table
     with no unique key names `same`, the columns whose values make a row the same row
-    copied before, the first of them indexed (the lookup)."""
+    copied before, the first of them indexed (the lookup). `id` is the column a row is
+    known by: its own id, or for a row that belongs to another (a unit's vector) that
+    row's id, mapped like any reference."""
 
     name: str
     key: tuple[str, ...] = ()
     refs: dict[str, str] = field(default_factory=dict)  # column -> referenced table
     where: str = ""
     same: tuple[str, ...] = ()
+    id: str = "id"
 
 
 # in dependency order: a table's references are copied before it
@@ -80,6 +83,9 @@ TABLES = [
           same=("kind", "target", "created_at")),
     # which days consolidation covered: without them the history job redoes every day
     Table("consolidation_runs", same=("day", "at", "trigger")),
+    # the units' vectors (the memoryd[embed] extra): a moved history is not embedded
+    # again (a 200k-unit one is ~12 core-hours)
+    Table("unit_vectors", ("unit_id",), {"unit_id": "units"}, id="unit_id"),
 ]
 # tables without an id of their own: keyed by the (mapped) ids they hold
 LINKS = {"memory_item_sessions": {"item_id": "memory_items", "session_pk": "sessions"},
@@ -154,14 +160,17 @@ class Migration:
 
     def _count(self, t: Table) -> int:
         where = f" WHERE {t.where}" if t.where else ""
-        return int(self.src.conn.execute(f"SELECT count(*) FROM {t.name}{where}").fetchone()[0])
+        n = self.src.conn.execute(f"SELECT count(*) FROM {t.name}{where}").fetchone()[0]
+        if self.src.engine == "postgresql":
+            self.src.rollback()
+        return int(n)
 
     def _source_rows(self, t: Table, after: int, cols: list[str]) -> Iterator[list[Any]]:
         where = f" AND {t.where}" if t.where else ""
         while True:
             rows = self.src.conn.execute(
-                f"SELECT id, {', '.join(quote_col(c) for c in cols)} FROM {t.name} "
-                f"WHERE id > ?{where} ORDER BY id LIMIT ?", (after, BATCH)).fetchall()
+                f"SELECT {t.id}, {', '.join(quote_col(c) for c in cols)} FROM {t.name} "
+                f"WHERE {t.id} > ?{where} ORDER BY {t.id} LIMIT ?", (after, BATCH)).fetchall()
             if self.src.engine == "postgresql":
                 self.src.rollback()
             if not rows:
@@ -176,7 +185,7 @@ class Migration:
         done = self._done_before(t, after)
         self.taken = self._taken(t) if t.same else set()
         insert = (f"INSERT INTO {t.name} ({', '.join(quote_col(c) for c in cols)}) VALUES "
-                  f"({', '.join('?' * len(cols))}) ON CONFLICT DO NOTHING RETURNING id")
+                  f"({', '.join('?' * len(cols))}) ON CONFLICT DO NOTHING RETURNING {t.id}")
         for rows in self._source_rows(t, after, cols):
             self.dst.begin()
             try:
@@ -193,7 +202,7 @@ class Migration:
         if not after:
             return 0
         where = f" AND {t.where}" if t.where else ""
-        n = self.src.conn.execute(f"SELECT count(*) FROM {t.name} WHERE id <= ?{where}",
+        n = self.src.conn.execute(f"SELECT count(*) FROM {t.name} WHERE {t.id} <= ?{where}",
                                   (after,)).fetchone()[0]
         if self.src.engine == "postgresql":
             self.src.rollback()
@@ -207,7 +216,8 @@ class Migration:
                 for i, ref in refs}
         target = cols.index("target") if t.name == "jobs" else None
         machine = cols.index("machine") if "machine" in cols and self.machine_map else None
-        values = []
+        owner = cols.index(t.id) if t.id in cols else None  # a row that belongs to another
+        kept, values = [], []
         for r in rows:
             v = r[1:]
             if machine is not None:
@@ -217,11 +227,16 @@ class Migration:
                     v[i] = maps[ref].get(v[i])
             if target is not None:
                 v[target] = self._job_target(v[target])
+            if owner is not None and v[owner] is None:
+                continue  # the row it belongs to was not copied
+            kept.append(r)
             values.append(v)
+        rows = kept
         there = self._same_there(t, cols, values) if t.same else [None] * len(values)
         fresh = [v for v, d in zip(values, there, strict=True) if d is None]
-        made = iter(self.dst.insert_staged(t.name, cols, fresh)
-                    if self.dst.engine == "postgresql" else self.dst.insert_many(insert, fresh))
+        staged = self.dst.engine == "postgresql" and t.id == "id"  # ids of its own
+        made = iter(self.dst.insert_staged(t.name, cols, fresh) if staged
+                    else self.dst.insert_many(insert, fresh))
         pairs = []
         for r, v, old in zip(rows, values, there, strict=True):
             new = None if old is not None else next(made)
@@ -276,7 +291,7 @@ class Migration:
 
     def _by_key(self, t: Table, cols: list[str], v: list[Any]) -> int:
         cond = " AND ".join(f"{quote_col(k)} = ?" for k in t.key)
-        row = self.dst.conn.execute(f"SELECT id FROM {t.name} WHERE {cond}",
+        row = self.dst.conn.execute(f"SELECT {t.id} FROM {t.name} WHERE {cond}",
                                     [v[cols.index(k)] for k in t.key]).fetchone()
         if row is None:
             raise StoreError(f"{t.name}: a row conflicted with one that is not there")

@@ -42,6 +42,11 @@ def make_history(db: Path, sessions: int = 3, units_per_session: int = 5,
         conn.execute("INSERT INTO summaries (session_pk, from_seq, upto_seq, summary, "
                      "made_by, prompt_version, created_at) VALUES (?, 1, ?, ?, 'extractive', "
                      "'v1', ?)", (pk, units_per_session, f"summary {s}", now))
+    # the first three units of each session have a vector (the memoryd[embed] extra)
+    conn.executemany("INSERT INTO unit_vectors (unit_id, vec) VALUES (?, ?)", [
+        (uid, f"{pk}/{rec}".encode().ljust(384, b"\0")) for uid, pk, rec in conn.execute(
+            "SELECT id, session_pk, record_id FROM units WHERE record_id IN ('r0', 'r1', "
+            "'r2')").fetchall()])
     unit_ids = [r[0] for r in conn.execute(
         "SELECT id FROM units WHERE session_pk = ? ORDER BY id LIMIT 2", (pks[0],))]
     item = conn.execute(

@@ -60,6 +60,9 @@ def history_of(rows_fn, where) -> dict:
         "llm_usage": rows_fn(where, "SELECT model, purpose FROM llm_usage"),
         "consolidation_runs": rows_fn(where, "SELECT day, trigger, ok, sessions, added FROM "
                                              "consolidation_runs WHERE trigger <> 'before'"),
+        "vectors": sorted(rows_fn(where, "SELECT s.session_id, u.record_id, v.vec FROM "
+                                         "unit_vectors v JOIN units u ON u.id = v.unit_id "
+                                         "JOIN sessions s ON s.id = u.session_pk")),
     }
 
 
@@ -102,6 +105,7 @@ def test_migrate_copies_the_history_with_its_references_and_twice_copies_nothing
     want = history_of(sqlite_fn, db)
     assert want["jobs"] == [("failed", None), ("pending", "sess-1")]  # done jobs are not kept
     assert want["consolidation_runs"] == [("2026-11-01", "history", 1, 2, 1)]
+    assert len(want["vectors"]) == 12  # a moved history is not embedded again
     assert history_of(pg_fn, pg_url) == {**want, "provenance": [
         (i, s, json.dumps([p for (p,) in pg_rows(pg_url, "SELECT dst_id FROM _migrate_map "
                                                          "WHERE tbl = 'units' AND src_id IN "
@@ -148,6 +152,8 @@ def test_a_killed_migrate_resumes_and_completes_with_nothing_doubled(tmp_path, p
     assert pg_rows(pg_url, "SELECT count(*), count(DISTINCT (session_pk, record_id)) "
                            "FROM units") == [(10000, 10000)]
     assert history_of(pg_fn, pg_url)["units"] == history_of(sqlite_fn, db)["units"]
+    assert len(history_of(pg_fn, pg_url)["vectors"]) == 30
+    assert history_of(pg_fn, pg_url)["vectors"] == history_of(sqlite_fn, db)["vectors"]
     assert docs(pg_url) == {"MEMORY.md": (MEMORY, 1), "2026-10-05.md": (NOTE, 1),
                             "HISTORY.md": (HISTORY, 1)}  # the memory folder, once
 

@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, "/work/shared")
 
+from bench import harness as h  # noqa: E402
 from bench.eval_ranker import Daemon, _default_sessions  # noqa: E402
 from eval import metrics as M  # noqa: E402
 from eval.common import load_qrels  # noqa: E402
@@ -105,9 +106,11 @@ class Vectors:
         items = self.store.read_sync(todo)
         if not items:
             return
-        t0 = time.process_time()
+        if self.model.pid is None:  # the model's process runs: its CPU is what is counted
+            self.model.query("start")
+        t0 = h.model_cpu_s(self.model)
         vecs = self.model.passages([t for _, t in items])
-        self.cpu += time.process_time() - t0
+        self.cpu += h.model_cpu_s(self.model) - t0
         self.n += len(items)
         self.store.write_sync(lambda c: vectors.save(c, zip([i for i, _ in items], vecs)))
 

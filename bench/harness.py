@@ -588,6 +588,12 @@ class Memoryd:
         self.stop()
 
 
+def model_cpu_s(model: Any) -> float:
+    """CPU seconds the embedding model's process (`memoryd.embed.engine`) has run; 0
+    before it started."""
+    return proc_cpu_s(model.pid) if model.pid is not None else 0.0
+
+
 def proc_cpu_s(pid: int) -> float:
     """CPU seconds a process has run so far, all of its threads, to the nanosecond (the
     scheduler's own account, /proc/<pid>/task/*/schedstat; /proc/<pid>/stat counts in

@@ -52,8 +52,9 @@ class Embedder:
 
     def query(self, text: str) -> Any:
         """The query's vector (of its first `QUERY_CHARS`), on the caller's thread, never
-        the event loop's (~17 ms for a short one on a free core; a first use loads the
-        model, ~1 s); None when embedding fails (the ranking is then lexical)."""
+        the event loop's (~14 ms for a short one on a free machine; a first use starts
+        the model's process, ~0.3 s); None when embedding fails (the ranking is then
+        lexical)."""
         self.queries += 1
         try:
             return self.model.query(text[:QUERY_CHARS])

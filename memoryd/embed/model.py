@@ -26,6 +26,7 @@ import threading
 import time
 from array import array
 
+from memoryd.embed import engine
 from memoryd.embed.engine import receive, send
 
 log = logging.getLogger(__name__)
@@ -52,8 +53,10 @@ class _Engine:
     def __init__(self, threads: int) -> None:
         pairs = [socket.socketpair() for _ in range(2)]
         theirs = [b for _, b in pairs]
+        # run as a file, not `-m`: the package (its store, its worker) stays out of it,
+        # and -P keeps this folder off its sys.path
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memoryd.embed.engine", str(threads),
+            [sys.executable, "-P", engine.__file__, str(threads),
              *(str(s.fileno()) for s in theirs)],
             pass_fds=[s.fileno() for s in theirs], stdin=subprocess.DEVNULL)
         for s in theirs:

@@ -16,16 +16,17 @@ one run, the same queries (bench/harness.py's mix, --queries) over the socket:
   rest      the same daemon once its worker has caught up (the model stays loaded)
   off2      embeddings off again (drift of the machine over the run)
 
-Throughput: --sample unit texts of the store embedded in this process, one call each
-(what the worker does), units per core-second (the process's CPU time).
+Throughput: --sample unit texts of the store embedded one call each (what the worker
+does), units per core-second (the CPU time of the model's process).
 
 `--latency N` measures only the model: its load time and resident memory (RSS before and
 after, and after it is let go), and the query embedding's p50/p99 over N of the bench's
-queries on one thread (what a fused search adds: the vector lookup of its candidates and
-their cosines are well under a millisecond), with the load average beside it.
+queries, as the daemon embeds them (in the model's own process, on one thread: what a
+fused search adds, with the vector lookup of its candidates and their cosines), with the
+load average beside it; `--load K` runs K busy loops beside it (bench/busy.py).
 
     .venv/bin/python bench/embed.py --units 100000 --queries 200
-    nice -n 10 .venv/bin/python bench/embed.py --latency 300
+    .venv/bin/python bench/embed.py --latency 300 [--load 1]
 """
 
 from __future__ import annotations
@@ -83,10 +84,10 @@ def throughput(db: Path, n: int, max_chars: int = 512) -> dict[str, float]:
     t0 = time.perf_counter()
     m.query("warm up")
     load_s = time.perf_counter() - t0
-    c0, w0 = time.process_time(), time.perf_counter()
+    c0, w0 = h.model_cpu_s(m), time.perf_counter()
     for t in texts:
         m.passages([t])
-    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    cpu, wall = h.model_cpu_s(m) - c0, time.perf_counter() - w0
     qs = []
     for t in texts[:50]:
         q0 = time.perf_counter()
@@ -116,35 +117,43 @@ def _rss_mb() -> float:
     return float("nan")
 
 
-def latency(n: int, seed: int) -> int:
+def latency(n: int, seed: int, load: int) -> int:
+    import contextlib
     import gc
     import os
+
+    from bench.busy import BusyLoad
 
     queries = [q for _c, q, _m in h.TextGen(seed).queries(random.Random(seed), n)]
     rss0 = _rss_mb()
     m = Model(idle_s=3600)
     t0 = time.perf_counter()
     m.query("warm up")
-    load = time.perf_counter() - t0
+    load_s = time.perf_counter() - t0
     rss1 = _rss_mb()
-    times = []
-    for q in queries:
-        t0 = time.perf_counter()
-        m.query(q)
-        times.append(time.perf_counter() - t0)
+    times: list[float] = []
+    with BusyLoad(load) if load else contextlib.nullcontext() as busy:
+        for q in queries:
+            t0 = time.perf_counter()
+            m.query(q)
+            times.append(time.perf_counter() - t0)
     rss2 = _rss_mb()
     m.release()
     gc.collect()
-    print(f"model load + first query {load:.2f} s; RSS {rss0:.0f} MB before, {rss1:.0f} "
-          f"loaded, {rss2:.0f} after {n} queries, {_rss_mb():.0f} released")
-    print(f"query embedding, one thread, n={n}: p50 {pct(times, .5):.1f} ms, "
-          f"p99 {pct(times, .99):.1f} ms; load average {os.getloadavg()}")
+    print(f"model load + first query {load_s:.2f} s; RSS {rss0:.0f} MB before, {rss1:.0f} "
+          f"loaded, {rss2:.0f} after {n} queries, {_rss_mb():.0f} released (this process: "
+          "the model runs in its own)")
+    print(f"query embedding (its process and the round trip to it), n={n}: p50 "
+          f"{pct(times, .5):.1f} ms, p99 {pct(times, .99):.1f} ms")
+    print(f"load average {os.getloadavg()}" + (f"; {busy.report()}" if load else ""))
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--latency", type=int, default=0)
+    ap.add_argument("--load", type=int, default=0,
+                    help="with --latency: busy-looping processes beside it (bench/busy.py)")
     ap.add_argument("--units", type=int, default=100_000)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--pending", type=int, default=40)
@@ -152,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
     if args.latency:
-        return latency(args.latency, args.seed)
+        return latency(args.latency, args.seed, args.load)
     dir = bigstore.store_dir(args.units, args.seed)
     if not (dir / "meta.json").exists():
         bigstore.main(["--units", str(args.units)])

@@ -72,6 +72,7 @@ class Embedder:
 
     async def status(self) -> dict[str, Any]:
         return {"enabled": True, "model": NAME, "loaded": self.model.loaded,
+                "pid": self.model.pid,  # the model's own process, while it runs
                 "loads": self.model.loads, "queries": self.queries,
                 "query_errors": self.query_errors,
                 **await self.worker.status()}

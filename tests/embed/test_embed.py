@@ -102,8 +102,9 @@ async def test_issue_31_resumes_after_restart_without_embedding_again(memoryd_ho
     src = tmp_path / "src"
     write_jsonl(src / "p" / "s1.jsonl", TURNS[:3])
     async with running_daemon(memoryd_home, [("generic", src)], sock, embed=True) as d:
-        await wait_for(lambda: _embedded(AsyncClient(sock), 3), timeout=120)
+        st = await wait_for(lambda: _embedded(AsyncClient(sock), 3), timeout=120)
         assert d.embedder is not None and d.embedder.model.loaded
+        assert st["embed"]["pid"] == d.embedder.model.pid  # the model's own process
     assert not d.embedder.model.loaded  # its memory goes with the daemon
     async with running_daemon(memoryd_home, [("generic", src)], sock, embed=True) as d:
         c = AsyncClient(sock)

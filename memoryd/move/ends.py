@@ -54,10 +54,11 @@ class End:
             self.conn.executemany("INSERT INTO _migrate_map (src, tbl, src_id, dst_id) "
                                   "VALUES (?, ?, ?, ?)", rows)
 
-    def insert_staged(self, tbl: str, cols: list[str], values: list[list[Any]]
-                      ) -> list[int | None]:
+    def insert_staged(self, tbl: str, cols: list[str], values: list[list[Any]],
+                      key: str = "id") -> list[int | None]:
         """One batch into a PostgreSQL table in a few statements, whatever its size: ids
-        handed out by the table's own identity, then the rows COPied straight into the
+        handed out by the table's own identity (or, for a table keyed by another's id, a
+        unit's vector, the rows' own `key`), then the rows COPied straight into the
         table under a savepoint. Only when that meets a row the destination already holds
         (a unique key: another copy got there first) is the savepoint rolled back and the
         batch COPied into a temporary twin of the table instead, then moved by one
@@ -70,16 +71,22 @@ class End:
         psycopg, _ = _driver()
         from psycopg.rows import tuple_row  # plain tuples: thousands of ids per batch
 
-        names = ", ".join(["id", *(quote_col(c) for c in cols)])
         with self.raw.cursor(row_factory=tuple_row) as cur:
-            ids = [r[0] for r in cur.execute(
-                "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
-                (tbl, len(values))).fetchall()]
+            if key == "id":
+                ids = [r[0] for r in cur.execute(
+                    "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM "
+                    "generate_series(1, %s)", (tbl, len(values))).fetchall()]
+                names = ", ".join(["id", *(quote_col(c) for c in cols)])
+                rows = [(i, *v) for i, v in zip(ids, values, strict=True)]
+            else:
+                ids = [v[cols.index(key)] for v in values]
+                names = ", ".join(quote_col(c) for c in cols)
+                rows = [tuple(v) for v in values]
             try:
                 with self.raw.transaction(), cur.copy(
                         f"COPY {tbl} ({names}) FROM STDIN") as copy:
-                    for i, v in zip(ids, values, strict=True):
-                        copy.write_row((i, *v))
+                    for row in rows:
+                        copy.write_row(row)
                 return list(ids)
             except psycopg.errors.UniqueViolation:
                 pass  # rolled back to the savepoint: the batch goes the careful way
@@ -88,11 +95,11 @@ class End:
             cur.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {stage} (LIKE {tbl} "
                         "INCLUDING DEFAULTS) ON COMMIT DELETE ROWS")
             with cur.copy(f"COPY {stage} ({names}) FROM STDIN") as copy:
-                for i, v in zip(ids, values, strict=True):
-                    copy.write_row((i, *v))
+                for row in rows:
+                    copy.write_row(row)
             took = {r[0] for r in cur.execute(
-                f"INSERT INTO {tbl} ({names}) SELECT {names} FROM {stage} ORDER BY id "
-                "ON CONFLICT DO NOTHING RETURNING id").fetchall()}
+                f"INSERT INTO {tbl} ({names}) SELECT {names} FROM {stage} ORDER BY {key} "
+                f"ON CONFLICT DO NOTHING RETURNING {key}").fetchall()}
         return [i if i in took else None for i in ids]
 
     def insert_many(self, sql: str, values: list[list[Any]]) -> list[int | None]:

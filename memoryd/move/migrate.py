@@ -179,6 +179,12 @@ class Migration:
             after = rows[-1][0]
 
     def _copy(self, t: Table, total: int) -> None:
+        if t.refs and self.dst.engine == "postgresql":
+            # its references are looked up in the map, which the tables before filled:
+            # planned on the map as it was (empty), each lookup of a batch's 2,000 unit
+            # ids read every unit's row (a 100k-unit history's vectors: 78 s; now 4)
+            self.dst.conn.execute("ANALYZE _migrate_map")
+            self.dst.commit()
         dst_cols = set(self.dst.columns(t.name))
         cols = [c for c in self.src.columns(t.name) if c != "id" and c in dst_cols]
         after = self._resume_after(t.name)
@@ -234,9 +240,8 @@ class Migration:
         rows = kept
         there = self._same_there(t, cols, values) if t.same else [None] * len(values)
         fresh = [v for v, d in zip(values, there, strict=True) if d is None]
-        staged = self.dst.engine == "postgresql" and t.id == "id"  # ids of its own
-        made = iter(self.dst.insert_staged(t.name, cols, fresh) if staged
-                    else self.dst.insert_many(insert, fresh))
+        made = iter(self.dst.insert_staged(t.name, cols, fresh, t.id)
+                    if self.dst.engine == "postgresql" else self.dst.insert_many(insert, fresh))
         pairs = []
         for r, v, old in zip(rows, values, there, strict=True):
             new = None if old is not None else next(made)

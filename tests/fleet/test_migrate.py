@@ -306,9 +306,11 @@ def test_the_same_history_from_another_path_is_mapped_onto_the_rows_already_ther
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
     last = json.loads(done.stdout.strip().splitlines()[-1])
     assert last["event"] == "done"
-    for table in ("sessions", "files", "units", "memory_items"):
+    for table in ("sessions", "files", "units", "memory_items", "unit_vectors"):
         assert last["copied"].get(table, 0) == 0, last
     assert last["already_there"]["units"] == 150
+    assert last["already_there"]["unit_vectors"] == 9  # each batch met them: mapped
+    assert pg_rows(pg_url, "SELECT count(*) FROM unit_vectors") == [(9,)]
     assert pg_rows(pg_url, "SELECT count(*), count(DISTINCT (session_pk, record_id)) "
                            "FROM units") == [(150, 150)]
     assert pg_rows(pg_url, "SELECT count(*) FROM sessions") == [(3,)]

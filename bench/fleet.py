@@ -78,6 +78,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -193,9 +194,15 @@ def migrate(units: int, store: Path | None = None) -> None:
         schema_s = raw_into_schema(db, server.url(server.create_database()))
         url = server.url(server.create_database())
         cpu0, t0 = server_cpu_s(server), time.perf_counter()
+        # as a user gives it: the password in PGPASSWORD (migrate refuses one in argv)
+        parts = urlsplit(url)
+        bare = urlunsplit(parts._replace(netloc=f"{parts.username}@"
+                                                f"{parts.netloc.rpartition('@')[2]}"))
         out = subprocess.run([sys.executable, "-m", "memoryd.move", "--home",
-                              str(home), "--to", url], capture_output=True, text=True,
-                             check=True, env={**os.environ})
+                              str(home), "--to", bare], capture_output=True, text=True,
+                             env={**os.environ, "PGPASSWORD": unquote(parts.password or "")})
+        if out.returncode:
+            raise SystemExit(f"migrate failed: {out.stdout.strip().splitlines()[-1:]}")
         total_s = time.perf_counter() - t0
         pg_cpu = server_cpu_s(server) - cpu0
         done = json.loads(out.stdout.strip().splitlines()[-1])

@@ -23,7 +23,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from bench import eval_embed  # noqa: E402
-from memoryd.embed.model import DIM, quantize  # noqa: E402
+from memoryd.embed.engine import quantize  # noqa: E402
+from memoryd.embed.model import DIM  # noqa: E402
 
 
 def _pad(v: Any) -> Any:

@@ -61,16 +61,17 @@ class _Engine:
             pass_fds=[s.fileno() for s in theirs], stdin=subprocess.DEVNULL)
         for s in theirs:
             s.close()
-        self.channels = {kind: (a, threading.Lock()) for kind, (a, _) in zip(b"qp", pairs)}
+        self.channels = {kind: (a, threading.Lock())
+                         for kind, (a, _) in zip((b"q", b"p"), pairs)}
         for a, _ in self.channels.values():
             a.settimeout(CALL_TIMEOUT_S)
         self.dead = False
 
-    def call(self, kind: int, text: str) -> bytes:
+    def call(self, kind: bytes, text: str) -> bytes:
         sock, lock = self.channels[kind]
         with lock:
             try:
-                send(sock, bytes([kind]), text.encode("utf-8", "replace"))
+                send(sock, kind, text.encode("utf-8", "replace"))
                 got = receive(sock)
             except OSError as e:  # a timeout included: the process is not answering
                 self.dead = True
@@ -174,7 +175,7 @@ class Model:
         """The query's embedding: 384 float32, L2-normalised."""
         e = self._enter()
         try:
-            return array("f", e.call(ord("q"), text))
+            return array("f", e.call(b"q", text))
         finally:
             self._leave()
 
@@ -183,7 +184,7 @@ class Model:
         call per text so a batch never holds one long call."""
         e = self._enter()
         try:
-            return [e.call(ord("p"), t) for t in texts]
+            return [e.call(b"p", t) for t in texts]
         finally:
             self._leave()
 

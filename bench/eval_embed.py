@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
+import random
 import statistics
 import sys
 import time
@@ -128,9 +129,9 @@ def score(items: list[str], evidence: list[str]) -> dict[str, float]:
             "NDCG@10": M.ndcg_at_k(items, evidence, 10)}
 
 
-def run_questions(store: Store, model: Model, sessions: Path, qrels: list[dict]
-                  ) -> tuple[list[dict[str, Any]], Vectors, list[float]]:
-    vec = Vectors(store, model)
+def run_questions(store: Store, model: Model, sessions: Path, qrels: list[dict],
+                  max_chars: int) -> tuple[list[dict[str, Any]], Vectors, list[float]]:
+    vec = Vectors(store, model, max_chars)
     rows, qlat = [], []
     for q in qrels:
         project = str(sessions / q["scope"])
@@ -197,9 +198,10 @@ def fit_gate(rows: list[dict[str, Any]], features: list[str] | None = None
 
 def cross_validate(store: Store, rows: list[dict[str, Any]], features: list[str] | None
                    ) -> tuple[list[dict[str, float]], list[Any]]:
-    """Pooled held-out figures; with `features` ["margin"], the held-out questions are
-    ranked by the shipped code with the fold's (threshold, weight)."""
-    held: list[dict[str, float]] = []
+    """Held-out figures, one per question in `rows`' order; with `features` ["margin"],
+    the held-out questions are ranked by the shipped code with the fold's (threshold,
+    weight)."""
+    held: dict[str, dict[str, float]] = {}
     chosen = []
     for cat in sorted({r["category"] for r in rows}):
         train = [r for r in rows if r["category"] != cat]
@@ -208,26 +210,40 @@ def cross_validate(store: Store, rows: list[dict[str, Any]], features: list[str]
         for r in rows:
             if r["category"] != cat:
                 continue
+            qid = r["q"]["qid"]
             if features != ["margin"]:
-                held.append(r["by_w"][_gate_w(r, gate)])
+                held[qid] = r["by_w"][_gate_w(r, gate)]
                 continue
             params = dataclasses.replace(PARAMS, w_vector=gate[3] if gate else 0.0,
                                          gate_margin=gate[1] if gate else -1.0)
             got = search(store, r, params, r["qvec"])
             m = score([h.record_id for h in got.hits], r["q"]["evidence"])
-            assert m == r["by_w"][_gate_w(r, gate)], (r["q"]["qid"], gate)  # same path
-            held.append(m)
-    return held, chosen
+            assert m == r["by_w"][_gate_w(r, gate)], (qid, gate)  # same path
+            held[qid] = m
+    return [held[r["q"]["qid"]] for r in rows], chosen
 
 
 def mean(ms: list[dict[str, float]]) -> dict[str, float]:
     return {k: statistics.fmean(m[k] for m in ms) for k in METRICS}
 
 
+def paired_ci(base: list[dict[str, float]], other: list[dict[str, float]], key: str,
+              n: int = 10_000) -> tuple[float, float]:
+    """95% interval of mean(other - base) over questions drawn with replacement (paired
+    bootstrap, seeded): what this many questions can tell apart."""
+    d = [o[key] - b[key] for b, o in zip(base, other)]
+    rng = random.Random(0)
+    means = sorted(statistics.fmean(rng.choices(d, k=len(d))) for _ in range(n))
+    return means[int(0.025 * n)], means[int(0.975 * n) - 1]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sessions", type=Path, default=None)
     ap.add_argument("--home", type=Path, default=Path("/tmp/md-eval-embed2"))
+    ap.add_argument("--max-chars", type=int, default=512,
+                    help="a turn is embedded cut to this (embed.max_chars; a home keeps "
+                         "the vectors of its first run)")
     args = ap.parse_args(argv)
     sessions = (args.sessions or _default_sessions()).resolve()
     qrels = load_qrels(sessions)
@@ -237,26 +253,31 @@ def main(argv: list[str] | None = None) -> int:
     model.query("warm up")
     print(f"model load + first query: {time.perf_counter() - t0:.2f} s")
     try:
-        rows, vec, qlat = run_questions(store, model, sessions, qrels)
+        rows, vec, qlat = run_questions(store, model, sessions, qrels, args.max_chars)
         held, chosen = cross_validate(store, rows, ["margin"])
         held_any, chosen_any = cross_validate(store, rows, None)
         shipped = [search(store, r, PARAMS, r["qvec"]) for r in rows]
     finally:
         store.close_sync()
-    table = [("lexical (memoryd today)", mean([r["lexical"] for r in rows]))]
-    table += [(f"fused, RRF k=60, w_vector {w}", mean([r["by_w"][w] for r in rows]))
+    lexical = [r["lexical"] for r in rows]
+    table = [("lexical (memoryd today)", lexical)]
+    table += [(f"fused, RRF k=60, w_vector {w}", [r["by_w"][w] for r in rows])
               for w in WEIGHTS[1:]]
-    table.append(("gated by margin, held out by category", mean(held)))
-    table.append(("gated, any feature (exploratory), held out", mean(held_any)))
+    table.append(("gated by margin, held out by category", held))
+    table.append(("gated, any feature (exploratory), held out", held_any))
     table.append((f"shipped gate (margin < {PARAMS.gate_margin}, w {PARAMS.w_vector}; "
                   "fitted on all 30: not held out)",
-                  mean([score([h.record_id for h in g.hits], r["q"]["evidence"])
-                        for g, r in zip(shipped, rows)])))
-    print(f"\n{len(rows)} questions, turn level, k={K}\n")
-    print("| ranker | " + " | ".join(METRICS) + " |")
-    print("|---|" + "---|" * len(METRICS))
-    for name, m in table:
-        print(f"| {name} | " + " | ".join(f"{m[k]:.3f}" for k in METRICS) + " |")
+                  [score([h.record_id for h in g.hits], r["q"]["evidence"])
+                   for g, r in zip(shipped, rows)]))
+    print(f"\n{len(rows)} questions, turn level, k={K}; the last two columns: 95% paired "
+          "bootstrap interval of the row minus lexical\n")
+    print("| ranker | " + " | ".join(METRICS) + " | ΔR@10 | ΔNDCG@10 |")
+    print("|---|" + "---|" * (len(METRICS) + 2))
+    for name, ms in table:
+        m = mean(ms)
+        cis = [paired_ci(lexical, ms, key) for key in ("R@10", "NDCG@10")]
+        print(f"| {name} | " + " | ".join(f"{m[k]:.3f}" for k in METRICS) + " | "
+              + " | ".join(f"{lo:+.3f} to {hi:+.3f}" for lo, hi in cis) + " |")
     print("\ngates chosen (held-out category: feature, threshold, side, weight):")
     for (cat, g), (_, ga) in zip(chosen, chosen_any):
         print(f"  {cat}: margin {g}; any feature {ga}")

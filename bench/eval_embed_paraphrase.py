@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import shutil
 import sys
@@ -57,6 +58,7 @@ from memoryd.recall.retrieval import PARAMS, retrieve_sync  # noqa: E402
 from memoryd.store import Store, vectors  # noqa: E402
 
 SETS = ("dev", "dev-b", "heldout-c")
+DEEP = (100, 300)  # lexical candidates fused, deeper than the shipped 30
 METRICS = ("R@1", "R@5", "R@10", "any@10", "NDCG@10")
 
 
@@ -196,7 +198,7 @@ def run(store: Store, model: Model, rows: list[dict[str, Any]], depth: int) -> N
     for r in rows:
         r["qvec"] = model.query(r["q"]["question"])
         ev = r["q"]["evidence"]
-        r["by_w"], r["union"] = {}, {}
+        r["by_w"], r["union"], r["deep"] = {}, {}, {}
         for w in WEIGHTS:  # w 0: vectors looked up, not weighed (the gate shut)
             params = dataclasses.replace(PARAMS, w_vector=w,
                                          gate_margin=-1.0 if w == 0 else None)
@@ -213,6 +215,11 @@ def run(store: Store, model: Model, rows: list[dict[str, Any]], depth: int) -> N
         vec = vl.top(r["qvec"], r["project"], depth)
         for w in WEIGHTS:
             r["union"][w] = score(union(lex, vec, w), ev)
+        for n, w in itertools.product(DEEP, WEIGHTS[1:]):  # a deeper lexical pool fused
+            params = dataclasses.replace(PARAMS, candidates=n, fuse_top=n, w_vector=w,
+                                         gate_margin=None)
+            r["deep"][(n, w)] = score(
+                [h.record_id for h in search(store, r, params, r["qvec"]).hits], ev)
         r["category"] = r["set"]
 
 
@@ -307,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     cols += [(f"union with e5's top {args.depth}, w {w}", [r["union"][w] for r in rows])
              for w in WEIGHTS[1:]]
     cols += [("union, w chosen on the other sets", cv["union"])]
+    cols += [(f"fused in the lexical top {n}, w {w}", [r["deep"][(n, w)] for r in rows])
+             for n, w in itertools.product(DEEP, WEIGHTS[1:])]
     groups = [("every probe", lambda r: True),
               ("admission labels, the label's text", lambda r: r["kind"] == "text"),
               ("admission labels, a paraphrase (most in the other language)",

@@ -15,9 +15,14 @@ ranked worse than the lexical ranking alone (R@10 0.920 -> 0.880-0.887 at any we
 where the lexical ranking is sure of itself, the vector rank only pulls in plausible
 turns that do not answer. So the vector rank weighs only where the lexical ranking is
 flat: its tenth hit scores close to its first (`lexical_margin` below the gate's
-threshold), no turn stands out by its words. Fitted by leave-one-category-out
-cross-validation (threshold 0.72-0.79 in every fold, weight 0.5 in five of six), the
-held-out questions kept R@10 at 0.920 and NDCG@10 rose 0.758 -> 0.771 (bench/README.md).
+threshold), no turn stands out by its words. What it is worth, measured since on 297
+probes left out by set (bench/eval_embed_paraphrase.py: the admission sets' labelled
+statements and the dev questions): nothing either way (R@10 0.881 -> 0.877, NDCG@10 0.729
+-> 0.724, both intervals spanning zero), and no weight or pool depth of this re-ordering
+does better. What pays is the union with the vector ranking over the whole store (R@10
+0.923, NDCG@10 0.790 there): the evidence it finds shares no word with the query, so no
+lexical candidate list holds it. That needs a vector index, which memoryd does not have
+yet (issue 31).
 """
 
 from __future__ import annotations

@@ -81,7 +81,8 @@ class Params:
     w_vector: float = 0.5         # the vector rank's weight (the lexical rank's: 1) ...
     gate_margin: float | None = 0.788  # ... where the lexical top ten's margin is below
     # this (`memoryd.recall.fusion`; None: every query fused). Both fitted on the dev
-    # split (bench/eval_embed.py): plain fusion lost R@10 there, the gated kept it
+    # split (bench/eval_embed.py), where plain fusion lost R@10; neutral on 297 probes
+    # left out by set since (bench/eval_embed_paraphrase.py)
 
 
 PARAMS = Params()

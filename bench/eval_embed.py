@@ -227,6 +227,18 @@ def mean(ms: list[dict[str, float]]) -> dict[str, float]:
     return {k: statistics.fmean(m[k] for m in ms) for k in METRICS}
 
 
+def print_table(rows: list[tuple[str, list[dict[str, float]]]],
+                lexical: list[dict[str, float]]) -> None:
+    """Each row's means, and its 95% paired interval against lexical, as markdown."""
+    print("| ranker | " + " | ".join(METRICS) + " | ΔR@10 | ΔNDCG@10 |")
+    print("|---|" + "---|" * (len(METRICS) + 2))
+    for name, ms in rows:
+        m = mean(ms)
+        cis = [paired_ci(lexical, ms, key) for key in ("R@10", "NDCG@10")]
+        print(f"| {name} | " + " | ".join(f"{m[k]:.3f}" for k in METRICS) + " | "
+              + " | ".join(f"{lo:+.3f} to {hi:+.3f}" for lo, hi in cis) + " |")
+
+
 def paired_ci(base: list[dict[str, float]], other: list[dict[str, float]], key: str,
               n: int = 10_000) -> tuple[float, float]:
     """95% interval of mean(other - base) over questions drawn with replacement (paired
@@ -271,13 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                    for g, r in zip(shipped, rows)]))
     print(f"\n{len(rows)} questions, turn level, k={K}; the last two columns: 95% paired "
           "bootstrap interval of the row minus lexical\n")
-    print("| ranker | " + " | ".join(METRICS) + " | ΔR@10 | ΔNDCG@10 |")
-    print("|---|" + "---|" * (len(METRICS) + 2))
-    for name, ms in table:
-        m = mean(ms)
-        cis = [paired_ci(lexical, ms, key) for key in ("R@10", "NDCG@10")]
-        print(f"| {name} | " + " | ".join(f"{m[k]:.3f}" for k in METRICS) + " | "
-              + " | ".join(f"{lo:+.3f} to {hi:+.3f}" for lo, hi in cis) + " |")
+    print_table(table, lexical)
     print("\ngates chosen (held-out category: feature, threshold, side, weight):")
     for (cat, g), (_, ga) in zip(chosen, chosen_any):
         print(f"  {cat}: margin {g}; any feature {ga}")

@@ -48,8 +48,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, "/work/shared")
 
 from bench.eval_embed import (  # noqa: E402
-    WEIGHTS, _gate_w, fit_gate, mean, paired_ci, score, search)
-from bench.eval_ranker import Daemon, _default_sessions  # noqa: E402
+    WEIGHTS, _gate_w, build, fit_gate, mean, print_table, score, search)
+from bench.eval_ranker import _default_sessions  # noqa: E402
 from eval.common import load_qrels  # noqa: E402
 from memoryd.daemon.store_index import open_store_sync  # noqa: E402
 from memoryd.embed.model import Model  # noqa: E402
@@ -59,7 +59,6 @@ from memoryd.store import Store, vectors  # noqa: E402
 
 SETS = ("dev", "dev-b", "heldout-c")
 DEEP = (100, 300)  # lexical candidates fused, deeper than the shipped 30
-METRICS = ("R@1", "R@5", "R@10", "any@10", "NDCG@10")
 
 
 def admission_root() -> Path:
@@ -99,19 +98,6 @@ def probes(adm: Path) -> list[dict[str, Any]]:
                             "q": {"qid": f"{s}:{item['id']}:{i}", "question": t,
                                   "evidence": ev}})
     return out
-
-
-def build(sessions: Path, home: Path) -> Store:
-    import os
-
-    os.environ["MEMORYD_EMBED__ENABLED"] = "false"  # vectors are filled below
-    d = Daemon(sessions, home, None)
-    t0 = time.monotonic()
-    st = d.wait_caught_up(1800)
-    print(f"[memoryd] caught up: {st['units']} units in {time.monotonic() - t0:.1f}s",
-          file=sys.stderr)
-    d.close()
-    return open_store_sync(resolve_paths(home).db)
 
 
 def embed_all(store: Store, max_chars: int, jobs: int, reuse: Path | None) -> None:
@@ -249,15 +235,8 @@ def leave_one_set_out(rows: list[dict[str, Any]]) -> tuple[dict[str, list], list
 
 
 def table(name: str, rows: list[dict[str, Any]], cols: list[tuple[str, list]]) -> None:
-    lexical = [r["lexical"] for r in rows]
     print(f"\n{name}: {len(rows)} probes\n")
-    print("| ranker | " + " | ".join(METRICS) + " | ΔR@10 | ΔNDCG@10 |")
-    print("|---|" + "---|" * (len(METRICS) + 2))
-    for label, ms in cols:
-        m = mean(ms)
-        cis = [paired_ci(lexical, ms, k) for k in ("R@10", "NDCG@10")]
-        print(f"| {label} | " + " | ".join(f"{m[k]:.3f}" for k in METRICS) + " | "
-              + " | ".join(f"{lo:+.3f} to {hi:+.3f}" for lo, hi in cis) + " |")
+    print_table(cols, [r["lexical"] for r in rows])
 
 
 def main(argv: list[str] | None = None) -> int:

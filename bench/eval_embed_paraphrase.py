@@ -17,8 +17,8 @@ whole store; a dev question its haystack's project. Rows: lexical; fusion in the
 lexical candidates (what ships: the best 30 re-ordered, `memoryd.recall.fusion`) at each
 weight, the shipped gate, and the weight or gate chosen on the other sets; and the union
 of the lexical top `--depth` with e5's top `--depth` over the store (or the project),
-brute force here (what a vector index would give), by reciprocal rank at each weight and
-at the weight chosen on the other sets. Choices are made leaving one set out (four:
+exact here (`--ann`: through a usearch index, as memoryd would ask one), by reciprocal
+rank at each weight and at the weight chosen on the other sets. Choices are made leaving one set out (four:
 dev, dev-b, heldout-c, lme-dev), pooled. The ± columns are a 95% paired bootstrap
 interval of the row minus lexical.
 
@@ -142,29 +142,46 @@ def embed_all(store: Store, max_chars: int, jobs: int, reuse: Path | None) -> No
 
 
 class VectorList:
-    """The e5 ranking over every embedded unit of the store (or of one project), brute
-    force: what a vector index would answer (the bench may use numpy; the daemon may not)."""
+    """The e5 ranking over every embedded unit of the store (or of one project): exact,
+    brute force (what a vector index would answer; the bench may use numpy, the daemon
+    may not), or with `ann` through a usearch HNSW index over the whole store, its top
+    `ANN_POOL` then kept to the project, as an index in memoryd would be asked."""
 
-    def __init__(self, store: Store) -> None:
+    ANN_POOL = 200
+
+    def __init__(self, store: Store, ann: bool = False) -> None:
         import numpy as np
 
         rows = store.read_sync(lambda c: c.execute(
             "SELECT u.record_id, s.project, v.vec FROM units u JOIN unit_vectors v ON "
             "v.unit_id = u.id JOIN sessions s ON s.id = u.session_pk").fetchall())
         self.ids = [r[0] for r in rows]
-        m = np.frombuffer(b"".join(bytes(r[2]) for r in rows), dtype=np.int8)
-        m = m.reshape(len(rows), -1).astype(np.float32)
+        self.project = [r[1] for r in rows]
+        i8 = np.frombuffer(b"".join(bytes(r[2]) for r in rows), dtype=np.int8)
+        i8 = i8.reshape(len(rows), -1)
+        m = i8.astype(np.float32)
         self.m = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1.0)
         self.of: dict[str, Any] = {}
         for i, r in enumerate(rows):
             self.of.setdefault(r[1], []).append(i)
         self.of = {k: np.asarray(v) for k, v in self.of.items()}
+        self.index = None
+        if ann:
+            from usearch.index import Index
+
+            self.index = Index(ndim=i8.shape[1], metric="cos", dtype="i8")
+            self.index.add(np.arange(len(rows), dtype=np.uint64), i8, threads=1)
 
     def top(self, qvec: Any, project: str | None, n: int) -> list[str]:
         import numpy as np
 
+        q = np.asarray(qvec, dtype=np.float32)
+        if self.index is not None:
+            keys = self.index.search(q, self.ANN_POOL, threads=1).keys
+            kept = [int(i) for i in keys if project is None or self.project[i] == project]
+            return [self.ids[i] for i in kept[:n]]
         rows = self.of[project] if project else np.arange(len(self.ids))
-        sims = self.m[rows] @ np.asarray(qvec, dtype=np.float32)
+        sims = self.m[rows] @ q
         return [self.ids[rows[i]] for i in np.argsort(-sims)[:n]]
 
 
@@ -178,8 +195,9 @@ def union(lexical: list[str], vector: list[str], w: float, k: int = 10) -> list[
     return sorted(sc, key=lambda x: -sc[x])[:k]
 
 
-def run(store: Store, model: Model, rows: list[dict[str, Any]], depth: int) -> None:
-    vl = VectorList(store)
+def run(store: Store, model: Model, rows: list[dict[str, Any]], depth: int,
+        ann: bool) -> None:
+    vl = VectorList(store, ann)
     lexical_only = dataclasses.replace(PARAMS, w_vector=0.0, gate_margin=-1.0)
     for r in rows:
         r["qvec"] = model.query(r["q"]["question"])
@@ -246,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="model processes for the first embed")
     ap.add_argument("--depth", type=int, default=30,
                     help="each list's length in the union (the lexical candidates fused: 30)")
+    ap.add_argument("--ann", action="store_true",
+                    help="the vector list from a usearch index (uv run --with usearch), "
+                         "not the exact ranking")
     ap.add_argument("--vectors-from", type=Path, default=None,
                     help="a home whose vectors of the same texts are reused")
     args = ap.parse_args(argv)
@@ -279,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
                          "q": {"qid": f"lme:{q['qid']}", "question": q["question"],
                                "evidence": q["evidence"]}})
         model = Model(idle_s=3600)
-        run(store, model, rows, args.depth)
+        run(store, model, rows, args.depth, args.ann)
     finally:
         store.close_sync()
     cv, chosen = leave_one_set_out(rows)

@@ -18,9 +18,9 @@ lexical candidates (what ships: the best 30 re-ordered, `memoryd.recall.fusion`)
 weight, the shipped gate, and the weight or gate chosen on the other sets; and the union
 of the lexical top `--depth` with e5's top `--depth` over the store (or the project),
 exact here (`--ann`: through a usearch index, as memoryd would ask one), by reciprocal
-rank at each weight and at the weight chosen on the other sets. Choices are made leaving one set out (four:
-dev, dev-b, heldout-c, lme-dev), pooled. The ± columns are a 95% paired bootstrap
-interval of the row minus lexical.
+rank at each weight and at the weight chosen on the other sets. Choices are made leaving
+one set out (four: dev, dev-b, heldout-c, lme-dev), pooled. The ± columns are a 95%
+paired bootstrap interval of the row minus lexical.
 
     nice -n 10 .venv/bin/python bench/eval_embed_paraphrase.py --home /work/runs/para
 

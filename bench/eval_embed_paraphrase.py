@@ -123,8 +123,8 @@ def embed_all(store: Store, max_chars: int, jobs: int, reuse: Path | None) -> No
         print(f"{sum(t in got for _, t in todo)} of {len(todo)} units' vectors from {reuse}",
               file=sys.stderr)
     texts = [t for t in dict.fromkeys(t for _, t in todo) if t not in got]
-    print(f"embedding {len(todo)} units ({len(texts)} texts) on {jobs} processes",
-          file=sys.stderr)
+    print(f"embedding {len(texts)} texts (of {len(todo)} units without a vector) on {jobs} "
+          "processes", file=sys.stderr)
     models = [Model(idle_s=3600) for _ in range(jobs)]
     t0 = time.monotonic()
 

@@ -159,18 +159,19 @@ class VectorList:
         self.project = [r[1] for r in rows]
         i8 = np.frombuffer(b"".join(bytes(r[2]) for r in rows), dtype=np.int8)
         i8 = i8.reshape(len(rows), -1)
-        m = i8.astype(np.float32)
-        self.m = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1.0)
-        self.of: dict[str, Any] = {}
-        for i, r in enumerate(rows):
-            self.of.setdefault(r[1], []).append(i)
-        self.of = {k: np.asarray(v) for k, v in self.of.items()}
         self.index = None
         if ann:
             from usearch.index import Index
 
             self.index = Index(ndim=i8.shape[1], metric="cos", dtype="i8")
             self.index.add(np.arange(len(rows), dtype=np.uint64), i8, threads=1)
+            return
+        m = i8.astype(np.float32)
+        self.m = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1.0)
+        self.of: dict[str, Any] = {}
+        for i, r in enumerate(rows):
+            self.of.setdefault(r[1], []).append(i)
+        self.of = {k: np.asarray(v) for k, v in self.of.items()}
 
     def top(self, qvec: Any, project: str | None, n: int) -> list[str]:
         import numpy as np
@@ -328,10 +329,10 @@ def main(argv: list[str] | None = None) -> int:
     print("\nby set, R@10 / NDCG@10:")
     for s in sorted({r["set"] for r in rows}):
         idx = [i for i, r in enumerate(rows) if r["set"] == s]
+        ms = {n: mean([v[i] for i in idx]) for n, v in cols
+              if "chosen" in n or "fitted" in n or n.startswith("lexical")}
         print(f"  {s} ({len(idx)}): " + "; ".join(
-            f"{n}: {mean([ms[i] for i in idx])['R@10']:.3f} / "
-            f"{mean([ms[i] for i in idx])['NDCG@10']:.3f}"
-            for n, ms in cols if "chosen" in n or "fitted" in n or n.startswith("lexical")))
+            f"{n}: {m['R@10']:.3f} / {m['NDCG@10']:.3f}" for n, m in ms.items()))
     print("\nchosen on the other sets (set left out: w in the candidates; gate; w union):")
     for s, w, g, wu in chosen:
         print(f"  {s}: {w}; {g}; {wu}")

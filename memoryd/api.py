@@ -235,8 +235,8 @@ class EvalScore(BaseModel):
     r10: float
     ndcg10: float
     any10: float = Field(description="a hit in the turn's session within one turn of it")
-    gate_opened: int | None = Field(None, description="probes where the fusion gate let "
-                                    "the vector rank weigh")
+    vector_added: int | None = Field(None, description="probes whose top ten holds a turn "
+                                     "only the vectors put there")
 
 
 class EvalMiss(BaseModel):

@@ -224,10 +224,14 @@ class IndexSettings(_Section):
 
 class EmbedSettings(_Section):
     """Local embeddings beside BM25 (`memoryd.embed`), on when the `memoryd[embed]` extra is
-    installed; `enabled = false` turns them off. `max_chars`: a turn is embedded cut to this."""
+    installed; `enabled = false` turns them off. `max_chars`: a turn is embedded cut to this.
+    `reload_s`: the model's copy of the vectors, which search ranks by meaning, is read
+    again no more often than this once new ones are written (a unit embedded meanwhile
+    is found by its words only)."""
 
     enabled: bool = True
     max_chars: int = Field(512, ge=32, le=8192)
+    reload_s: float = Field(10.0, ge=0.0, le=3600.0)
 
 
 class LogSettings(_Section):

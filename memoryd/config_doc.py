@@ -83,6 +83,7 @@ DESCRIPTIONS: dict[str, str] = {
     "embed.enabled": "local embeddings beside BM25 when the memoryd[embed] extra is "
                      "installed; false turns them off",
     "embed.max_chars": "a turn is embedded cut to this many characters",
+    "embed.reload_s": "new vectors are searched by meaning within this many seconds",
     "log.level": "DEBUG, INFO, WARNING or ERROR",
     "log.file": "also log to a rotating file in the log dir",
 }

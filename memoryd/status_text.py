@@ -151,8 +151,8 @@ def embed_line(e: dict[str, Any]) -> str:
             + ("; the model is loaded" if e.get("loaded") else "; the model is unloaded"))
     if e.get("waiting_for_backfill"):
         line += "; waiting for the backfill"
-    if e.get("queries"):  # searches and contexts whose lexical top was flat (the gate)
-        line += f"; queries fused: {e['queries']}"
+    if e.get("queries"):  # searches and contexts (each asks the model once)
+        line += f"; queries searched by meaning: {e['queries']}"
     if e.get("units_per_s"):
         line += f"; {e['units_per_s']:g} units/s this run"
     if e.get("errors"):

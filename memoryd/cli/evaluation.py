@@ -50,8 +50,8 @@ def render_eval(d: dict[str, Any]) -> str:
            f"{d['seconds']:.1f} s", "",
            f"{'mode':<17}{'R@1':>7}{'R@5':>7}{'R@10':>7}{'NDCG@10':>9}{'any@10':>8}"]
     for s in d["scores"]:
-        gate = (f"   gate opened on {s['gate_opened']}" if s["gate_opened"] is not None
-                else "")
+        gate = (f"   vectors added a turn on {s['vector_added']}"
+                if s["vector_added"] is not None else "")
         out.append(f"{s['mode']:<17}{s['r1']:>7.3f}{s['r5']:>7.3f}{s['r10']:>7.3f}"
                    f"{s['ndcg10']:>9.3f}{s['any10']:>8.3f}{gate}")
     v = d["vectors"]

@@ -160,8 +160,11 @@ class Daemon:
             self.ingestor.subscribers.append(self._on_ingest)
             if off_reason(s.embed.enabled) is None:  # memoryd[embed] installed
                 self.embedder = Embedder(
-                    self.store, max_chars=s.embed.max_chars, busy=self.jobs_wait)
+                    self.store, max_chars=s.embed.max_chars, reload_s=s.embed.reload_s,
+                    busy=self.jobs_wait)
                 self.ingestor.subscribers.append(self.embedder.on_ingest)
+                if (rows := getattr(index, "rows", None)) is not None:  # fleet mode
+                    rows.on_vectors = self.embedder.changed
             # one LLM, one job queue, one schedule: each service adds its jobs to them
             self.llm = LLM(s.llm, Usage(self.store), environ=self.environ, clock=self.clock)
             queue = self.job_queue = JobQueue.from_settings(self.store, s, clock=self.clock,

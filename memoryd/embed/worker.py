@@ -52,8 +52,10 @@ REWALK_S = 600.0   # caught up: walk the whole store again this often
 
 class EmbedWorker:
     def __init__(self, store: Store, model: Model, *, max_chars: int,
-                 busy: Callable[[], bool] | None = None) -> None:
+                 busy: Callable[[], bool] | None = None,
+                 on_saved: Callable[[], None] | None = None) -> None:
         self.store = store
+        self.on_saved = on_saved or (lambda: None)  # vectors were written
         self.busy = busy or (lambda: False)
         self.waiting = False       # for busy() to say no
         self.model = model
@@ -180,6 +182,7 @@ class EmbedWorker:
             vecs += await background.run(lambda t=t: self.model.passages([t]))
             self.seconds += loop.time() - t0
         saved = await self.store.write(lambda c: vectors.save(c, zip(ids, vecs)))
+        self.on_saved()
         self.done += saved
         self.embedded += len(items)
         return True

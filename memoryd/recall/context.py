@@ -23,7 +23,7 @@ from typing import Any
 from memoryd.index.protocol import Index
 from memoryd.recall import archived as archive_recall
 from memoryd.api import ContextRequest
-from memoryd.embed import Embedder, query_vector
+from memoryd.embed import Embedder, vector_query
 from memoryd.errors import StoreUnavailableError
 from memoryd.recall.fence import CLOSE, OPEN, defuse
 from memoryd.recall.fit import Counts, fit_counted
@@ -126,12 +126,12 @@ class ContextBuilder:
         local = asyncio.ensure_future(self._files(query, include))
         local.add_done_callback(lambda t: _hand_over(t, files))
 
-        # the query's embedding, made on the reader thread if the fusion gate opens;
-        # None: recall is lexical
-        qvec = query_vector(self.embed, query) if "recalled" in include else None
+        # the units nearest the query by meaning, asked on the reader thread; None:
+        # recall is lexical
+        vq = vector_query(self.embed, query) if "recalled" in include else None
 
         def from_store(c: sqlite3.Connection) -> dict[str, Any]:
-            root, session, recalled = self._from_store(c, req, query, include, qvec)
+            root, session, recalled = self._from_store(c, req, query, include, vq)
             (long_term, ranked), daily = files.result(timeout=FILES_WAIT_S)
             return self._fit(req, root, session, recalled, long_term, ranked, daily)
 
@@ -180,13 +180,13 @@ class ContextBuilder:
         return self._assemble(req, sections, root)
 
     def _from_store(self, conn: sqlite3.Connection, req: ContextRequest, query: str,
-                    include: set[str], qvec: Any = None
+                    include: set[str], vq: Any = None
                     ) -> tuple[str | None, dict[str, Any] | None, Section]:
         """(the project's git root, the asking session, the recalled section), on the
         store's reader thread."""
         root = git_root(req.cwd) if req.cwd else None
         session = _session(conn, req.session_id, req.agent) if req.session_id else None
-        return root, session, self._recalled(conn, req, query, root, session, include, qvec)
+        return root, session, self._recalled(conn, req, query, root, session, include, vq)
 
     async def _recalled_offline(self, req: ContextRequest, query: str, root: str | None,
                                 include: set[str]) -> Section:
@@ -241,7 +241,7 @@ class ContextBuilder:
 
     def _recalled(self, conn: sqlite3.Connection, req: ContextRequest, query: str,
                   root: str | None, session: dict[str, Any] | None,
-                  include: set[str], qvec: Any = None) -> Section:
+                  include: set[str], vq: Any = None) -> Section:
         s = Section("recalled", "Recalled from past sessions")
         if "recalled" not in include:
             s.reason = "not included"
@@ -259,11 +259,11 @@ class ContextBuilder:
         if root:  # this project first ...
             hits = retrieve_sync(conn, index, query, k=k, prefer_project=root,
                                  project_within=root, exclude_session_recent=exclude,
-                                 qvec=qvec).hits
+                                 vq=vq).hits
         if len(hits) < k:  # ... then everything else
             seen = {h.unit_id for h in hits}
             more = retrieve_sync(conn, index, query, k=k + len(hits), prefer_project=root,
-                                 exclude_session_recent=exclude, qvec=qvec)
+                                 exclude_session_recent=exclude, vq=vq)
             hits += [h for h in more.hits if h.unit_id not in seen][: k - len(hits)]
         self.index.recent.remember(hits)
         for h in hits:

@@ -3,16 +3,16 @@ this machine (issue 31).
 
 Turns are sampled and made into probes whose answer is known (`memoryd.recall.probe`);
 each probe is searched as /v1/search would (`retrieve_sync`, k = 10) lexically and, with
-embeddings on, with the query's vector (`memoryd.recall.fusion`, gated). Scored per mode:
+embeddings on, joined with the units nearest it (`memoryd.recall.union`). Scored per mode:
 R@1/5/10 (the exact turn in the top k; a near-duplicate folded into a hit counts),
 NDCG@10 (one relevant turn: 1/log2(rank + 1)), any@10 (a hit in the turn's session
-within one turn of it) and, with vectors, on how many probes the fusion gate let the
-vector rank weigh. The misses are listed with where the turn ranked within 50, and the
-figures turned into plain suggestions (`memoryd.recall.advice`). A dry run times a few
-probes and estimates the whole run.
+within one turn of it) and, with vectors, on how many probes they put a turn in the top
+ten that the lexical list did not hold. The misses are listed with where the turn ranked
+within 50, and the figures turned into plain suggestions (`memoryd.recall.advice`). A dry
+run times a few probes and estimates the whole run.
 
 The work runs as a search's does: rows on the store's readers (`read_rows`), the query
-embedded there only if the fusion gate opens (`QueryVector`), the model's questions
+asked of the model there (`VectorQuery`), the model's questions
 through `LLM.complete`; one probe at a time, one evaluation at a time (a second gets 409).
 """
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memoryd.api import EvalMiss, EvalRequest, EvalResponse, EvalScore
-from memoryd.embed import query_vector
+from memoryd.embed import vector_query
 from memoryd.errors import ConflictError
 from memoryd.index.protocol import Index
 from memoryd.index.text import snippet
@@ -56,7 +56,7 @@ class Ranked:
     ranks: dict[str, int | None]  # mode -> the turn's rank in the top K
     near: dict[str, bool]         # mode -> a hit within one turn of it, same session
     deep: dict[str, int | None]   # mode -> its rank within DEEP (misses only)
-    opened: bool                  # the fusion gate let the vector rank weigh
+    added: bool                   # the vectors put a turn in the top ten
 
 
 class Evaluator:
@@ -113,7 +113,7 @@ class Evaluator:
         missed = [r for r in ranked if None in r.ranks.values()]
         estimate = None
         if req.dry_run:  # the timed probes as they went, the rest at their median (a
-            # one-off, the model's load on the first fused probe, is not paid again)
+            # one-off, the model's load on the first probe with vectors, is not paid again)
             typical = statistics.median(took) if took else 0.0
             estimate = round(sampled_s + sum(took) + (len(turns) - len(took)) * typical, 1)
         return EvalResponse(
@@ -131,27 +131,27 @@ class Evaluator:
         return Probe(turn, text) if text else None
 
     async def _rank(self, index: Index, probe: Probe, embed: Embedder | None) -> Ranked:
-        # embedded on the reader thread if the fusion gate opens, once for both searches
-        qvec = query_vector(embed, probe.text)
+        # the nearest units, asked on the reader thread once for both searches
+        vq = vector_query(embed, probe.text)
         t = probe.turn
 
         def rank(c: sqlite3.Connection) -> Ranked:
             out = Ranked(probe, {}, {}, {}, False)
-            for mode, vec in ((LEX, None), (VEC, qvec))[:1 if embed is None else 2]:
+            for mode, vec in ((LEX, None), (VEC, vq))[:1 if embed is None else 2]:
                 if mode == VEC and vec is None:  # nothing to embed: ranked lexically,
                     # as search does then
                     out.ranks[VEC], out.near[VEC] = out.ranks[LEX], out.near[LEX]
                     if LEX in out.deep:
                         out.deep[VEC] = out.deep[LEX]
                     continue
-                r = retrieve_sync(c, index, probe.text, k=K, qvec=vec)
+                r = retrieve_sync(c, index, probe.text, k=K, vq=vec)
                 out.ranks[mode] = _rank_of(t, r.hits)
                 out.near[mode] = any(h.agent == t.agent and h.session_id == t.session_id
                                      and abs(h.seq - t.seq) <= 1 for h in r.hits)
                 if mode == VEC:
-                    out.opened = r.fusion.get("w_vector", 0.0) > 0
+                    out.added = any("lexical_rank" not in h.signals for h in r.hits)
                 if out.ranks[mode] is None:
-                    deep = retrieve_sync(c, index, probe.text, k=DEEP, qvec=vec)
+                    deep = retrieve_sync(c, index, probe.text, k=DEEP, vq=vec)
                     out.deep[mode] = _rank_of(t, deep.hits)
             return out
 
@@ -188,7 +188,7 @@ def _score(mode: str, ranked: list[Ranked]) -> EvalScore:
         mode=mode, r1=at(1), r5=at(5), r10=at(10),  # type: ignore[arg-type]
         ndcg10=round(sum(1 / math.log2(x + 1) for x in ranks if x is not None) / n, 3),
         any10=round(sum(1 for r in ranked if r.near.get(mode)) / n, 3),
-        gate_opened=sum(r.opened for r in ranked) if mode == VEC else None)
+        vector_added=sum(r.added for r in ranked) if mode == VEC else None)
 
 
 def _miss(r: Ranked) -> EvalMiss:

@@ -24,8 +24,9 @@ inside it; the best `candidates` of them are then re-scored here:
   pasted into several sessions) collapse into the best one, which lists their ids.
 - **session diversity**: each further hit from a session already in the results is
   scaled down a little, so one long session does not fill every slot.
-- **vector** (with the `memoryd[embed]` extra): the best candidates re-ordered by fusing
-  their lexical rank with their rank by the query's embedding (`memoryd.recall.fusion`).
+- **vector** (with the `memoryd[embed]` extra): the ranking joined with the units nearest
+  the query by meaning, by reciprocal-rank fusion of the two lists (`memoryd.recall.union`):
+  a unit the keywords never found can be a hit.
 
 Every hit says why it matched: the query terms it contains and the signals that fired.
 """
@@ -45,7 +46,7 @@ from memoryd.index.query import Filters
 from memoryd.index.query import term_tokens
 from memoryd.index.schema import SPEAKER_CODES, speaker_code
 from memoryd.index.text import content_terms, dup_hash, query_terms, split_cjk
-from memoryd.recall.fusion import fuse, lexical_margin
+from memoryd.recall.union import fuse, vector_list
 from memoryd.store import Store
 from memoryd.store.units import (
     CHUNK,
@@ -76,13 +77,11 @@ class Params:
     recency_half_life_days: float = 14.0
     same_project: float = 0.25    # bonus (fraction) for units of `prefer_project`
     dedupe: bool = True
-    fuse_top: int = 50            # candidates re-ordered with the query's vector (at most)
+    union_depth: int = 30         # each list's length in the union with the vectors' (at
+    # least the hits asked for; `memoryd.recall.union`)
     rrf_k: float = 60.0           # reciprocal-rank fusion's constant
-    w_vector: float = 0.5         # the vector rank's weight (the lexical rank's: 1) ...
-    gate_margin: float | None = 0.788  # ... where the lexical top ten's margin is below
-    # this (`memoryd.recall.fusion`; None: every query fused). Both fitted on the dev
-    # split (bench/eval_embed.py), where plain fusion lost R@10; neutral on 297 probes
-    # left out by set since (bench/eval_embed_paraphrase.py)
+    w_vector: float = 1.0         # the vector rank's weight (the lexical rank's: 1). All
+    # three chosen on 297 probes left out by set (bench/eval_embed_paraphrase.py)
 
 
 PARAMS = Params()
@@ -133,7 +132,7 @@ class Retrieval:
     total: int                    # index matches under the filters (or candidates seen)
     hits: list[Hit]
     estimated: bool = False       # total estimated (a big unfiltered OR search)
-    fusion: dict[str, float] = field(default_factory=dict)  # the gate: margin, w_vector
+    vectors: int | None = None    # the vector list's length (None: no vectors asked)
 
 
 # -- query analysis -------------------------------------------------------------------
@@ -262,15 +261,15 @@ def retrieve_sync(conn: sqlite3.Connection, index: Index, query: str, *, k: int,
                   now: float | None = None, neighbours: int = 0, count: bool = False,
                   project_within: str | None = None, since: float | None = None,
                   until: float | None = None, params: Params = PARAMS,
-                  qvec: Any = None) -> Retrieval:
+                  vq: Any = None) -> Retrieval:
     """Rank units for `query`; see the module docstring. Filters (agent, project,
     session_id, since/until on the unit's time) are exact; `project_within` keeps
     sessions whose project is that directory or below it (a git root).
     `exclude_session_recent=(session_id, n)` leaves out that session's last n units
     (already in the asking agent's context). `neighbours=n` attaches the n units before
     and after each hit as `context`. `count=True` counts every match for `total`.
-    `qvec`: the query's embedding (`memoryd.embed`), fused over the best candidates: a
-    vector, or a callable giving it (`QueryVector`: embedded only if the gate opens)."""
+    `vq`: the units nearest the query by meaning (`memoryd.embed.VectorQuery`), joined
+    with the lexical ranking (`memoryd.recall.union`); None: lexical only."""
     p = params
     plan = plan_query(query, mode)
     if plan.match is None or k <= 0:
@@ -282,8 +281,6 @@ def retrieve_sync(conn: sqlite3.Connection, index: Index, query: str, *, k: int,
         exclude = session_tails(conn, sid, max(0, recent))
     f = Filters(agent=agent, project=project, session_id=session_id,
                 project_within=project_within, since=since, until=until, exclude=exclude)
-    # the same candidates with vectors or without: where the fusion gate says no, the
-    # ranking is the lexical one exactly (more candidates change neighbours' bonuses)
     limit = min(p.max_candidates, max(p.candidates, p.candidates_per_hit * k))
     got = index.ranked(conn, plan.terms, f, mode=mode, limit=limit, count=count,
                        w_body=p.w_body, w_one_liner=p.w_one_liner,
@@ -292,8 +289,10 @@ def retrieve_sync(conn: sqlite3.Connection, index: Index, query: str, *, k: int,
     estimated = got is not None and got[2]
     total, cands = (got[0], got[1]) if got is not None else \
         _scanned(conn, index, plan, f, mode, limit, p)
-    if not cands:
-        return Retrieval(plan, 0, [])
+    depth = max(p.union_depth, k)
+    vec = vector_list(conn, vq, f, depth) if vq is not None else None
+    if not cands and not vec:
+        return Retrieval(plan, 0, [], vectors=None if vec is None else 0)
     if fast and prefer_project and project_within and _within(project_within, prefer_project):
         for c in cands:  # the filter kept only sessions there: no lookup
             c["project"] = project_within
@@ -304,47 +303,30 @@ def retrieve_sync(conn: sqlite3.Connection, index: Index, query: str, *, k: int,
     _score(cands, plan, now, prefer_project, p)
     for c in cands:
         c["base"] = c["score"]
-    fusion = _fuse(conn, cands, qvec, p) if qvec is not None else {}
     # Units deleted from the database but not yet from the index (forget, purge,
     # archival while their deletes wait) are found missing when the hits' rows are read,
     # and ranking runs again without them: no existence check of every candidate before
     # ranking, so a search reads the database once (one round trip in fleet mode).
     for _ in range(REFILLS):
-        top = _ranked_top(cands, k, p)
+        if not vec:  # no vector list, or none of it passed the filters: lexical
+            top = _ranked_top(cands, k, p)
+        else:
+            known = {c["unit_id"]: c for c in cands}
+            fused = fuse(_ranked_top(cands, depth, p), vec, known, rrf_k=p.rrf_k,
+                         w_vector=p.w_vector)
+            top = (_dedupe(fused) if p.dedupe else fused)[:k]
         rows, near = _rows(conn, top, neighbours)
         gone = {c["unit_id"] for c in top} - rows.keys()
         if not gone:
             break
         cands = [c for c in cands if c["unit_id"] not in gone]
+        vec = vec and [v for v in vec if v["unit_id"] not in gone]
         total = max(0, total - len(gone))
     hits = _hits(index, top, rows, near, plan, neighbours, p, fast, mode)
-    return Retrieval(plan, max(total, len(cands)), hits, estimated, fusion)
-
-
-GATE_TOP = 10
-"""The lexical hits whose scores the fusion gate looks at."""
-
-
-def _fuse(conn: sqlite3.Connection, cands: list[dict[str, Any]], qvec: Any,
-          p: Params) -> dict[str, float]:
-    """The vector signal fused in (`memoryd.recall.fusion`), only where the lexical top
-    ten is flat (`gate_margin`); the fused order becomes the base scores. Where the gate
-    stays shut, or fewer than two of the candidates fused have a vector (nothing could
-    move), the query is not embedded: the ranking, and its `why`, are lexical."""
-    w, out = p.w_vector, {}
-    if p.gate_margin is not None:
-        margin = lexical_margin([c["score"] for c in _ranked_top(cands, GATE_TOP, p)])
-        out["margin"] = margin
-        for c in cands:
-            c["score"] = c["base"]
-        if margin >= p.gate_margin:
-            out["w_vector"] = 0.0
-            return out
-    out["w_vector"] = w
-    fuse(conn, cands, qvec, top_n=p.fuse_top, rrf_k=p.rrf_k, w_vector=w)
-    for c in cands:
-        c["base"] = c["score"]
-    return out
+    total = max(total, len(cands))
+    if vec:  # the units only the vectors found count as matches too
+        total += len({v["unit_id"] for v in vec} - {c["unit_id"] for c in cands})
+    return Retrieval(plan, total, hits, estimated, None if vec is None else len(vec))
 
 
 REFILLS = 3
@@ -436,7 +418,9 @@ def _rows(conn: sqlite3.Connection, top: list[dict[str, Any]], neighbours: int
 def _hits(index: Index, top: list[dict[str, Any]], rows: dict[int, dict[str, Any]],
           near: list[dict[str, Any]], plan: QueryPlan, neighbours: int, p: Params,
           fast: bool, mode: str = "or") -> list[Hit]:
-    ids = [c["unit_id"] for c in top if c["unit_id"] in rows]
+    # the terms each hit matched, and its score by field: of the hits the words found
+    # (one only the vectors found matched none)
+    ids = [c["unit_id"] for c in top if c["unit_id"] in rows and c.get("lexical", True)]
     around: dict[int, list[dict[str, Any]]] = {}
     for u in near:
         around.setdefault(u.pop("session_pk"), []).append(u)
@@ -461,7 +445,7 @@ def _hits(index: Index, top: list[dict[str, Any]], rows: dict[int, dict[str, Any
         if r is None:  # forgotten, and not yet out of the index
             continue
         body, one = cols.get(c["unit_id"], (c["bm25"], 0.0))
-        signals = {"bm25_content": round(body, 4)}
+        signals = {"bm25_content": round(body, 4)} if c.get("lexical", True) else {}
         if one > 0:
             signals["bm25_one_liner"] = round(one, 4)
         signals.update(c["signals"])
@@ -492,10 +476,10 @@ async def retrieve(store: Store, query: str, *, k: int, mode: str = "or",
                    session_id: str | None = None, prefer_project: str | None = None,
                    exclude_session_recent: tuple[str, int] | None = None,
                    now: float | None = None, neighbours: int = 0,
-                   params: Params = PARAMS, qvec: Any = None) -> list[Hit]:
+                   params: Params = PARAMS, vq: Any = None) -> list[Hit]:
     """`retrieve_sync` on the store's reader thread; the hits, best first."""
     r = await store.read(lambda c: retrieve_sync(
         c, store.index, query, k=k, mode=mode, agent=agent, project=project, session_id=session_id,
         prefer_project=prefer_project, exclude_session_recent=exclude_session_recent,
-        now=now, neighbours=neighbours, params=params, qvec=qvec))
+        now=now, neighbours=neighbours, params=params, vq=vq))
     return r.hits

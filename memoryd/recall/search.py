@@ -8,7 +8,7 @@ from typing import Any
 
 from memoryd.recall import archived as archive_recall
 from memoryd.api import SearchRequest, SearchResponse, SearchResult
-from memoryd.embed import Embedder, query_vector
+from memoryd.embed import Embedder, vector_query
 from memoryd.errors import StoreUnavailableError
 from memoryd.runtime.idle_release import RELEASE
 from memoryd.index.protocol import Index
@@ -23,7 +23,7 @@ async def search(store: Store, req: SearchRequest, archive_dir: Path | None = No
                  embed: Embedder | None = None) -> SearchResponse:
     """`archive_dir`: what retention moved there fills a page the index does not
     (memoryd.recall.archived). `embed`: local embeddings when on (`memoryd.embed`): the
-    query's vector is fused with the lexical ranking; None: the ranking is lexical."""
+    units nearest the query by meaning join the lexical ranking; None: it is lexical."""
     RELEASE.touch()
     # the search index the daemon built and handed the store to wake after writes
     # (`memoryd.daemon.store_index`); the server passes the store alone
@@ -54,16 +54,16 @@ async def _with_archive(resp: SearchResponse, req: SearchRequest,
 
 async def _search(store: Store, index: Index, req: SearchRequest,
                   embed: Embedder | None) -> SearchResponse:
-    # the query's embedding, made on the reader thread if the fusion gate opens; None:
-    # the ranking is lexical
-    qvec = query_vector(embed, req.query)
+    # the units nearest the query by meaning, asked on the reader thread; None: the
+    # ranking is lexical
+    vq = vector_query(embed, req.query)
 
     def answer(c: Any) -> tuple[Retrieval, list[SearchResult]]:
         # the results are built here too, on the reader thread: the event loop only
         # sends them (snippets of long tool outputs are not the loop's work)
         r = retrieve_sync(c, index, req.query, k=req.max_results, mode=req.mode,
                           agent=req.agent, project=req.project, session_id=req.session_id,
-                          count=True, qvec=qvec)
+                          count=True, vq=vq)
         index.recent.remember(r.hits)
         return r, _results(r.hits, r.plan.terms)
 

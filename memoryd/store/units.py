@@ -261,16 +261,20 @@ def units_by_id(conn: sqlite3.Connection, ids: Iterable[int]) -> dict[int, dict[
     return out
 
 
-def candidate_rows(conn: sqlite3.Connection, ids: Iterable[int], head_chars: int = 400
+def candidate_rows(conn: sqlite3.Connection, ids: Iterable[int], head_chars: int = 400,
+                   where: tuple[list[str], list[object]] = ([], [])
                    ) -> dict[int, dict[str, Any]]:
     """What reranking needs of the given units: position in the session, role, kind,
-    time, project, and the first `head_chars` characters (`head`, to spot duplicates)."""
+    time, project, and the first `head_chars` characters (`head`, to spot duplicates);
+    of those that pass `where` (SQL clauses on `units u` and `sessions s`, and their
+    arguments), when given."""
     out: dict[int, dict[str, Any]] = {}
+    extra = "".join(f" AND {c}" for c in where[0])
     for chunk in _chunks(ids):
         for r in conn.execute(
                 f"SELECT {CANDIDATE_COLUMNS}, substr(u.content, 1, ?) AS head FROM units u "
-                f"JOIN sessions s ON s.id = u.session_pk WHERE u.id IN ({_marks(len(chunk))})",
-                (head_chars, *chunk)).fetchall():
+                f"JOIN sessions s ON s.id = u.session_pk WHERE u.id IN ({_marks(len(chunk))})"
+                + extra, (head_chars, *chunk, *where[1])).fetchall():
             out[r["unit_id"]] = dict(r)
     return out
 

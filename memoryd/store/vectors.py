@@ -1,5 +1,6 @@
 """Unit embeddings in SQLite (`unit_vectors`, m017): what the embed worker reads and
-writes and what ranking looks up (memoryd.embed, memoryd.recall.fusion).
+writes, and what the model's process searches by meaning (memoryd.embed,
+memoryd.recall.union).
 
 A vector is 384 int8 (384 bytes), the unit's L2-normalised embedding scaled so its largest
 component is 127: cosine is computed from the int8 values and their own norm, so no scale

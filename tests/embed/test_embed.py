@@ -239,6 +239,29 @@ def test_issue_31_a_model_process_that_died_is_started_again():
     m.release()
 
 
+@needs_model
+async def test_issue_31_vectors_that_cannot_be_read_rank_lexically_with_a_clear_error(
+        two_units, tmp_path, caplog):
+    """The model's process cannot read the vectors (a file gone or not a database): the
+    ask fails with the reason, the search ranks by words (`nearest` gives None and
+    counts it), the process goes on answering, and the next ask of a good file works."""
+    from memoryd.embed import Embedder, database_path
+    from memoryd.embed.model import EmbedError
+
+    e = Embedder(two_units, max_chars=512)
+    bad = tmp_path / "not-a-database.db"
+    bad.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(EmbedError, match="database"):
+        e.model.nearest("how do migrations work", str(bad), 0, 5)
+    with caplog.at_level("ERROR"):
+        assert e.nearest("how do migrations work", str(tmp_path / "gone.db"), 5) is None
+    assert e.query_errors == 1 and "ranking lexically" in caplog.text
+    good = two_units.read_sync(database_path)
+    assert e.nearest("how do migrations work", good, 5) == []  # no vectors yet: none
+    assert e.model.loads == 1
+    e.model.release()
+
+
 def test_issue_31_the_caught_up_workers_look_reads_no_whole_table(tmp_path):
     """Caught up, the worker looks every 5 s (and status on every call): the store's id
     bounds, what is new above them, how many wait. Each must find its rows by key: `SELECT

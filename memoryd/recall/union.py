@@ -79,8 +79,11 @@ def fuse(lexical: list[dict[str, Any]], vector: list[dict[str, Any]],
         c["score"] = 1.0 / (rrf_k + rank)
         c["signals"]["lexical_rank"] = float(rank)
         fused[c["unit_id"]] = c
+    folded = {d for c in lexical for d in c.get("dups", ())}  # their twins are listed
     for rank, v in enumerate(vector, 1):
         uid = v["unit_id"]
+        if uid in folded:
+            continue
         c = fused.get(uid)
         if c is None:
             c = fused[uid] = known.get(uid, v)

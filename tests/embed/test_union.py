@@ -123,3 +123,28 @@ async def test_issue_31_no_nearest_units_ranks_lexically(store):
     assert _ids(r) == ["d0", "d1", "d2", "d3"] and r.vectors is None
     assert all("vector" not in h.signals and "lexical_rank" not in h.signals
                for h in r.hits)
+
+
+async def test_issue_31_a_duplicate_the_words_folded_is_not_a_hit_again(store):
+    """The keyword ranking folds near-identical units into the best one (`duplicates`); the
+    vectors find the folded one too (equal texts, equal vectors): it stays folded, listed
+    once."""
+    from memoryd.store.units import store_record as put
+
+    def twin(c):
+        pk = c.execute("SELECT id FROM sessions WHERE session_id = 'b'").fetchone()[0]
+        uid = put(c, pk, Record("user", "deploy the service", ts=1e9 + 7200), "d3b", None,
+                  0).unit_id
+        c.execute("INSERT INTO unit_vectors (unit_id, vec) VALUES (?, zeroblob(384))", (uid,))
+        return uid
+
+    store.ids["d3b"] = await store.write(twin)
+    await store.indexed()
+    lexical = _rank(store)
+    folded = {h.record_id: h.duplicates for h in lexical.hits}
+    kept = "d3" if "d3" in folded else "d3b"
+    other = "d3b" if kept == "d3" else "d3"
+    assert folded[kept] == [store.ids[other]]
+    r = _rank(store, Nearest(store.ids, [other, "m1"]))
+    got = {h.record_id: h.duplicates for h in r.hits}
+    assert other not in got and got[kept] == [store.ids[other]]

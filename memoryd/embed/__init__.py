@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from memoryd.embed.model import NAME, RELOAD_S, Model, available
+from memoryd.embed.model import IDLE_S, NAME, RELOAD_S, Model, available
 from memoryd.embed.worker import EmbedWorker
 from memoryd.store import Store, vectors
 
@@ -39,8 +39,7 @@ class Embedder:
     def __init__(self, store: Store, *, max_chars: int, idle_s: float | None = None,
                  reload_s: float = RELOAD_S, busy: Callable[[], bool] | None = None) -> None:
         self.store = store
-        self.model = Model(reload_s=reload_s) if idle_s is None else \
-            Model(idle_s=idle_s, reload_s=reload_s)
+        self.model = Model(idle_s=IDLE_S if idle_s is None else idle_s, reload_s=reload_s)
         self.worker = EmbedWorker(store, self.model, max_chars=max_chars, busy=busy,
                                   on_saved=self.changed)
         self.generation = 0  # vectors written: the model's copy of them is old when it moves

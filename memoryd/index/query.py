@@ -52,6 +52,11 @@ class Filters:
         return any(v is not None for v in (self.agent, self.project, self.session_id,
                                             self.project_within))
 
+    def narrows(self) -> bool:
+        """Any filter at all: some units are left out."""
+        return self.by_session() or self.since is not None or self.until is not None \
+            or bool(self.exclude)
+
 
 def term_tokens(analyzer: tantivy.TextAnalyzer, term: str) -> list[str]:
     """The indexed tokens a query term stands for (a lone CJK character: itself)."""

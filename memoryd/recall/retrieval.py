@@ -44,15 +44,15 @@ from typing import Any, Literal
 from memoryd.index.protocol import Index
 from memoryd.index.query import Filters
 from memoryd.index.query import term_tokens
-from memoryd.index.schema import SPEAKER_CODES, speaker_code
-from memoryd.index.text import content_terms, dup_hash, query_terms, split_cjk
+from memoryd.index.schema import SPEAKER_CODES
+from memoryd.index.text import content_terms, query_terms, split_cjk
+from memoryd.recall.rows import candidates
 from memoryd.recall.union import fuse, vector_list
 from memoryd.store import Store
 from memoryd.store.units import (
     CHUNK,
     SEARCH_COLUMNS,
     Exclusion,
-    candidate_rows,
     session_tails,
     units_by_id,
 )
@@ -349,12 +349,11 @@ def _scanned(conn: sqlite3.Connection, index: Index, plan: QueryPlan, f: Filters
     SQLite (what the index's fast fields hold otherwise)."""
     total, found = index.candidates(conn, plan.terms, f, mode=mode, limit=limit,
                                     count=False, w_body=p.w_body, w_one_liner=p.w_one_liner)
-    rows = candidate_rows(conn, [u for u, _ in found])
+    rows = candidates(conn, [u for u, _ in found])
     cands = []
     for uid, score in found:
         if (r := rows.get(uid)) is not None:
-            r.update(bm25=score, speaker=speaker_code(r["role"], r["kind"]),
-                     dup=dup_hash(r.pop("head")))
+            r["bm25"] = score
             cands.append(r)
     return total, cands
 

@@ -10,7 +10,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from memoryd.index.protocol import Index
+from memoryd.index.schema import speaker_code
+from memoryd.index.text import dup_hash
 from memoryd.store import Store
+from memoryd.store.units import candidate_rows
 
 T = TypeVar("T")
 
@@ -24,3 +27,14 @@ async def read_rows(store: Store, index: Index, fn: Callable[[Any], T]) -> tuple
         return await store.read(fn), False
     out = await asyncio.get_running_loop().run_in_executor(rows.readers, rows.read_sync, fn)
     return out, not store.health.reachable
+
+
+def candidates(conn: Any, ids: list[int], where: tuple[list[str], list[object]] = ([], [])
+               ) -> dict[int, dict[str, Any]]:
+    """The ranking's candidates read from the database (`candidate_rows`, of the units
+    that pass `where`), each with what the index's fast fields give otherwise: the
+    speaker's code and the duplicate key of its head."""
+    rows = candidate_rows(conn, ids, where=where)
+    for r in rows.values():
+        r.update(speaker=speaker_code(r["role"], r["kind"]), dup=dup_hash(r.pop("head")))
+    return rows

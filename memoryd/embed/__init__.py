@@ -16,6 +16,7 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 from memoryd.embed.model import IDLE_S, NAME, RELOAD_S, Model, available
@@ -107,25 +108,42 @@ async def embed_status(embedder: Embedder | None, reason: str | None) -> dict[st
 class VectorQuery:
     """What a search or context hands the ranking: the units nearest the query, asked
     of the model's process once per database and kept for the request's later asks
-    (context ranks twice: this project, then everyone). Called on a reader thread."""
+    (context ranks twice: this project, then everyone). Called on a reader thread;
+    `ask` starts the question on a thread of its own, so the model's process (on the
+    other core) embeds and searches while the words are ranked."""
 
     def __init__(self, embedder: Embedder, text: str) -> None:
         self._embedder, self._text = embedder, text
         self._lock = threading.Lock()
-        self._got: dict[tuple[str, int], list[tuple[int, float]] | None] = {}
+        self._got: dict[tuple[str, int], Future] = {}
 
-    def nearest(self, conn: Any, n: int) -> list[tuple[int, float]] | None:
-        """(unit id, cosine) of the `n` units nearest the query among the vectors `conn`
-        reads, best first; None when they cannot be had (the ranking is lexical): the
-        model failed, or `conn` is not a SQLite file (fleet mode while the index
-        rebuilds: its rows are read from PostgreSQL)."""
+    def ask(self, conn: Any, n: int) -> Future | None:
+        """The ask for the `n` nearest among the vectors `conn` reads, started once (on
+        a thread) and kept; None when `conn` is not a SQLite file (fleet mode while the
+        index rebuilds: its rows are read from PostgreSQL)."""
         path = database_path(conn)
         if path is None:
             return None
         with self._lock:
-            if (path, n) not in self._got:
-                self._got[path, n] = self._embedder.nearest(self._text, path, n)
-            return self._got[path, n]
+            if (fut := self._got.get((path, n))) is not None:
+                return fut
+            fut = self._got[path, n] = Future()
+        threading.Thread(target=self._run, args=(fut, path, n), daemon=True,
+                         name="memoryd-vector-ask").start()
+        return fut
+
+    def _run(self, fut: Future, path: str, n: int) -> None:
+        try:  # the model failing is None (`Embedder.nearest`)
+            fut.set_result(self._embedder.nearest(self._text, path, n))
+        except BaseException as e:  # never a ranking left waiting
+            fut.set_exception(e)
+
+    def nearest(self, conn: Any, n: int) -> list[tuple[int, float]] | None:
+        """(unit id, cosine) of the `n` units nearest the query, best first, once the
+        ask (`ask`) has its answer; None when they cannot be had (the ranking is
+        lexical): the model failed, or `conn` is not a SQLite file."""
+        fut = self.ask(conn, n)
+        return None if fut is None else fut.result()
 
 
 def database_path(conn: Any) -> str | None:

@@ -47,7 +47,7 @@ from memoryd.index.query import term_tokens
 from memoryd.index.schema import SPEAKER_CODES
 from memoryd.index.text import content_terms, query_terms, split_cjk
 from memoryd.recall.rows import candidates
-from memoryd.recall.union import fuse, vector_list
+from memoryd.recall.union import asked, fuse, vector_list
 from memoryd.store import Store
 from memoryd.store.units import (
     CHUNK,
@@ -281,6 +281,9 @@ def retrieve_sync(conn: sqlite3.Connection, index: Index, query: str, *, k: int,
         exclude = session_tails(conn, sid, max(0, recent))
     f = Filters(agent=agent, project=project, session_id=session_id,
                 project_within=project_within, since=since, until=until, exclude=exclude)
+    depth = max(p.union_depth, k)
+    if vq is not None:  # the model's process embeds and searches while the words rank
+        vq.ask(conn, asked(f, depth))
     limit = min(p.max_candidates, max(p.candidates, p.candidates_per_hit * k))
     got = index.ranked(conn, plan.terms, f, mode=mode, limit=limit, count=count,
                        w_body=p.w_body, w_one_liner=p.w_one_liner,
@@ -289,7 +292,6 @@ def retrieve_sync(conn: sqlite3.Connection, index: Index, query: str, *, k: int,
     estimated = got is not None and got[2]
     total, cands = (got[0], got[1]) if got is not None else \
         _scanned(conn, index, plan, f, mode, limit, p)
-    depth = max(p.union_depth, k)
     vec = vector_list(conn, vq, f, depth) if vq is not None else None
     if not cands and not vec:
         return Retrieval(plan, 0, [], vectors=None if vec is None else 0)

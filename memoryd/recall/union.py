@@ -38,13 +38,19 @@ since the model's copy was read) will do, and reading their rows costs less."""
 SPARE = 10
 
 
+def asked(f: Filters, n: int) -> int:
+    """How many nearest units a search with filters `f` asks for, to keep its first
+    `n`."""
+    return max(POOL, n) if f.narrows() else n + SPARE
+
+
 def vector_list(conn: sqlite3.Connection, vq: Any, f: Filters, n: int
                 ) -> list[dict[str, Any]] | None:
     """The first `n` units nearest the query (`vq`: a `VectorQuery`) that pass the
     filters and are still in the database with a vector, best first: their candidate
     rows (as the lexical ranking's), each with its `cosine`. None when the nearest
     cannot be had (the ranking is lexical)."""
-    nearest = vq.nearest(conn, max(POOL, n) if f.narrows() else n + SPARE)
+    nearest = vq.nearest(conn, asked(f, n))
     if nearest is None:
         return None
     clauses, args = unit_where(f)

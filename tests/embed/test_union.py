@@ -32,6 +32,9 @@ class Nearest:
         self.answer = [(ids[r], 0.9 - 0.01 * i) for i, r in enumerate(order)]
         self.asked: list[int] = []
 
+    def ask(self, conn, n):
+        """Started before the words are ranked; `nearest` has the answer."""
+
     def nearest(self, conn, n):
         self.asked.append(n)
         return self.answer[:n]

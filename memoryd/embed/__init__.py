@@ -108,7 +108,8 @@ async def embed_status(embedder: Embedder | None, reason: str | None) -> dict[st
 class VectorQuery:
     """What a search or context hands the ranking: the units nearest the query, asked
     of the model's process once per database and kept for the request's later asks
-    (context ranks twice: this project, then everyone). Called on a reader thread;
+    (context ranks twice: this project, 200 asked, then everyone, 40: one ask). Called
+    on a reader thread;
     `ask` starts the question on a thread of its own, so the model's process (on the
     other core) embeds and searches while the words are ranked."""
 
@@ -119,14 +120,17 @@ class VectorQuery:
 
     def ask(self, conn: Any, n: int) -> Future | None:
         """The ask for the `n` nearest among the vectors `conn` reads, started once (on
-        a thread) and kept; None when `conn` is not a SQLite file (fleet mode while the
-        index rebuilds: its rows are read from PostgreSQL)."""
+        a thread) and kept; one already made for as many or more answers it (the
+        model's order is total, so the first `n` of a longer answer are the answer).
+        None when `conn` is not a SQLite file (fleet mode while the index rebuilds: its
+        rows are read from PostgreSQL)."""
         path = database_path(conn)
         if path is None:
             return None
         with self._lock:
-            if (fut := self._got.get((path, n))) is not None:
-                return fut
+            for (p, m), fut in self._got.items():
+                if p == path and m >= n:
+                    return fut
             fut = self._got[path, n] = Future()
         threading.Thread(target=self._run, args=(fut, path, n), daemon=True,
                          name="memoryd-vector-ask").start()
@@ -143,7 +147,8 @@ class VectorQuery:
         ask (`ask`) has its answer; None when they cannot be had (the ranking is
         lexical): the model failed, or `conn` is not a SQLite file."""
         fut = self.ask(conn, n)
-        return None if fut is None else fut.result()
+        got = None if fut is None else fut.result()
+        return None if got is None else got[:n]
 
 
 def database_path(conn: Any) -> str | None:

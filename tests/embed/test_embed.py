@@ -94,6 +94,12 @@ async def test_issue_31_embeds_in_background_and_finds_by_meaning(memoryd_home, 
         ctx = await c.request("POST", "/v1/context", {"query": "deploy the service"})
         assert "Deploy" in json.dumps(ctx)
         assert (await c.status())["embed"]["queries"] == before + 1
+        # from a project with nothing of its own: its pass (the filters' pool) and then
+        # everyone's (fewer, the same order) are one ask too
+        ctx = await c.request("POST", "/v1/context", {"query": "deploy the service",
+                                                      "cwd": str(tmp_path / "elsewhere")})
+        assert "Deploy" in json.dumps(ctx)
+        assert (await c.status())["embed"]["queries"] == before + 2
         # a new turn is embedded after it is stored (newest first, woken by ingest)
         write_jsonl(src / "p" / "s1.jsonl", [{"role": "user", "content": "Deploy on Friday?",
                                                "id": "n1"}])
@@ -440,6 +446,8 @@ async def test_issue_31_the_model_is_asked_while_the_words_are_ranked(two_units)
     assert got == fut.result() == e.model.nearest("what does the user like", path,
                                                    e.generation, 5)
     assert two_units.read_sync(lambda c: vq.ask(c, 5)) is fut and e.queries == 1
+    assert two_units.read_sync(lambda c: vq.nearest(c, 1)) == got[:1]  # fewer: its head
+    assert e.queries == 1
     assert vq.ask(object(), 5) is None and vq.nearest(object(), 5) is None
     e.model.release()
 

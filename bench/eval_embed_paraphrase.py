@@ -25,6 +25,11 @@ dev-b, heldout-c, lme-dev; pooled), and at w 1 with lists of 10 and 50 instead o
 The first run embeds ~15k units (~15 min on two cores, `--jobs 2`; `--vectors-from` an
 `eval_embed.py` home whose every unit was embedded takes its vectors instead); the home
 keeps them.
+
+`--floor` adds what a cosine floor on the hits only the vectors found would have to tell
+apart (none ships): the cosines of such hits in each probe's top 10 that are its evidence,
+that are not, and those of the same probe searched in a scope where nothing answers it (a
+label in a LongMemEval haystack, a dev question in an admission project).
 """
 
 from __future__ import annotations
@@ -46,8 +51,8 @@ from bench.eval_embed import (  # noqa: E402
     WEIGHTS, build, embed_all, held_out, mean, print_table, rank)
 from bench.eval_ranker import _default_sessions  # noqa: E402
 from eval.common import load_qrels  # noqa: E402
-from memoryd.embed import Embedder  # noqa: E402
-from memoryd.recall.retrieval import PARAMS  # noqa: E402
+from memoryd.embed import Embedder, VectorQuery  # noqa: E402
+from memoryd.recall.retrieval import PARAMS, retrieve_sync  # noqa: E402
 
 SETS = ("dev", "dev-b", "heldout-c")
 DEPTHS = (10, 50)  # each list's length in the union, beside the shipped 30
@@ -92,6 +97,39 @@ def probes(adm: Path) -> list[dict[str, Any]]:
     return out
 
 
+def vector_only(store: Any, embedder: Embedder, question: str, project: str | None
+                ) -> list[tuple[str, float]]:
+    """(record id, cosine) of the top 10's hits that only the vectors found."""
+    vq = VectorQuery(embedder, question)
+    got = store.read_sync(lambda c: retrieve_sync(c, store.index, question, k=10,
+                                                  project=project, params=PARAMS, vq=vq))
+    return [(h.record_id, h.signals["vector"]) for h in got.hits
+            if "vector" in h.signals and "lexical_rank" not in h.signals]
+
+
+def floor_study(store: Any, embedder: Embedder, rows: list[dict[str, Any]],
+                projects: dict[str, str]) -> None:
+    lme = sorted(p for n, p in projects.items() if n.startswith("lme__"))
+    adm = sorted(p for n, p in projects.items() if not n.startswith("lme__"))
+    found: dict[str, list[float]] = {"evidence": [], "not evidence": [], "wrong scope": [],
+                                     "wrong scope, each probe's best": []}
+    for i, r in enumerate(rows):
+        ev = set(r["q"]["evidence"])
+        for rid, cos in vector_only(store, embedder, r["q"]["question"], r["project"]):
+            found["evidence" if rid in ev else "not evidence"].append(cos)
+        other = adm if r["kind"] == "lme" else lme  # a fixed pick: the run repeats
+        wrong = [c for _, c in vector_only(store, embedder, r["q"]["question"],
+                                           other[i % len(other)])]
+        found["wrong scope"] += wrong
+        found["wrong scope, each probe's best"] += [max(wrong)] if wrong else []
+    print("\ncosines of the top 10's hits only the vectors found "
+          "(min, 10th, 25th, 50th, 75th, 90th percentile, max):")
+    for name, xs in found.items():
+        xs.sort()
+        qs = [xs[int(q * (len(xs) - 1))] for q in (0, .1, .25, .5, .75, .9, 1)] if xs else []
+        print(f"  {name} (n={len(xs)}): " + " ".join(f"{x:.3f}" for x in qs))
+
+
 def table(name: str, rows: list[dict[str, Any]], cols: list[tuple[str, list]]) -> None:
     print(f"\n{name}: {len(rows)} probes\n")
     print_table(cols, [r["lexical"] for r in rows])
@@ -104,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="model processes for the first embed")
     ap.add_argument("--vectors-from", type=Path, default=None,
                     help="a home whose vectors of the same texts are reused")
+    ap.add_argument("--floor", action="store_true",
+                    help="also the cosines a floor on vector-only hits would separate")
     args = ap.parse_args(argv)
     adm, home = admission_root(), args.home.resolve()
     sessions = home / "sessions"
@@ -137,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         embedder = Embedder(store, max_chars=args.max_chars, idle_s=3600)
         for r in rows:
             rank(store, embedder, r, DEPTHS)
+        if args.floor:
+            floor_study(store, embedder, rows, projects)
         embedder.model.release()
     finally:
         store.close_sync()

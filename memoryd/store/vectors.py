@@ -82,12 +82,16 @@ def count(conn: sqlite3.Connection, machine: str | None = None) -> int:
 
 
 def save(conn: sqlite3.Connection, rows: Iterable[tuple[int, bytes]]) -> int:
-    """Store vectors of units that still exist (one deleted meanwhile is skipped)."""
+    """Store vectors of units that still exist (one deleted meanwhile is skipped). In
+    PostgreSQL the unit's row is read `FOR KEY SHARE`: a forget not yet committed makes
+    the save wait, then skip the unit; read plainly, the unit was there, and the foreign
+    key's own check, waiting the same, failed the whole batch."""
+    lock = " FOR KEY SHARE" if getattr(conn, "engine", "sqlite") == "postgresql" else ""
     n = 0
     for uid, vec in rows:  # an upsert both engines speak (the WHERE keeps SQLite's parse)
         n += conn.execute("INSERT INTO unit_vectors (unit_id, vec) SELECT id, ? FROM units "
-                          "WHERE id = ? ON CONFLICT (unit_id) DO UPDATE SET vec = excluded.vec",
-                          (vec, uid)).rowcount
+                          f"WHERE id = ?{lock} ON CONFLICT (unit_id) DO UPDATE "
+                          "SET vec = excluded.vec", (vec, uid)).rowcount
     return n
 
 

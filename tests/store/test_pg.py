@@ -244,3 +244,45 @@ async def test_issue_14_a_daemon_starts_while_another_holds_the_schema_lock(
         names = [r[0] for r in conn.execute(
             "SELECT name FROM memoryd_team._migrations ORDER BY name")]
     assert names[-1] == "m999_next"
+
+
+def test_a_vector_saved_while_its_unit_is_forgotten_is_skipped(tmp_path, pg_url):
+    """A forget commits while the embedding worker saves a vector of one of its units:
+    the save waited on the unit's row and finds it gone, so that vector is skipped and
+    the batch's others are saved. Before, the foreign key failed the whole batch (logged
+    as an error, retried 30 s later)."""
+    from memoryd.models import Record
+    from memoryd.store import vectors
+    from memoryd.store.units import store_record
+
+    s = open_store_sync(tmp_path / "memoryd.db", target=StoreTarget(url=pg_url))
+    try:
+        def put(c):
+            pk = session_pk(c, "generic", "s1", project="/p")
+            for i in range(2):
+                store_record(c, pk, Record("user", f"words {i}", ts=1.0 + i), f"r{i}",
+                             None, 0)
+            return [r[0] for r in c.execute("SELECT id FROM units ORDER BY id")]
+
+        gone, kept = s.write_sync(put)
+        saved: list[int] = []
+        with psycopg.connect(pg_url) as forget, psycopg.connect(pg_url) as look:
+            forget.execute("SET search_path TO memoryd_default")
+            forget.execute("DELETE FROM units WHERE id = %s", (gone,))  # not committed yet
+            t = threading.Thread(target=lambda: saved.append(s.write_sync(
+                lambda c: vectors.save(c, [(gone, bytes(384)), (kept, bytes(384))]))))
+            t.start()
+            for _ in range(500):  # until the save waits on the forget's lock
+                if look.execute("SELECT count(*) FROM pg_stat_activity "
+                                "WHERE wait_event_type = 'Lock'").fetchone()[0]:
+                    break
+                look.rollback()
+                threading.Event().wait(0.01)
+            else:
+                raise AssertionError("the save never waited on the forget")
+            forget.commit()
+            t.join(30)
+        assert saved == [1]
+        assert s.read_sync(lambda c: sorted(vectors.vectors_of(c, [gone, kept]))) == [kept]
+    finally:
+        s.close_sync()

@@ -528,3 +528,13 @@ def test_issue_31_the_models_copy_of_the_vectors_ranks_exactly_and_reloads_when_
     # only the newest units' vectors are read: a query's time stays bounded
     monkeypatch.setattr(engine, "SEARCHED", 2)
     assert Vectors(reload_s=0).get(str(db), 0).nearest(q, 5)[0].tolist() == [3, 4]
+    # read a few rows at a time (no step of a load holds the GIL long), a vector of the
+    # wrong size skipped: the same copy as read at once
+    with conn:
+        conn.execute("INSERT INTO unit_vectors VALUES (6, ?)", (b"short",))
+    monkeypatch.setattr(engine, "SEARCHED", 100)
+    whole = Vectors(reload_s=0).get(str(db), 0)
+    monkeypatch.setattr(engine, "LOAD_ROWS", 2)
+    parts = Vectors(reload_s=0).get(str(db), 0)
+    assert parts.ids.tolist() == whole.ids.tolist() == [4, 3, 2]
+    assert np.array_equal(parts.m, whole.m) and np.array_equal(parts.inv, whole.inv)

@@ -109,9 +109,8 @@ class VectorQuery:
     """What a search or context hands the ranking: the units nearest the query, asked
     of the model's process once per database and kept for the request's later asks
     (context ranks twice: this project, 200 asked, then everyone, 40: one ask). Called
-    on a reader thread;
-    `ask` starts the question on a thread of its own, so the model's process (on the
-    other core) embeds and searches while the words are ranked."""
+    on a reader thread; `ask` starts the question on a thread of its own, so the model's
+    process (on the other core) embeds and searches while the words are ranked."""
 
     def __init__(self, embedder: Embedder, text: str) -> None:
         self._embedder, self._text = embedder, text

@@ -272,7 +272,7 @@ def test_a_vector_saved_while_its_unit_is_forgotten_is_skipped(tmp_path, pg_url)
             t = threading.Thread(target=lambda: saved.append(s.write_sync(
                 lambda c: vectors.save(c, [(gone, bytes(384)), (kept, bytes(384))]))))
             t.start()
-            for _ in range(500):  # until the save waits on the forget's lock
+            for _ in range(3000):  # until the save waits on the forget's lock (30 s at most)
                 if look.execute("SELECT count(*) FROM pg_stat_activity "
                                 "WHERE wait_event_type = 'Lock'").fetchone()[0]:
                     break

@@ -28,7 +28,11 @@ queries, as the daemon embeds them (in the model's own process, on one thread: t
 share of what a search with vectors adds; the search over the vectors is the rest), with
 the load average beside it; `--load K` runs K busy loops beside it (bench/busy.py).
 
-    .venv/bin/python bench/embed.py --units 100000 --queries 200
+`--context` times what a hook asks instead of a search: `POST /v1/context` from one of
+bigstore's projects with 2,000 tokens (its recall ranks this project, then everyone when
+the project has too few hits; both passes share one ask of the model).
+
+    .venv/bin/python bench/embed.py --units 100000 --queries 200 [--context]
     .venv/bin/python bench/embed.py --latency 300 [--load 1]
 """
 
@@ -101,10 +105,18 @@ def throughput(db: Path, n: int, max_chars: int = 512) -> dict[str, float]:
             "load_s": load_s, "query_embed_p50_ms": 1000 * statistics.median(qs)}
 
 
-def measure(client, queries, label: str, out: dict[str, list[float]]) -> None:
-    for _cls, q, mode in queries:
+def measure(client, queries, label: str, out: dict[str, list[float]],
+            context: bool = False) -> None:
+    """Each query's time over the socket: a search, or with `context` what a hook asks
+    (`POST /v1/context` from one of bigstore's projects, 2,000 tokens, as
+    context_latency.py asks it)."""
+    for i, (_cls, q, mode) in enumerate(queries):
         t0 = time.perf_counter()
-        client.search(query=q, mode=mode)
+        if context:
+            client.request("POST", "/v1/context", {"query": q, "budget_tokens": 2000,
+                                                   "cwd": f"/bench/proj{i % 37:02d}"})
+        else:
+            client.search(query=q, mode=mode)
         out[label].append(time.perf_counter() - t0)
 
 
@@ -162,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pending", type=int, default=40)
     ap.add_argument("--sample", type=int, default=60)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--context", action="store_true",
+                    help="time context requests (what a hook asks) instead of searches")
     args = ap.parse_args(argv)
     if args.latency:
         return latency(args.latency, args.seed, args.load)
@@ -194,9 +208,9 @@ def main(argv: list[str] | None = None) -> int:
                 d.wait_ready(300)
                 d.wait_caught_up(300)
                 c = d.client
-                measure(c, queries[:10], "warm", {"warm": []})
+                measure(c, queries[:10], "warm", {"warm": []}, args.context)
                 t0 = time.perf_counter()
-                measure(c, queries, label, times)
+                measure(c, queries, label, times, args.context)
                 if on:
                     st = c.status()["embed"]
                     print(f"busy pass: {time.perf_counter() - t0:.1f} s, embed {st}")
@@ -204,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
                         time.sleep(1)
                     st = c.status()["embed"]
                     print(f"worker caught up: {st}")
-                    measure(c, queries, "rest", times)
+                    measure(c, queries, "rest", times, args.context)
             finally:
                 d.stop()
     for k, xs in times.items():

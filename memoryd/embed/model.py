@@ -7,12 +7,12 @@ use, so the daemon never imports it or numpy: a daemon without the extra, or one
 model left, holds what it held without embeddings. Queries and the worker's passages
 have a channel each, so a query never waits behind a passage. The process also finds
 the units nearest a query (`nearest`): it reads their vectors itself, so the daemon never
-holds them. The model is let go (its
-process ends, giving back its ~70 MB) only when no call is inside it and none came for
-`idle_s` (a one-shot timer, re-armed by use). A process that died is started again by
-the first call `restart_s` after (a broken install or an OOM kill would otherwise cost
-every query a start); the call that found it dead, and those meanwhile, fail
-(`EmbedError`), and their callers rank lexically or retry later.
+holds them. The model is let go (its process ends, giving back its ~70 MB) only when no
+call is inside it and none came for `idle_s` (a one-shot timer, re-armed by use). A
+process that died is started again by the first call `restart_s` after (a broken install
+or an OOM kill would otherwise cost every query a start); the call that found it dead,
+and those meanwhile, fail (`EmbedError`), and their callers rank lexically or retry
+later.
 """
 
 from __future__ import annotations

@@ -11,10 +11,14 @@ end of a socket pair, a channel served by its own thread, so a query (someone wa
 never queues behind the worker's passage (up to 700 ms): the engine allocates its
 buffers per call and runs both at once. A request is one byte and its payload,
 length-prefixed: `q` a query's text, `p` a passage's, `n` the units nearest a query
-(`NEAREST`: how many, the vectors' database, their generation, then the text). The answer
-is `k` and the vector (a query's 384 float32, a passage's 384 int8, see `quantize`) or
-the nearest units (`pack_nearest`), or `e` and an error's text. The process ends when
-every channel is closed: the daemon let the model go, or it died.
+(`NEAREST`: how many, the vectors' database, their generation, then the text), `c` a
+query's cosine with each of the vectors sent (`COSINES`: how many, the int8 vectors, then
+the text: MEMORY.md's entries, which the daemon keeps). The answer is `k` and the vector
+(a query's 384 float32, a passage's 384 int8, see `quantize`), the nearest units
+(`pack_nearest`) or the cosines (float32), or `e` and an error's text. The process ends
+when every channel is closed: the daemon let the model go, or it died. A query's
+embedding is kept for the next few asks (`Queries`): a context asks for the nearest units
+and for the entries' cosines with the same text, and the model runs once.
 
 **The nearest units** are found by exact search over the vectors of the database named
 (`Vectors`: its `unit_vectors`, read here, read-only, so the daemon never holds them):
@@ -45,12 +49,14 @@ from typing import Any
 
 HEAD = struct.Struct("<cI")  # kind, payload length
 NEAREST = struct.Struct("<IQH")  # n, generation, the database path's length (bytes)
+COSINES = struct.Struct("<I")  # how many vectors follow
 DIM = 384  # the model's
 SEARCHED = 100_000  # the newest units' vectors searched
 LOAD_ROWS = 2048  # vectors read at a time: no step of a load holds the GIL for long (one
 # join of 100k vectors held it 40 ms, which a query arriving meanwhile waited out: the
 # search's p99 at 1M units was 50 ms while the copy was read again, 30 otherwise)
 RELOAD_EVERY = 50.0  # reloaded no more often than this many times the last load took
+KEPT_QUERIES = 4  # query embeddings kept (`Queries`)
 
 
 def read_exact(sock: socket.socket, n: int) -> bytes:
@@ -192,24 +198,61 @@ class Vectors:
                 self._snaps[path].at = time.monotonic()
 
 
-def nearest(model: Any, vectors: Vectors, payload: bytes) -> bytes:
+class Queries:
+    """The model's query embeddings, the last `KEPT_QUERIES` texts' kept: one request's
+    asks (its nearest units, its entries' cosines) embed its text once (11 ms or more
+    each). Used by the query channel's thread only."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self._kept: dict[str, Any] = {}
+        self.embedded = 0  # texts the model embedded
+
+    def __call__(self, text: str) -> Any:
+        v = self._kept.pop(text, None)
+        if v is None:
+            v = self.model.query(text)
+            self.embedded += 1
+            if len(self._kept) >= KEPT_QUERIES:
+                del self._kept[next(iter(self._kept))]  # the oldest
+        self._kept[text] = v  # the newest last
+        return v
+
+
+def nearest(query: Queries, vectors: Vectors, payload: bytes) -> bytes:
     n, gen, size = NEAREST.unpack_from(payload)
     path = payload[NEAREST.size:NEAREST.size + size].decode("utf-8")
     text = payload[NEAREST.size + size:].decode("utf-8", "replace")
     snap = vectors.get(path, gen)
-    return pack_nearest(*snap.nearest(model.query(text), n))
+    return pack_nearest(*snap.nearest(query(text), n))
+
+
+def cosines(query: Queries, payload: bytes) -> bytes:
+    """The query's cosine with each int8 vector sent, in their order (float32)."""
+    import numpy as np
+
+    (n,) = COSINES.unpack_from(payload)
+    end = COSINES.size + n * DIM
+    m = np.frombuffer(payload[COSINES.size:end], dtype=np.int8).reshape(n, DIM)
+    m = m.astype(np.float32)
+    q = np.asarray(query(payload[end:].decode("utf-8", "replace")), dtype=np.float32)
+    norms = np.maximum(np.linalg.norm(m, axis=1), 1.0)
+    return ((m @ q) / norms).astype("<f4").tobytes()
 
 
 def serve(sock: socket.socket, model: Any, vectors: Vectors) -> None:
     import numpy as np
 
+    query = Queries(model)  # a channel's own: only queries' channel asks for queries
     while (req := receive(sock)) is not None:
         kind = req[0]
         try:
             if kind == b"n":
-                out = nearest(model, vectors, req[1])
+                out = nearest(query, vectors, req[1])
+            elif kind == b"c":
+                out = cosines(query, req[1])
             elif kind == b"q":
-                out = np.asarray(model.query(req[1].decode("utf-8", "replace")),
+                out = np.asarray(query(req[1].decode("utf-8", "replace")),
                                  dtype="<f4").tobytes()
             elif kind == b"p":
                 out = quantize(model.passage(req[1].decode("utf-8", "replace")))

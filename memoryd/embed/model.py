@@ -27,7 +27,7 @@ import time
 from array import array
 
 from memoryd.embed import engine
-from memoryd.embed.engine import NEAREST, receive, send, unpack_nearest
+from memoryd.embed.engine import COSINES, NEAREST, receive, send, unpack_nearest
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +72,9 @@ class _Engine:
         self.dead = False
 
     def call(self, kind: bytes, text: str, head: bytes = b"") -> bytes:
-        """One request on its kind's channel (`n` shares the query's): `head`, then the
-        text."""
-        sock, lock = self.channels[b"q" if kind == b"n" else kind]
+        """One request on its kind's channel (`n` and `c` share the query's): `head`,
+        then the text."""
+        sock, lock = self.channels[b"p" if kind == b"p" else b"q"]
         with lock:
             try:
                 send(sock, kind, head + text.encode("utf-8", "replace"))
@@ -198,6 +198,15 @@ class Model:
                                          + raw))
         finally:
             self._leave()
+
+    def cosines(self, text: str, vecs: list[bytes]) -> list[float]:
+        """The query's cosine with each vector (384 int8 bytes each), in their order."""
+        e = self._enter()
+        try:
+            got = e.call(b"c", text, COSINES.pack(len(vecs)) + b"".join(vecs))
+        finally:
+            self._leave()
+        return list(array("f", got))
 
     def passages(self, texts: list[str]) -> list[bytes]:
         """Each text's embedding as 384 int8 bytes (`memoryd.embed.engine.quantize`), one

@@ -195,6 +195,8 @@ class Daemon:
                                                 redact=redactor.clean,
                                                 poll_interval=MEMORY_POLL_S)
             await self.memory.start()  # MEMORY.md's temp files from a killed write go
+            if self.embedder is not None:  # its entries' vectors, kept by the worker
+                self.embedder.follow_memory(self.memory.document)
             self._stack.push_async_callback(self.memory.stop)
             for clean in (daily.clean_temps, history.clean_temps):  # notes, HISTORY.md
                 await asyncio.to_thread(clean, self.paths.memory_dir)

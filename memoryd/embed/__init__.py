@@ -6,8 +6,10 @@
 machine embeds its own units and reads everyone's vectors from its row cache
 (`memoryd.store.vectors`). Search and context hand the ranking a `VectorQuery`: the units
 nearest the query by meaning, found by the model's process over the vectors of the
-database the ranking reads (`memoryd.recall.union`), once per request. Without the extra
-nothing here imports anything beyond the standard library.
+database the ranking reads (`memoryd.recall.union`), once per request. MEMORY.md's
+entries have vectors too, kept in memory (`memoryd.embed.entries`): a context ranks them
+by their cosine with its query as well as by its words (`entry_cosines`). Without the
+extra nothing here imports anything beyond the standard library.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
 from memoryd.embed.model import IDLE_S, NAME, RELOAD_S, Model, available
 from memoryd.embed.worker import EmbedWorker
+from memoryd.memory import Document, Entry
 from memoryd.store import Store, vectors
 
 __all__ = ["Embedder", "VectorQuery", "available", "embed_status", "off_reason",
@@ -71,6 +74,32 @@ class Embedder:
             self.query_errors += 1
             log.exception("finding the nearest units failed; ranking lexically")
             return None
+
+    def follow_memory(self, read: Callable[[], Awaitable[Document]]) -> None:
+        """MEMORY.md, read by `read`: the worker keeps its entries' vectors."""
+        self.worker.memory = read
+
+    def entry_cosines(self, text: str, entries: Sequence[Entry]
+                      ) -> dict[int, float] | None:
+        """Each entry's cosine with the query (of its first `QUERY_CHARS`), by line, of
+        those that have a vector; one call to the model's process, on the caller's
+        thread (its embedding of the query is the one a unit search of the same text
+        made, when that came first: `memoryd.embed.engine.Queries`). An entry without
+        a vector is missing (the worker is told to look at the file); None when the
+        model fails."""
+        self.worker.touch()  # a query asked: the worker's embedding waits a moment
+        have = self.worker.entries.of(entries)
+        if len(have) < len(entries):
+            self.worker.memory_changed()
+        if not have:
+            return {}
+        try:
+            got = self.model.cosines(text[:QUERY_CHARS], [v for _, v in have])
+        except Exception:
+            self.query_errors += 1
+            log.exception("ranking MEMORY.md's entries by meaning failed; by words only")
+            return None
+        return {e.line: c for (e, _), c in zip(have, got)}
 
     async def rebuild(self) -> int:
         """Every vector dropped and embedded again (`memoryctl reindex`); in a shared

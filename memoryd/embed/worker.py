@@ -21,7 +21,9 @@ long. While `busy()` says
 so (the daemon's: a backfill runs, as for the summaries' jobs) the worker waits: embedding
 never takes the CPU a first read of the history needs. In a shared store the worker walks
 this machine's units only (`machine`): each unit is embedded once in the fleet, by the
-machine that read it (`memoryd.store.vectors`).
+machine that read it (`memoryd.store.vectors`). MEMORY.md's entries go before any unit
+(`memoryd.embed.entries`): the worker looks at the file every `IDLE_POLL_S` (or when told
+it changed: `memory_changed`) and embeds the entries without a vector.
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from memoryd.runtime import background
+from memoryd.embed.entries import EntryVectors
 from memoryd.embed.model import Model
+from memoryd.memory import Document
 from memoryd.store import Store, vectors
 from memoryd.store.units import id_bounds
 
@@ -76,6 +80,10 @@ class EmbedWorker:
         self._reset = False
         self._active = 0.0         # monotonic time of the last ingest or query (`touch`)
         self.deferred = 0          # units put off for a quiet moment, this run
+        self.entries = EntryVectors()  # MEMORY.md's, in memory
+        self.memory: Callable[[], Awaitable[Document]] | None = None  # MEMORY.md, read
+        self._memory_looked = -IDLE_POLL_S  # monotonic time of the last look at it
+        self._memory_error: str | None = None
 
     def touch(self) -> None:
         """A line was stored or a query asked: embedding waits for a quiet moment."""
@@ -88,6 +96,12 @@ class EmbedWorker:
 
     def wake(self) -> None:
         """New units were stored: look now rather than at the next poll."""
+        self._wake.set()
+
+    def memory_changed(self) -> None:
+        """MEMORY.md may have changed (a context met an entry without a vector): look at
+        it now rather than at the next poll."""
+        self._memory_looked = -IDLE_POLL_S
         self._wake.set()
 
     def restart(self) -> None:
@@ -107,7 +121,7 @@ class EmbedWorker:
                 if not self.started or self._reset:
                     self._reset = False
                     await self._derive()
-                did = await self._step()
+                did = await self._entries_step() or await self._step()
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # degrade quietly: logged, counted, retried
@@ -173,19 +187,44 @@ class EmbedWorker:
             self.lo = min(i for i, _ in items)
             self.below = max(0, self.below - len(items))
         ids = [i for i, _ in items]
-        texts = [t for _, t in items]
-        loop = asyncio.get_running_loop()
-        vecs: list[bytes] = []
-        for t in texts:  # one unit a piece, each in a quiet moment
-            await self._quiet()
-            t0 = loop.time()
-            vecs += await background.run(lambda t=t: self.model.passages([t]))
-            self.seconds += loop.time() - t0
+        vecs = await self._embed([t for _, t in items])
         saved = await self.store.write(lambda c: vectors.save(c, zip(ids, vecs)))
         self.on_saved()
         self.done += saved
         self.embedded += len(items)
         return True
+
+    async def _entries_step(self) -> bool:
+        """MEMORY.md looked at when due, and a batch of its entries without a vector
+        embedded; False when none is pending. A file that cannot be read keeps the
+        vectors it had (its error in status) and is looked at again when next due."""
+        if self.memory is None:
+            return False
+        if time.monotonic() - self._memory_looked >= IDLE_POLL_S:
+            self._memory_looked = time.monotonic()
+            try:
+                self.entries.follow((await self.memory()).entries)
+                self._memory_error = None
+            except Exception as e:  # a broken MEMORY.md is the API's to report
+                self._memory_error = f"{type(e).__name__}: {e}"
+        texts = self.entries.pending[:BATCH]
+        if not texts:
+            return False
+        self.caught_up = False
+        self.entries.add(texts, await self._embed([t[:self.max_chars] for t in texts]))
+        return True
+
+    async def _embed(self, texts: list[str]) -> list[bytes]:
+        """Each text's vector, one a piece, each in a quiet moment, on the background
+        thread."""
+        loop = asyncio.get_running_loop()
+        vecs: list[bytes] = []
+        for t in texts:
+            await self._quiet()
+            t0 = loop.time()
+            vecs += await background.run(lambda t=t: self.model.passages([t]))
+            self.seconds += loop.time() - t0
+        return vecs
 
     async def pending(self) -> int:
         """Units waiting for a vector: the backlog under the cursor and the new ones."""
@@ -198,7 +237,11 @@ class EmbedWorker:
 
     async def status(self) -> dict[str, Any]:
         pending = await self.pending() if self.started else None
-        return {"caught_up": bool(self.started and self.caught_up and pending == 0),
+        entries = {"embedded": len(self.entries), "pending": len(self.entries.pending),
+                   "error": self._memory_error}
+        return {"caught_up": bool(self.started and self.caught_up and pending == 0
+                                  and not self.entries.pending),
+                "entries": entries,
                 "pending": pending, "done": self.done, "embedded_this_run": self.embedded,
                 "waiting_for_backfill": self.waiting, "deferred_for_quiet": self.deferred,
                 "units_per_s": round(self.embedded / self.seconds, 2) if self.seconds else None,

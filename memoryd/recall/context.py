@@ -22,6 +22,7 @@ from typing import Any
 
 from memoryd.index.protocol import Index
 from memoryd.recall import archived as archive_recall
+from memoryd.recall import long_term
 from memoryd.api import ContextRequest
 from memoryd.embed import Embedder, vector_query
 from memoryd.errors import StoreUnavailableError
@@ -30,8 +31,7 @@ from memoryd.recall.fit import Counts, fit_counted
 from memoryd.recall.offline import offline_hits, stale_note
 from memoryd.recall.rows import read_rows
 from memoryd.runtime.idle_release import RELEASE
-from memoryd.memory import Entry, MemoryFile, newest_first
-from memoryd.memory import search as search_entries
+from memoryd.memory import Entry, MemoryFile
 from memoryd.recall.retrieval import Hit, plan_query, retrieve_sync
 from memoryd.store import Store
 from memoryd.tokens import count_fixed
@@ -223,21 +223,20 @@ class ContextBuilder:
 
     async def _long_term(self, query: str, include: set[str]
                          ) -> tuple[Section, list[tuple[Entry, str]]]:
-        """The section and its entries, relevant ones first, then recent ones (scoped to
-        the project by `_scope_long_term` once the project is known)."""
+        """The section and its entries, relevant ones first, then recent ones
+        (`memoryd.recall.long_term`; scoped to the project by `_scope_long_term` once the
+        project is known)."""
         s = Section("long_term", "Long-term memory")
         if "long_term" not in include:
             s.reason = "not included"
             return s, []
-        terms = plan_query(query).terms if query else []
         # one snapshot for both lists: each read of the file is a lock and a thread hop,
         # which under load queue behind ingest's work for hundreds of milliseconds
         doc = await self.memory.document()
-        relevant = list(search_entries(doc, terms, "or", 50).results) if terms else []
-        seen = {e.line for e in relevant}
-        recent = [e for e in newest_first(doc.entries)[:50] if e.line not in seen]
-        return s, [*((e, "matches the query") for e in relevant),
-                   *((e, "recent") for e in recent)]
+        near = None  # each entry's cosine with the query, with embeddings
+        if self.embed is not None and query.strip() and doc.entries:
+            near = await asyncio.to_thread(self.embed.entry_cosines, query, doc.entries)
+        return s, long_term.ranked(doc, query, near)
 
     def _recalled(self, conn: sqlite3.Connection, req: ContextRequest, query: str,
                   root: str | None, session: dict[str, Any] | None,

@@ -1,0 +1,62 @@
+"""The long-term section's order: MEMORY.md's entries that match a context's query, then
+the newest.
+
+An entry matches by its words (`memoryd.memory.search`: most of the query's words, then
+the newest) and, with embeddings (`memoryd.embed.entries`), by meaning: the `DEPTH`
+entries nearest the query join the word matches by reciprocal-rank fusion, as units do
+(`memoryd.recall.union`: k 60, the vectors' weight 1). An entry asked in other words
+(a rule restated in a later session, the other language) is then in the section where
+its words alone left it out. Measured held out by set on the admission sets' memory
+labels as entries and their paraphrases, original and restated messages as queries
+(bench/eval_embed_entries.py).
+"""
+
+from __future__ import annotations
+
+from memoryd.memory import Document, Entry, newest_first
+from memoryd.memory import search as search_entries
+from memoryd.recall.retrieval import plan_query
+
+DEPTH = 10  # the entries nearest the query that count as matching it
+RRF_K = 60.0
+W_VECTOR = 1.0
+LISTED = 50  # of each kind: matching, recent
+WORDS = "matches the query"
+
+
+def ranked(doc: Document, query: str, near: dict[int, float] | None = None, *,
+           depth: int = DEPTH, w: float = W_VECTOR) -> list[tuple[Entry, str]]:
+    """The entries to offer, each with why: those matching the query first, best first,
+    then the newest of the rest. `near`: each entry's cosine with the query, by line
+    (those with a vector); None or empty ranks by words alone."""
+    terms = plan_query(query).terms if query else []
+    words = list(search_entries(doc, terms, "or", LISTED).results) if terms else []
+    relevant = fuse(doc, words, near, depth, w) if near else [(e, WORDS) for e in words]
+    seen = {e.line for e, _ in relevant}
+    recent = [e for e in newest_first(doc.entries)[:LISTED] if e.line not in seen]
+    return [*relevant, *((e, "recent") for e in recent)]
+
+
+def fuse(doc: Document, words: list[Entry], near: dict[int, float], depth: int = DEPTH,
+         w: float = W_VECTOR) -> list[tuple[Entry, str]]:
+    """The word matches and the `depth` nearest as one list: 1/(k + rank by words) +
+    w/(k + rank by meaning), of the lists an entry is in; ties keep the words' order."""
+    score = {e.line: 1.0 / (RRF_K + rank) for rank, e in enumerate(words, 1)}
+    nearest = sorted(near, key=lambda line: -near[line])[:depth]
+    for rank, line in enumerate(nearest, 1):
+        score[line] = score.get(line, 0.0) + w / (RRF_K + rank)
+    matched, close = {e.line for e in words}, set(nearest)
+    by_line = {e.line: e for e in doc.entries}
+    out = []
+    for line in sorted(score, key=lambda line: -score[line]):
+        if line not in by_line:  # an entry of another version of the file
+            continue
+        cosine = f"(cosine {near[line]:.2f})" if line in close else ""
+        if line not in close:
+            why = WORDS
+        elif line in matched:
+            why = f"{WORDS}; close in meaning {cosine}"
+        else:
+            why = f"close in meaning to the query {cosine}"
+        out.append((by_line[line], why))
+    return out

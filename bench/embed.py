@@ -30,9 +30,13 @@ the load average beside it; `--load K` runs K busy loops beside it (bench/busy.p
 
 `--context` times what a hook asks instead of a search: `POST /v1/context` from one of
 bigstore's projects with 2,000 tokens (its recall ranks this project, then everyone when
-the project has too few hits; both passes share one ask of the model).
+the project has too few hits; both passes share one ask of the model). `--entries N`
+gives the home a MEMORY.md of N entries (synthetic sentences, 40-160 characters): with
+embeddings on, the worker embeds them before any unit, and each context also asks their
+cosines with its query (`memoryd.recall.long_term`; the model embeds the query once for
+both asks).
 
-    .venv/bin/python bench/embed.py --units 100000 --queries 200 [--context]
+    .venv/bin/python bench/embed.py --units 100000 --queries 200 [--context [--entries 111]]
     .venv/bin/python bench/embed.py --latency 300 [--load 1]
 """
 
@@ -176,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--context", action="store_true",
                     help="time context requests (what a hook asks) instead of searches")
+    ap.add_argument("--entries", type=int, default=0,
+                    help="MEMORY.md entries in the home (synthetic)")
     args = ap.parse_args(argv)
     if args.latency:
         return latency(args.latency, args.seed, args.load)
@@ -196,6 +202,13 @@ def main(argv: list[str] | None = None) -> int:
         tp = throughput(paths.db, args.sample)
         print("throughput:", {k: round(v, 2) for k, v in tp.items()})
     queries = h.TextGen(args.seed).queries(random.Random(args.seed * 101), args.queries)
+    if args.entries:
+        rng, gen = random.Random(args.seed * 7), h.TextGen(args.seed)
+        paths.memory_dir.mkdir(parents=True, exist_ok=True)
+        (paths.memory_dir / "MEMORY.md").write_text("".join(
+            f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}|manual|"
+            f"{gen.english(rng, rng.randint(40, 160)).replace('|', ' ')}\n"
+            for i in range(args.entries)))
     times: dict[str, list[float]] = {k: [] for k in ("off", "busy", "rest", "off2")}
     src = dir / "empty-src"
     src.mkdir(exist_ok=True)

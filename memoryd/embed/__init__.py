@@ -85,12 +85,10 @@ class Embedder:
         those that have a vector; one call to the model's process, on the caller's
         thread (its embedding of the query is the one a unit search of the same text
         made, when that came first: `memoryd.embed.engine.Queries`). An entry without
-        a vector is missing (the worker is told to look at the file); None when the
-        model fails."""
+        a vector (the worker embeds it within `IDLE_POLL_S` and a quiet moment) is
+        missing; None when the model fails."""
         self.worker.touch()  # a query asked: the worker's embedding waits a moment
         have = self.worker.entries.of(entries)
-        if len(have) < len(entries):
-            self.worker.memory_changed()
         if not have:
             return {}
         try:

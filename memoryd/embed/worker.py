@@ -22,8 +22,8 @@ so (the daemon's: a backfill runs, as for the summaries' jobs) the worker waits:
 never takes the CPU a first read of the history needs. In a shared store the worker walks
 this machine's units only (`machine`): each unit is embedded once in the fleet, by the
 machine that read it (`memoryd.store.vectors`). MEMORY.md's entries go before any unit
-(`memoryd.embed.entries`): the worker looks at the file every `IDLE_POLL_S` (or when told
-it changed: `memory_changed`) and embeds the entries without a vector.
+(`memoryd.embed.entries`): the worker looks at the file every `IDLE_POLL_S` (a stat when
+it has not changed) and embeds the entries without a vector.
 """
 
 from __future__ import annotations
@@ -96,12 +96,6 @@ class EmbedWorker:
 
     def wake(self) -> None:
         """New units were stored: look now rather than at the next poll."""
-        self._wake.set()
-
-    def memory_changed(self) -> None:
-        """MEMORY.md may have changed (a context met an entry without a vector): look at
-        it now rather than at the next poll."""
-        self._memory_looked = -IDLE_POLL_S
         self._wake.set()
 
     def restart(self) -> None:
@@ -211,19 +205,21 @@ class EmbedWorker:
         if not texts:
             return False
         self.caught_up = False
-        self.entries.add(texts, await self._embed([t[:self.max_chars] for t in texts]))
+        vecs = await self._embed([t[:self.max_chars] for t in texts], units=False)
+        self.entries.add(texts, vecs)
         return True
 
-    async def _embed(self, texts: list[str]) -> list[bytes]:
+    async def _embed(self, texts: list[str], units: bool = True) -> list[bytes]:
         """Each text's vector, one a piece, each in a quiet moment, on the background
-        thread."""
+        thread (the time of units' counted for status' rate)."""
         loop = asyncio.get_running_loop()
         vecs: list[bytes] = []
         for t in texts:
             await self._quiet()
             t0 = loop.time()
             vecs += await background.run(lambda t=t: self.model.passages([t]))
-            self.seconds += loop.time() - t0
+            if units:
+                self.seconds += loop.time() - t0
         return vecs
 
     async def pending(self) -> int:

@@ -155,6 +155,12 @@ def embed_line(e: dict[str, Any]) -> str:
         line += f"; queries searched by meaning: {e['queries']}"
     if e.get("units_per_s"):
         line += f"; {e['units_per_s']:g} units/s this run"
+    if entries := e.get("entries"):  # MEMORY.md's (`memoryd.embed.entries`)
+        line += f"; MEMORY.md entries embedded: {entries['embedded']}"
+        if entries.get("pending"):
+            line += f" ({entries['pending']} waiting)"
+        if entries.get("error"):
+            line += f" (MEMORY.md unreadable: {entries['error']})"
     if e.get("errors"):
         line += f"; {e['errors']} errors, the last: {e.get('last_error')}"
     return line

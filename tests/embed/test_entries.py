@@ -14,6 +14,7 @@ import math
 
 import pytest
 
+from memoryd.cli.output import render_status
 from memoryd.embed.engine import KEPT_QUERIES, Queries
 from memoryd.memory import parse
 from memoryd.recall import long_term
@@ -125,6 +126,7 @@ async def test_issue_31_a_context_finds_a_rule_asked_in_other_words(memoryd_home
             await c.memory_add(t, "manual")
         st = await wait_for(lambda: _entries_done(c, 4), timeout=120)
         assert st["embed"]["entries"] == {"embedded": 4, "pending": 0, "error": None}
+        assert "; MEMORY.md entries embedded: 4" in render_status(st)
         r = await c.request("POST", "/v1/context", {"query": ASKED,
                                                     "include": ["long_term"]})
         first = r["long_term"][0]

@@ -39,7 +39,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from memoryd.embed import QUERY_CHARS  # noqa: E402
-from memoryd.embed.entries import text_of  # noqa: E402
 from memoryd.embed.model import Model  # noqa: E402
 from memoryd.memory import parse  # noqa: E402
 from memoryd.recall import long_term  # noqa: E402
@@ -106,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     doc, probes = load(args.admission)
     model = Model(idle_s=3600)
     try:
-        vecs = model.passages([text_of(e) for e in doc.entries])
+        vecs = model.passages([long_term.text_of(e) for e in doc.entries])
         for p in probes:
             cos = model.cosines(p["q"][:QUERY_CHARS], vecs)
             p["near"] = {e.line: c for e, c in zip(doc.entries, cos)}

@@ -25,6 +25,7 @@ from memoryd.consolidate.clock import Clock
 from memoryd.consolidate.crons import Crons
 from memoryd.consolidate.retention import Retention
 from memoryd.consolidate.service import Consolidator
+from memoryd.recall import long_term
 from memoryd.recall.context import ContextBuilder
 from memoryd.recall.evaluate import Evaluator
 from memoryd.daemon.db_guard import watch_identity
@@ -196,7 +197,7 @@ class Daemon:
                                                 poll_interval=MEMORY_POLL_S)
             await self.memory.start()  # MEMORY.md's temp files from a killed write go
             if self.embedder is not None:  # its entries' vectors, kept by the worker
-                self.embedder.follow_memory(self.memory.document)
+                self.embedder.follow_memory(self._memory_texts)
             self._stack.push_async_callback(self.memory.stop)
             for clean in (daily.clean_temps, history.clean_temps):  # notes, HISTORY.md
                 await asyncio.to_thread(clean, self.paths.memory_dir)
@@ -431,6 +432,10 @@ class Daemon:
                 await self.store.read(lambda c: c.execute("SELECT 1").fetchone())
             sdnotify.notify("WATCHDOG=1")
             await asyncio.sleep(period)
+
+    async def _memory_texts(self) -> list[str]:
+        """MEMORY.md's entries as the embed worker embeds them (`memoryd.embed.entries`)."""
+        return long_term.texts(await self.memory.document())
 
     async def _embed_status(self) -> dict[str, Any]:
         assert self.store is not None

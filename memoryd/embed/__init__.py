@@ -23,7 +23,6 @@ from typing import Any
 
 from memoryd.embed.model import IDLE_S, NAME, RELOAD_S, Model, available
 from memoryd.embed.worker import EmbedWorker
-from memoryd.memory import Document, Entry
 from memoryd.store import Store, vectors
 
 __all__ = ["Embedder", "VectorQuery", "available", "embed_status", "off_reason",
@@ -75,18 +74,18 @@ class Embedder:
             log.exception("finding the nearest units failed; ranking lexically")
             return None
 
-    def follow_memory(self, read: Callable[[], Awaitable[Document]]) -> None:
-        """MEMORY.md, read by `read`: the worker keeps its entries' vectors."""
+    def follow_memory(self, read: Callable[[], Awaitable[list[str]]]) -> None:
+        """MEMORY.md, read by `read` (its entries' texts, newest first): the worker keeps
+        their vectors."""
         self.worker.memory = read
 
-    def entry_cosines(self, text: str, entries: Sequence[Entry]
-                      ) -> dict[int, float] | None:
-        """Each entry's cosine with the query (of its first `QUERY_CHARS`), by line, of
-        those that have a vector; one call to the model's process, on the caller's
-        thread (its embedding of the query is the one a unit search of the same text
-        made, when that came first: `memoryd.embed.engine.Queries`). An entry without
-        a vector (the worker embeds it within `IDLE_POLL_S` and a quiet moment) is
-        missing; None when the model fails."""
+    def entry_cosines(self, text: str, entries: Sequence[str]) -> dict[int, float] | None:
+        """The query's cosine (of its first `QUERY_CHARS`) with each entry's text that has
+        a vector, by its index in `entries`; one call to the model's process, on the
+        caller's thread (its embedding of the query is the one a unit search of the same
+        text made, when that came first: `memoryd.embed.engine.Queries`). An entry
+        without a vector (the worker embeds it within `IDLE_POLL_S` and a quiet moment)
+        is missing; None when the model fails."""
         self.worker.touch()  # a query asked: the worker's embedding waits a moment
         have = self.worker.entries.of(entries)
         if not have:
@@ -97,7 +96,7 @@ class Embedder:
             self.query_errors += 1
             log.exception("ranking MEMORY.md's entries by meaning failed; by words only")
             return None
-        return {e.line: c for (e, _), c in zip(have, got)}
+        return {i: c for (i, _), c in zip(have, got)}
 
     async def rebuild(self) -> int:
         """Every vector dropped and embedded again (`memoryctl reindex`); in a shared

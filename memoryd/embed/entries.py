@@ -2,26 +2,20 @@
 memory, so a context ranks the long-term section by the query's meaning as well as its
 words (`memoryd.recall.long_term`).
 
-An entry's vector is keyed by the text embedded (`text_of`: its items), so an entry
-edited is embedded again and one moved or re-dated is not. The embed worker follows
-MEMORY.md (`follow`: the file's entries, newest first, what lacks a vector pending) and
-embeds what is pending before any unit (a few hundred at most, ~45 ms each on one core:
-9 s for a full file of 200, each in a quiet moment). Nothing is stored: after a restart
-the worker embeds the file again, where a table would need a schema in both stores and
-its own upkeep as entries come and go. A context never waits for an entry to be
-embedded: one without a vector is ranked by its words, as without the extra.
+This wing sees an entry as the text embedded of it (`memoryd.recall.long_term.text_of`:
+its items), and keys its vector by that text, so an entry edited is embedded again and
+one moved or re-dated is not. The embed worker follows the file (`follow`: its entries'
+texts, newest first, what lacks a vector pending) and embeds what is pending before any
+unit (a few hundred at most, ~45 ms each on one core: 9 s for a full file of 200, each
+in a quiet moment). Nothing is stored: after a restart the worker embeds the file again,
+where a table would need a schema in both stores and its own upkeep as entries come and
+go. A context never waits for an entry to be embedded: one without a vector is ranked by
+its words, as without the extra.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from memoryd.memory import Entry, newest_first
-
-
-def text_of(e: Entry) -> str:
-    """What is embedded of an entry: its items (not its date or source)."""
-    return "; ".join(e.items)
+from collections.abc import Iterable, Sequence
 
 
 class EntryVectors:
@@ -32,13 +26,13 @@ class EntryVectors:
     def __len__(self) -> int:
         return len(self._vecs)
 
-    def follow(self, entries: Iterable[Entry]) -> None:
-        """The file as it is now: vectors of texts no longer in it are dropped, those
-        without one are pending."""
-        texts = list(dict.fromkeys(text_of(e) for e in newest_first(list(entries))))
-        keep = set(texts)
+    def follow(self, texts: Iterable[str]) -> None:
+        """The file as it is now (its entries' texts, newest first): vectors of texts no
+        longer in it are dropped, those without one are pending."""
+        now = list(dict.fromkeys(texts))
+        keep = set(now)
         self._vecs = {t: v for t, v in self._vecs.items() if t in keep}
-        self.pending = [t for t in texts if t not in self._vecs]
+        self.pending = [t for t in now if t not in self._vecs]
 
     def add(self, texts: list[str], vecs: list[bytes]) -> None:
         for t, v in zip(texts, vecs):
@@ -46,6 +40,6 @@ class EntryVectors:
         done = set(texts)
         self.pending = [t for t in self.pending if t not in done]
 
-    def of(self, entries: Iterable[Entry]) -> list[tuple[Entry, bytes]]:
-        """The entries that have a vector, each with it."""
-        return [(e, v) for e in entries if (v := self._vecs.get(text_of(e))) is not None]
+    def of(self, texts: Sequence[str]) -> list[tuple[int, bytes]]:
+        """(index in `texts`, vector) of the texts that have one."""
+        return [(i, v) for i, t in enumerate(texts) if (v := self._vecs.get(t)) is not None]

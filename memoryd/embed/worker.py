@@ -37,7 +37,6 @@ from typing import Any
 from memoryd.runtime import background
 from memoryd.embed.entries import EntryVectors
 from memoryd.embed.model import Model
-from memoryd.memory import Document
 from memoryd.store import Store, vectors
 from memoryd.store.units import id_bounds
 
@@ -81,7 +80,8 @@ class EmbedWorker:
         self._active = 0.0         # monotonic time of the last ingest or query (`touch`)
         self.deferred = 0          # units put off for a quiet moment, this run
         self.entries = EntryVectors()  # MEMORY.md's, in memory
-        self.memory: Callable[[], Awaitable[Document]] | None = None  # MEMORY.md, read
+        # MEMORY.md read: its entries' texts, newest first (`memoryd.embed.entries`)
+        self.memory: Callable[[], Awaitable[list[str]]] | None = None
         self._memory_looked = -IDLE_POLL_S  # monotonic time of the last look at it
         self._memory_error: str | None = None
 
@@ -197,7 +197,7 @@ class EmbedWorker:
         if time.monotonic() - self._memory_looked >= IDLE_POLL_S:
             self._memory_looked = time.monotonic()
             try:
-                self.entries.follow((await self.memory()).entries)
+                self.entries.follow(await self.memory())
                 self._memory_error = None
             except Exception as e:  # a broken MEMORY.md is the API's to report
                 self._memory_error = f"{type(e).__name__}: {e}"

@@ -233,9 +233,11 @@ class ContextBuilder:
         # one snapshot for both lists: each read of the file is a lock and a thread hop,
         # which under load queue behind ingest's work for hundreds of milliseconds
         doc = await self.memory.document()
-        near = None  # each entry's cosine with the query, with embeddings
+        near = None  # each entry's cosine with the query, by line, with embeddings
         if self.embed is not None and query.strip() and doc.entries:
-            near = await asyncio.to_thread(self.embed.entry_cosines, query, doc.entries)
+            got = await asyncio.to_thread(self.embed.entry_cosines, query,
+                                          [long_term.text_of(e) for e in doc.entries])
+            near = None if got is None else {doc.entries[i].line: c for i, c in got.items()}
         return s, long_term.ranked(doc, query, near)
 
     def _recalled(self, conn: sqlite3.Connection, req: ContextRequest, query: str,

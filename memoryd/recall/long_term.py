@@ -24,6 +24,17 @@ LISTED = 50  # of each kind: matching, recent
 WORDS = "matches the query"
 
 
+def text_of(e: Entry) -> str:
+    """What is embedded of an entry (`memoryd.embed.entries`): its items, not its date or
+    source."""
+    return "; ".join(e.items)
+
+
+def texts(doc: Document) -> list[str]:
+    """The entries' texts to embed, newest first (the worker embeds in this order)."""
+    return [text_of(e) for e in newest_first(doc.entries)]
+
+
 def ranked(doc: Document, query: str, near: dict[int, float] | None = None, *,
            depth: int = DEPTH, w: float = W_VECTOR) -> list[tuple[Entry, str]]:
     """The entries to offer, each with why: those matching the query first, best first,

@@ -146,7 +146,8 @@ def files_mb(pid: int, db: Path, index: Path) -> tuple[float, float]:
     return out[0] / 1024, out[1] / 1024
 
 
-def fresh_copy(dir: Path, name: str) -> Path:
+def fresh_copy(dir: Path, name: str, memory: Path | None = None) -> Path:
+    """The built store copied into a home of its own; `memory`: its MEMORY.md."""
     home = dir / name
     shutil.rmtree(home, ignore_errors=True)
     paths = resolve_paths(home)
@@ -154,6 +155,9 @@ def fresh_copy(dir: Path, name: str) -> Path:
     built = resolve_paths(dir / "home")
     shutil.copyfile(built.db, paths.db)
     shutil.copytree(built.data_dir / "index", paths.data_dir / "index")
+    if memory is not None:
+        paths.memory_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(memory, paths.memory_dir / "MEMORY.md")
     return home
 
 
@@ -208,7 +212,7 @@ RAW = textwrap.dedent("""
 
 
 def at_rest(args: argparse.Namespace, dir: Path) -> None:
-    home = fresh_copy(dir, f"idle-rest-{os.getpid()}")
+    home = fresh_copy(dir, f"idle-rest-{os.getpid()}", args.memory)
     src = dir / "empty-src"
     src.mkdir(exist_ok=True)
     gen = h.TextGen(args.seed)
@@ -238,6 +242,10 @@ def at_rest(args: argparse.Namespace, dir: Path) -> None:
             for q, _ in queries:  # the first one loads the tokenizer (cl100k_base)
                 d.client.request("POST", "/v1/context", {"query": q, "cwd": "/bench/proj01"})
             contexts = mem()
+            # what the embed worker put off while the requests came (it embeds only in a
+            # quiet moment: MEMORY.md's entries, `--memory`) it does once they stop: not rest
+            while not (d.client.status().get("embed") or {}).get("caught_up", True):
+                time.sleep(1)
             assert raw.stdout is not None
             raw.stdout.readline()  # the raw side is ready too
             c0, r0, t0 = cpu_s(pid), cpu_s(raw.pid), time.monotonic()
@@ -399,6 +407,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--env", action="append", default=[], metavar="K=V",
                    help="with --self-backfill: in the daemon's environment (e.g. glibc's "
                         "MALLOC_ARENA_MAX=2), repeatable")
+    p.add_argument("--memory", type=Path,
+                   help="a MEMORY.md for the daemon at rest (with embeddings on, the worker "
+                        "embeds its entries once the requests stop, before the rest is "
+                        "measured, and looks at the file every 5 s)")
     p.add_argument("--store", type=Path,
                    help="a store bigstore.py built (its directory), instead of --units")
     args = p.parse_args(argv)

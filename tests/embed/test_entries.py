@@ -27,6 +27,8 @@ OTHERS = ["The staging database is Postgres 16 on the host db-stage",
           "Release notes are written in English, and the changelog is kept by hand",
           "Lunch orders go in before eleven on Fridays"]
 ASKED = "can I commit my fix straight onto the trunk branch?"  # no word of RULE's
+ZH_RULE = "上线之前必须先跑完整的回归测试"
+ZH_ASKED = "发布到生产环境前要做哪些检查？"  # no two characters of ZH_RULE's together
 
 
 def _doc(*items: str):
@@ -122,16 +124,17 @@ async def test_issue_31_a_context_finds_a_rule_asked_in_other_words(memoryd_home
                                           "id": "u1"}])
     async with running_daemon(memoryd_home, [("generic", src)], sock, embed=True):
         c = AsyncClient(sock)
-        for t in (RULE, *OTHERS):
+        for t in (RULE, ZH_RULE, *OTHERS):
             await c.memory_add(t, "manual")
-        st = await wait_for(lambda: _entries_done(c, 4), timeout=120)
-        assert st["embed"]["entries"] == {"embedded": 4, "pending": 0, "error": None}
-        assert "; MEMORY.md entries embedded: 4" in render_status(st)
-        r = await c.request("POST", "/v1/context", {"query": ASKED,
-                                                    "include": ["long_term"]})
-        first = r["long_term"][0]
-        assert first["items"] == [RULE], r["long_term"]
-        assert first["why"].startswith("close in meaning to the query (cosine 0.")
+        st = await wait_for(lambda: _entries_done(c, 5), timeout=120)
+        assert st["embed"]["entries"] == {"embedded": 5, "pending": 0, "error": None}
+        assert "; MEMORY.md entries embedded: 5" in render_status(st)
+        for asked, rule in ((ASKED, RULE), (ZH_ASKED, ZH_RULE)):  # Chinese too
+            r = await c.request("POST", "/v1/context", {"query": asked,
+                                                        "include": ["long_term"]})
+            first = r["long_term"][0]
+            assert first["items"] == [rule], r["long_term"]
+            assert first["why"].startswith("close in meaning to the query (cosine 0.")
 
         # the file edited by hand: a rule changed, another removed
         path = next(memoryd_home.rglob("MEMORY.md"))
@@ -139,7 +142,7 @@ async def test_issue_31_a_context_finds_a_rule_asked_in_other_words(memoryd_home
         text = text.replace("Lunch orders go in before eleven on Fridays\n", "")
         text = text.replace("Postgres 16", "Postgres 17")
         path.write_text(text)
-        await wait_for(lambda: _entries_done(c, 3), timeout=120)
+        await wait_for(lambda: _entries_done(c, 4), timeout=120)
         r = await c.request("POST", "/v1/context", {"query": "which Postgres version",
                                                     "include": ["long_term"]})
         assert "Postgres 17" in r["long_term"][0]["items"][0]
@@ -177,3 +180,33 @@ async def test_issue_31_a_memory_file_that_cannot_be_read_keeps_units_embedding(
 async def _worker_status(e):
     st = await e.worker.status()
     return st if st["entries"]["error"] and st["caught_up"] else None
+
+
+@needs_model
+async def test_issue_31_a_model_that_died_leaves_the_entries_ranked_by_words(tmp_path):
+    """The model's process gone (an OOM kill): the entries' cosines are None, counted
+    and logged, and the section is ranked by words; an entry not yet embedded is no
+    cosine, never an error."""
+    import os
+    import signal
+
+    from memoryd.embed import Embedder
+    from memoryd.store import Store
+
+    store = await Store.open(tmp_path / "m.db")
+    try:
+        e = Embedder(store, max_chars=512)
+        texts = [RULE, *OTHERS]
+        e.worker.entries.follow(texts)
+        e.worker.entries.add(texts, e.model.passages(texts))
+        assert sorted(e.entry_cosines(ASKED, texts)) == [0, 1, 2, 3]
+        assert e.entry_cosines(ASKED, ["an entry the worker has not embedded"]) == {}
+        proc = e.model._e.proc
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert e.entry_cosines(ASKED, texts) is None and e.query_errors == 1
+        doc = _doc(RULE, *OTHERS)
+        assert long_term.ranked(doc, ASKED, None) == long_term.ranked(doc, ASKED)
+        e.model.release()
+    finally:
+        await store.close()

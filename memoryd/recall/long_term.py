@@ -60,14 +60,10 @@ def fuse(doc: Document, words: list[Entry], near: dict[int, float], depth: int =
     by_line = {e.line: e for e in doc.entries}
     out = []
     for line in sorted(score, key=lambda line: -score[line]):
-        if line not in by_line:  # an entry of another version of the file
-            continue
-        cosine = f"(cosine {near[line]:.2f})" if line in close else ""
-        if line not in close:
-            why = WORDS
-        elif line in matched:
-            why = f"{WORDS}; close in meaning {cosine}"
-        else:
-            why = f"close in meaning to the query {cosine}"
+        why = WORDS
+        if line in close:
+            cosine = f"(cosine {near[line]:.2f})"
+            why = (f"{WORDS}; close in meaning {cosine}" if line in matched
+                   else f"close in meaning to the query {cosine}")
         out.append((by_line[line], why))
     return out

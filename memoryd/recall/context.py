@@ -16,7 +16,7 @@ import re
 import sqlite3
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from memoryd.recall.fit import Counts, fit_counted
 from memoryd.recall.offline import offline_hits, stale_note
 from memoryd.recall.rows import read_rows
 from memoryd.runtime.idle_release import RELEASE
-from memoryd.memory import Entry, MemoryFile
+from memoryd.memory import Document, Entry, MemoryFile
 from memoryd.recall.retrieval import Hit, plan_query, retrieve_sync
 from memoryd.store import Store
 from memoryd.tokens import count_fixed
@@ -51,6 +51,14 @@ class Section:
     @property
     def tokens(self) -> int:
         return sum(i["tokens"] for i in self.items)
+
+
+@dataclass
+class LongTerm:
+    """The long-term section as read: its ranking waits for the project (`_fit`)."""
+    section: Section
+    doc: Document | None = None  # MEMORY.md (None: not included)
+    near: dict[int, float] | None = None  # each entry's cosine with the query, by line
 
 
 def include_of(req: ContextRequest) -> set[str]:
@@ -122,7 +130,7 @@ class ContextBuilder:
         # fits the block itself, so the pack comes back in one trip to a thread. Under
         # load each hop to a thread waits its turn: a second trip, to fit the block
         # (the tokenizer runs many times: never on the loop), cost a core's wait more.
-        files: Future[tuple[tuple[Section, list[tuple[Entry, str]]], Section]] = Future()
+        files: Future[tuple[LongTerm, Section]] = Future()
         local = asyncio.ensure_future(self._files(query, include))
         local.add_done_callback(lambda t: _hand_over(t, files))
 
@@ -132,8 +140,8 @@ class ContextBuilder:
 
         def from_store(c: sqlite3.Connection) -> dict[str, Any]:
             root, session, recalled = self._from_store(c, req, query, include, vq)
-            (long_term, ranked), daily = files.result(timeout=FILES_WAIT_S)
-            return self._fit(req, root, session, recalled, long_term, ranked, daily)
+            long_term, daily = files.result(timeout=FILES_WAIT_S)
+            return self._fit(req, root, session, recalled, long_term, daily)
 
         try:  # in fleet mode from this machine's row cache once the index is ready
             pack, stale = await read_rows(self.store, self.index, from_store)
@@ -149,14 +157,13 @@ class ContextBuilder:
             raise
         root = await asyncio.to_thread(git_root, req.cwd) if req.cwd else None
         recalled = await self._recalled_offline(req, query, root, include)
-        (long_term, ranked), daily = await local
+        long_term, daily = await local
         pack = await asyncio.to_thread(self._fit, req, root, None, recalled, long_term,
-                                       ranked, daily)
+                                       daily)
         pack["stale"], pack["store"] = True, "unreachable"
         return pack
 
-    async def _files(self, query: str, include: set[str]
-                     ) -> tuple[tuple[Section, list[tuple[Entry, str]]], Section]:
+    async def _files(self, query: str, include: set[str]) -> tuple[LongTerm, Section]:
         """MEMORY.md's section and the daily notes', read at the same time (when the notes
         are not asked for, their section is made here: no tasks to gather)."""
         if "daily" not in include and not (query and RECENT_TIME.search(query)):
@@ -166,14 +173,13 @@ class ContextBuilder:
         return long_term, daily
 
     def _fit(self, req: ContextRequest, root: str | None, session: dict[str, Any] | None,
-             recalled: Section, long_term: Section, ranked: list[tuple[Entry, str]],
-             daily: Section) -> dict[str, Any]:
+             recalled: Section, long_term: LongTerm, daily: Section) -> dict[str, Any]:
         """The sections fitted into the budget and rendered (a thread's work: the
-        tokenizer)."""
-        _scope_long_term(long_term, ranked, root)
+        tokenizer, and the long-term order)."""
+        _scope_long_term(long_term, (req.query or "").strip(), root)
         sections = {
             "session_summary": self._summary_section(req, session, include_of(req)),
-            "long_term": long_term,
+            "long_term": long_term.section,
             "recalled": recalled,
             "daily": daily,
         }
@@ -221,15 +227,13 @@ class ContextBuilder:
                             "_body": session["summary"]})
         return s
 
-    async def _long_term(self, query: str, include: set[str]
-                         ) -> tuple[Section, list[tuple[Entry, str]]]:
-        """The section and its entries, relevant ones first, then recent ones
-        (`memoryd.recall.long_term`; scoped to the project by `_scope_long_term` once the
-        project is known)."""
+    async def _long_term(self, query: str, include: set[str]) -> LongTerm:
+        """MEMORY.md as read and, with embeddings, each entry's cosine with the query
+        (ranked once the project is known: `_scope_long_term`)."""
         s = Section("long_term", "Long-term memory")
         if "long_term" not in include:
             s.reason = "not included"
-            return s, []
+            return LongTerm(s)
         # one snapshot for both lists: each read of the file is a lock and a thread hop,
         # which under load queue behind ingest's work for hundreds of milliseconds
         doc = await self.memory.document()
@@ -238,7 +242,7 @@ class ContextBuilder:
             got = await asyncio.to_thread(self.embed.entry_cosines, query,
                                           [long_term.text_of(e) for e in doc.entries])
             near = None if got is None else {doc.entries[i].line: c for i, c in got.items()}
-        return s, long_term.ranked(doc, query, near)
+        return LongTerm(s, doc, near)
 
     def _recalled(self, conn: sqlite3.Connection, req: ContextRequest, query: str,
                   root: str | None, session: dict[str, Any] | None,
@@ -406,15 +410,18 @@ def _project(e: Entry) -> str | None:
     return project if sep and project else None
 
 
-def _scope_long_term(s: Section, ranked: list[tuple[Entry, str]], root: str | None
-                     ) -> None:
-    """User-wide entries everywhere, a project's entries (source `agent:project`) only
-    in that project; relevant ones first, this project's before the rest."""
-    if s.reason == "not included":
+def _scope_long_term(lt: LongTerm, query: str, root: str | None) -> None:
+    """The section's entries: user-wide ones everywhere, a project's (source
+    `agent:project`) only in that project, ranked among themselves
+    (`memoryd.recall.long_term`: an entry of another project takes no place among the
+    best matches); relevant ones first, this project's before the rest."""
+    s, doc = lt.section, lt.doc
+    if doc is None:
         return
     here = os.path.basename(root.rstrip("/")) if root else None
+    mine = replace(doc, entries=tuple(e for e in doc.entries if _project(e) in (None, here)))
     scoped = [(e, why + (" (this project)" if _project(e) else ""))
-              for e, why in ranked if _project(e) in (None, here)]
+              for e, why in long_term.ranked(mine, query, lt.near)]
     scoped.sort(key=lambda ew: (ew[1].startswith("recent"), _project(ew[0]) is None))
     for e, why in scoped:
         s.items.append(_entry_item(e, why))

@@ -50,14 +50,16 @@ def ranked(doc: Document, query: str, near: dict[int, float] | None = None, *,
 
 def fuse(doc: Document, words: list[Entry], near: dict[int, float], depth: int = DEPTH,
          w: float = W_VECTOR) -> list[tuple[Entry, str]]:
-    """The word matches and the `depth` nearest as one list: 1/(k + rank by words) +
-    w/(k + rank by meaning), of the lists an entry is in; ties keep the words' order."""
+    """The word matches and the `depth` nearest of `doc`'s entries (`near` may hold
+    others: those the context left out) as one list: 1/(k + rank by words) + w/(k + rank
+    by meaning), of the lists an entry is in; ties keep the words' order."""
+    by_line = {e.line: e for e in doc.entries}
     score = {e.line: 1.0 / (RRF_K + rank) for rank, e in enumerate(words, 1)}
-    nearest = sorted(near, key=lambda line: -near[line])[:depth]
+    nearest = sorted((line for line in near if line in by_line),
+                     key=lambda line: -near[line])[:depth]
     for rank, line in enumerate(nearest, 1):
         score[line] = score.get(line, 0.0) + w / (RRF_K + rank)
     matched, close = {e.line for e in words}, set(nearest)
-    by_line = {e.line: e for e in doc.entries}
     out = []
     for line in sorted(score, key=lambda line: -score[line]):
         why = WORDS

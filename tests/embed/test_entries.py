@@ -63,6 +63,25 @@ def test_issue_31_the_nearest_entries_join_the_word_matches():
         i for i, (_, why) in enumerate(got) if why == "recent")
 
 
+def test_issue_31_the_nearest_are_counted_among_the_projects_own_entries():
+    """A context ranks the entries it may show: another project's entries, however near,
+    take none of the `DEPTH` places by meaning (they were ranked, then dropped, leaving
+    this project fewer)."""
+    from memoryd.recall.context import LongTerm, Section, _scope_long_term
+
+    theirs = [f"2026-11-01|codex:other|the other project's rule {i}\n" for i in range(12)]
+    ours = [f"2026-11-02|manual|a rule of everyone's, number {i}\n" for i in range(12)]
+    doc = parse("".join(theirs + ours))
+    near = {e.line: (0.95 if e.line <= 12 else 0.80 - e.line / 1000) for e in doc.entries}
+    lt = LongTerm(Section("long_term", "Long-term memory"), doc, near)
+    _scope_long_term(lt, "nothing in common", "/work/mine")
+    whys = [i["why"] for i in lt.section.items]
+    assert len(whys) == 12 and all("other project" not in i["_body"]
+                                   for i in lt.section.items)
+    assert sum(w.startswith("close in meaning") for w in whys) == long_term.DEPTH
+    assert whys[:long_term.DEPTH] == [w for w in whys if w.startswith("close")]
+
+
 def test_issue_31_a_query_embedding_is_made_once_for_a_requests_asks():
     """The model's process keeps the last few query embeddings: a context's two asks
     (its units, its entries) with one text run the model once."""

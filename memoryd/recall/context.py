@@ -140,8 +140,8 @@ class ContextBuilder:
 
         def from_store(c: sqlite3.Connection) -> dict[str, Any]:
             root, session, recalled = self._from_store(c, req, query, include, vq)
-            long_term, daily = files.result(timeout=FILES_WAIT_S)
-            return self._fit(req, root, session, recalled, long_term, daily)
+            lt, daily = files.result(timeout=FILES_WAIT_S)
+            return self._fit(req, root, session, recalled, lt, daily)
 
         try:  # in fleet mode from this machine's row cache once the index is ready
             pack, stale = await read_rows(self.store, self.index, from_store)
@@ -157,9 +157,8 @@ class ContextBuilder:
             raise
         root = await asyncio.to_thread(git_root, req.cwd) if req.cwd else None
         recalled = await self._recalled_offline(req, query, root, include)
-        long_term, daily = await local
-        pack = await asyncio.to_thread(self._fit, req, root, None, recalled, long_term,
-                                       daily)
+        lt, daily = await local
+        pack = await asyncio.to_thread(self._fit, req, root, None, recalled, lt, daily)
         pack["stale"], pack["store"] = True, "unreachable"
         return pack
 
@@ -168,18 +167,18 @@ class ContextBuilder:
         are not asked for, their section is made here: no tasks to gather)."""
         if "daily" not in include and not (query and RECENT_TIME.search(query)):
             return await self._long_term(query, include), await self._daily(include, query)
-        long_term, daily = await asyncio.gather(self._long_term(query, include),
-                                                self._daily(include, query))
-        return long_term, daily
+        lt, daily = await asyncio.gather(self._long_term(query, include),
+                                         self._daily(include, query))
+        return lt, daily
 
     def _fit(self, req: ContextRequest, root: str | None, session: dict[str, Any] | None,
-             recalled: Section, long_term: LongTerm, daily: Section) -> dict[str, Any]:
+             recalled: Section, lt: LongTerm, daily: Section) -> dict[str, Any]:
         """The sections fitted into the budget and rendered (a thread's work: the
         tokenizer, and the long-term order)."""
-        _scope_long_term(long_term, (req.query or "").strip(), root)
+        _scope_long_term(lt, (req.query or "").strip(), root)
         sections = {
             "session_summary": self._summary_section(req, session, include_of(req)),
-            "long_term": long_term.section,
+            "long_term": lt.section,
             "recalled": recalled,
             "daily": daily,
         }
